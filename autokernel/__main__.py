@@ -1,0 +1,3 @@
+from autokernel.cli import main
+
+main()

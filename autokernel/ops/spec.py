@@ -1,0 +1,157 @@
+"""What the registry knows about one kernel type: `OpSpec`.
+
+Every consumer (starters' tests, the harness, the profiler, the loop's pct-of-peak rule, the report)
+reads the same entry, so a kernel type's reference, inputs, formulas and tolerances live in exactly
+one place: `autokernel/ops/<kernel_type>.py`.
+
+Shapes are plain int tuples named by `OpSpec.dims` (softmax: ("M", "N") for x[M, N]). Inputs are the
+positional arguments of the reference, tensors and Python scalars alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+Shape = tuple[int, ...]
+Inputs = tuple[Any, ...]
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "fp32": torch.float32,
+}
+DTYPE_NAMES: dict[torch.dtype, str] = {v: k for k, v in DTYPES.items()} | {torch.float64: "fp64"}
+
+# Distributions every op's generator understands. "uniform" is signed, "positive" is non-negative.
+DISTRIBUTIONS: tuple[str, ...] = ("normal", "uniform", "positive", "large")
+
+
+def parse_dtype(name: str | torch.dtype) -> torch.dtype:
+    if isinstance(name, torch.dtype):
+        return name
+    aliases = {"float16": "fp16", "half": "fp16", "bfloat16": "bf16", "float32": "fp32",
+               "float": "fp32"}
+    key = aliases.get(name.lower(), name.lower())
+    if key not in DTYPES:
+        raise ValueError(f"unknown dtype {name!r}; choose one of: {', '.join(DTYPES)}")
+    return DTYPES[key]
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return DTYPE_NAMES.get(dtype, str(dtype).removeprefix("torch."))
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """An element passes when |out - ref| <= atol + rtol * |ref| (torch.allclose's rule)."""
+
+    atol: float
+    rtol: float
+
+
+DEFAULT_TOLERANCES: Mapping[torch.dtype, Tolerance] = {
+    torch.float32: Tolerance(atol=1e-4, rtol=1e-4),
+    torch.float16: Tolerance(atol=1e-2, rtol=1e-2),
+    torch.bfloat16: Tolerance(atol=2e-2, rtol=2e-2),
+}
+
+InputMaker = Callable[..., Inputs]
+"""make_inputs(shape, dtype, device, generator, distribution="normal", **params) -> Inputs"""
+
+
+@dataclass(frozen=True)
+class AdversarialCase:
+    """An input pattern that breaks careless kernels (stage 3 of the harness)."""
+
+    name: str
+    description: str
+    make_inputs: InputMaker  # same signature as OpSpec.make_inputs (distribution is ignored)
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    dims: tuple[str, ...]
+    reference: Callable[..., torch.Tensor]
+    stock: Callable[..., torch.Tensor]
+    """The fastest stock PyTorch path with the reference's signature (e.g. F.rms_norm, SDPA)."""
+    make_inputs: InputMaker
+    flops: Callable[[Shape], float]
+    bytes: Callable[[Shape, torch.dtype], float]
+    """Minimum device-memory traffic: each input read once, each output written once."""
+    compute_bound: bool
+    smoke_shape: Shape
+    sweep: tuple[Shape, ...]
+    """Default GPU shape sweep (8-10 shapes, realistic sizes)."""
+    cpu_sweep: tuple[Shape, ...]
+    """Shape sweep small enough for the Triton interpreter (seconds, not minutes)."""
+    edge_shapes: tuple[Shape, ...]
+    """Non-power-of-two dims (1023, 4097, 1537) and 1-row / 1-column cases, at GPU sizes."""
+    cpu_edge_shapes: tuple[Shape, ...]
+    bench_shapes: tuple[Shape, ...]
+    """2-3 realistic shapes for baseline tables and for `autokernel bench` without --shapes."""
+    adversarial: tuple[AdversarialCase, ...]
+    tolerances: Mapping[torch.dtype, Tolerance] = field(
+        default_factory=lambda: dict(DEFAULT_TOLERANCES)
+    )
+    dtypes: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
+    notes: str = ""
+    """Conventions worth printing next to a figure (e.g. how causal attention FLOPs are counted)."""
+
+    def tolerance(self, dtype: torch.dtype) -> Tolerance:
+        return self.tolerances[dtype]
+
+    def parse_shape(self, text: str | Shape) -> Shape:
+        """'4096x4096' or (4096, 4096) -> (4096, 4096), checked against `dims`."""
+        if isinstance(text, str):
+            parts = [p for p in text.lower().replace(",", "x").split("x") if p]
+            shape = tuple(int(p) for p in parts)
+        else:
+            shape = tuple(int(d) for d in text)
+        if len(shape) != len(self.dims) or any(d <= 0 for d in shape):
+            raise ValueError(
+                f"{self.name} shapes have {len(self.dims)} positive dims "
+                f"({'x'.join(self.dims)}); got {text!r}"
+            )
+        return shape
+
+    def format_shape(self, shape: Shape) -> str:
+        return " ".join(f"{n}={d}" for n, d in zip(self.dims, shape))
+
+    def arithmetic_intensity(self, shape: Shape, dtype: torch.dtype) -> float:
+        return self.flops(shape) / self.bytes(shape, dtype)
+
+
+def sample(
+    shape: tuple[int, ...],
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+    large_scale: float = 1e3,
+) -> torch.Tensor:
+    """Random tensor from one of DISTRIBUTIONS, drawn in float32 then cast (never all zeros).
+
+    `large_scale` is the magnitude of the "large" distribution; ops pick one that keeps the
+    reference's output finite in every dtype they support.
+    """
+    if distribution == "normal":
+        t = torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+    elif distribution == "uniform":
+        t = torch.rand(shape, generator=generator, device=device, dtype=torch.float32) * 2 - 1
+    elif distribution == "positive":
+        t = torch.rand(shape, generator=generator, device=device, dtype=torch.float32)
+    elif distribution == "large":
+        t = torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+        t = t * large_scale
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}; choose from {DISTRIBUTIONS}")
+    return t.to(dtype)

@@ -1,0 +1,74 @@
+"""The profiler's output, and the loop's input: a ranked plan of kernel targets."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class CallSite:
+    """One place in the model that launches work of a target's kernel type."""
+
+    module: str  # qualified nn.Module path, e.g. "layers.3.attn"
+    aten_op: str  # e.g. "aten::_fused_rms_norm"
+    shape: list[int]  # in the op's registry dims (OpSpec.dims)
+    dtype: str  # "fp16" | "bf16" | "fp32"
+    calls: int
+    time_ms: float  # device time per profiled forward
+    params: dict[str, Any] = field(default_factory=dict)  # e.g. {"eps": 1e-5, "causal": True}
+
+
+@dataclass
+class Target:
+    rank: int
+    kernel_type: str
+    shapes: list[list[int]]  # distinct registry-dims shapes, most time first
+    dtype: str
+    calls: int
+    time_ms: float  # device time per forward
+    share: float  # fraction of the model's device time, 0..1
+    bench_shape: list[int]  # the shape the harness should benchmark (most time)
+    amdahl_2x: float  # end-to-end speedup if this kernel alone got 2x faster
+    cumulative_2x: float  # the same with this and every higher-ranked target 2x faster
+    call_sites: list[CallSite] = field(default_factory=list)
+    params: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    model: str
+    class_name: str
+    device: str
+    dtype: str
+    gpu: str | None
+    total_ms: float  # device time per forward, counted once
+    targets: list[Target]
+    other_ms: float = 0.0
+    other_share: float = 0.0
+    other_ops: list[dict[str, Any]] = field(default_factory=list)  # top "other" rows, for people
+    iterations: int = 0
+    message: str = ""  # e.g. "no optimizable kernel found"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Plan:
+        targets = []
+        for t in data.get("targets", []):
+            t = dict(t)
+            t["call_sites"] = [CallSite(**c) for c in t.get("call_sites", [])]
+            targets.append(Target(**t))
+        fields = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        fields["targets"] = targets
+        return cls(**fields)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Plan:
+        return cls.from_dict(json.loads(Path(path).read_text()))
