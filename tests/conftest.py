@@ -1,0 +1,29 @@
+"""Test-wide setup: CPU runs go through the Triton interpreter; GPU-only tests skip cleanly."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+HAS_CUDA = torch.cuda.is_available()
+# Must happen before any test module imports a Triton kernel: @triton.jit reads it at decoration.
+if not HAS_CUDA:
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
+DEVICE = "cuda" if HAS_CUDA else "cpu"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if HAS_CUDA:
+        return
+    skip_gpu = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip_gpu)
+
+
+@pytest.fixture
+def device() -> str:
+    return DEVICE
