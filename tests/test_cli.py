@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 from typer.testing import CliRunner
 
@@ -27,7 +29,8 @@ def test_help_lists_the_commands() -> None:
 
 
 def test_console_script_is_installed() -> None:
-    exe = shutil.which("autokernel")
+    beside_python = Path(sys.executable).with_name("autokernel")
+    exe = str(beside_python) if beside_python.exists() else shutil.which("autokernel")
     assert exe, "pip install should put `autokernel` on PATH"
     done = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and __version__ in done.stdout
