@@ -4,6 +4,14 @@ Per experiment the loop calls `propose(context)`; the agent returns the full new
 `kernel.py` (the loop writes it, runs the harness, keeps or reverts) or None when it has nothing
 left worth trying on this target. The loop then calls `observe` with the verdict, so the agent
 learns from its own results.
+
+Two outcomes are not candidates:
+- a Proposal with `error` set: the agent tried and produced no kernel this time (an LLM reply
+  without a kernel, an API failure after retries). The loop records a failed experiment (no
+  harness run) and asks again; this is NOT "search exhausted".
+- `AgentStop` raised from `propose`: the agent cannot go on (its cost or call budget is spent, the
+  API refuses the key, too many failures in a row). The loop ends the run cleanly: results.tsv
+  consistent, report written, the message shown to the user.
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ class AgentContext:
     history: list[Attempt]
     best: BenchResult | None  # harness verdict of the current best
     experiment: int  # number of the experiment about to run
+    workspace: str | None = None  # the run's workspace directory, readable by LLM agents
 
 
 @dataclass
@@ -48,9 +57,18 @@ class Proposal:
     description: str  # one line, goes into results.tsv and the commit message
     hypothesis: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
-    input_tokens: int = 0
+    input_tokens: int = 0  # uncached input tokens, summed over the LLM calls behind this proposal
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: tokens were spent but the model's price is unknown
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    llm_calls: int = 0
+    agent: str = ""  # which agent produced it, for agents that combine others ("" = Agent.name)
+    error: str = ""  # set: no candidate this time (see module docstring); source is unused
+
+
+class AgentStop(Exception):
+    """The agent cannot continue; the loop ends the run cleanly and shows this message."""
 
 
 class Agent(Protocol):
