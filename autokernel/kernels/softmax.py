@@ -1,0 +1,151 @@
+"""Softmax over the last dimension of x[M, N], in Triton.
+
+    y[m, :] = exp(x[m, :] - max(x[m, :])) / sum(exp(x[m, :] - max(x[m, :])))
+
+Each program owns a tile of ROWS_PER_PROGRAM rows; all math runs in float32 whatever x's dtype, and
+y is rounded to x's dtype once, at the store. Two implementations (VARIANT):
+
+- "single_pass": the whole row sits in registers (a [rows, next_pow2(N)] tile): one read of x,
+  one write of y. Only for rows of at most SINGLE_PASS_MAX_N columns; longer rows fall back to
+  "online", so every tunable combination is correct at every N.
+- "online": the row is walked in BLOCK_N-column chunks twice. The first walk keeps a running max
+  and a running sum of exp(x - max), rescaling the sum whenever the max grows; the second walk
+  writes exp(x - max) / sum. x is read twice (the second read often hits L2), y written once.
+  Works for any N (vocabulary-sized rows such as 128256).
+
+Tunables:
+- VARIANT: "single_pass" or "online", as above.
+- ROWS_PER_PROGRAM: rows per program (short rows need several to keep the memory system busy).
+  In "single_pass" the launcher lowers it until the tile holds at most SINGLE_PASS_MAX_N elements.
+- BLOCK_N: chunk width of the "online" walk (clamped to next_pow2(N)); "single_pass" ignores it.
+- SINGLE_PASS_MAX_N: longest row (after rounding up to a power of two) kept in registers.
+- NUM_WARPS: warps per program. The launcher clamps it so each thread holds between 8 and 128
+  tile elements (fewer warps for tiny tiles, more for huge ones), between 1 and 32 warps.
+- NUM_STAGES: software-pipelining depth of the "online" loops.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "softmax"
+BACKEND = "triton"
+
+VARIANT = "single_pass"
+ROWS_PER_PROGRAM = 1
+BLOCK_N = 4096
+SINGLE_PASS_MAX_N = 16384
+NUM_WARPS = 8
+NUM_STAGES = 2
+
+TUNABLE_SPACE = {
+    "VARIANT": ["single_pass", "online"],
+    "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16],
+    "BLOCK_N": [512, 1024, 2048, 4096, 8192],
+    "SINGLE_PASS_MAX_N": [4096, 8192, 16384, 32768, 65536],
+    "NUM_WARPS": [1, 2, 4, 8, 16, 32],
+    "NUM_STAGES": [1, 2, 3, 4],
+}
+
+
+@triton.jit
+def _row_offsets(pid, n_rows, stride_row, BLOCK_M: tl.constexpr):
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_in_range = rows < n_rows
+    # Rows past the end re-read the last row (stores are masked): dead lanes then see real,
+    # finite data and never produce NaN from an all -inf row.
+    rows = tl.minimum(rows, n_rows - 1)
+    return rows.to(tl.int64) * stride_row, row_in_range
+
+
+@triton.jit
+def softmax_single_pass_kernel(
+    x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    x_rows, row_in_range = _row_offsets(tl.program_id(0), n_rows, stride_x, BLOCK_M)
+    y_rows, _ = _row_offsets(tl.program_id(0), n_rows, stride_y, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_in_range = cols < n_cols
+
+    x = tl.load(x_ptr + x_rows[:, None] + cols[None, :], mask=col_in_range[None, :],
+                other=float("-inf")).to(tl.float32)
+    row_max = tl.max(x, axis=1)
+    numerator = tl.exp(x - row_max[:, None])
+    inv_denominator = 1.0 / tl.sum(numerator, axis=1)
+    y = numerator * inv_denominator[:, None]
+    tl.store(y_ptr + y_rows[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+@triton.jit
+def softmax_online_kernel(
+    x_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    x_rows, row_in_range = _row_offsets(tl.program_id(0), n_rows, stride_x, BLOCK_M)
+    y_rows, _ = _row_offsets(tl.program_id(0), n_rows, stride_y, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+
+    running_max = tl.full([BLOCK_M], float("-inf"), tl.float32)
+    running_sum = tl.zeros([BLOCK_M], tl.float32)
+    for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
+        col_in_range = start + cols < n_cols
+        x = tl.load(x_ptr + x_rows[:, None] + (start + cols)[None, :],
+                    mask=col_in_range[None, :], other=float("-inf")).to(tl.float32)
+        new_max = tl.maximum(running_max, tl.max(x, axis=1))
+        # While a row has seen only -inf, its max is -inf and x - max would be -inf - -inf = NaN;
+        # shifting by 0 instead gives the right answer (every exp is 0).
+        shift = tl.where(new_max == float("-inf"), 0.0, new_max)
+        running_sum = running_sum * tl.exp(running_max - shift) + tl.sum(
+            tl.exp(x - shift[:, None]), axis=1)
+        running_max = new_max
+
+    inv_sum = 1.0 / running_sum
+    for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
+        col_in_range = start + cols < n_cols
+        x = tl.load(x_ptr + x_rows[:, None] + (start + cols)[None, :],
+                    mask=col_in_range[None, :], other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - running_max[:, None]) * inv_sum[:, None]
+        tl.store(y_ptr + y_rows[:, None] + (start + cols)[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+def _num_warps(tile_elements: int, requested: int) -> int:
+    """`requested`, clamped so each thread holds 8 to 128 tile elements, and to 1..32 warps."""
+    fewest = tile_elements // (32 * 128)
+    most = tile_elements // (32 * 8)
+    return max(1, min(32, max(fewest, min(requested, most))))
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    n_cols = x.shape[-1]
+    x2d = x.reshape(-1, n_cols)
+    if x2d.stride(-1) != 1:
+        x2d = x2d.contiguous()
+    n_rows = x2d.shape[0]
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y.view(x.shape)
+
+    row_block = triton.next_power_of_2(n_cols)
+    if VARIANT == "single_pass" and row_block <= SINGLE_PASS_MAX_N:
+        rows = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block))
+        softmax_single_pass_kernel[(triton.cdiv(n_rows, rows),)](
+            x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0),
+            BLOCK_M=rows, BLOCK_N=row_block,
+            num_warps=_num_warps(rows * row_block, NUM_WARPS),
+        )
+    else:
+        block_n = min(BLOCK_N, row_block)
+        rows = ROWS_PER_PROGRAM
+        softmax_online_kernel[(triton.cdiv(n_rows, rows),)](
+            x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0),
+            BLOCK_M=rows, BLOCK_N=block_n, NUM_STAGES=NUM_STAGES,
+            num_warps=_num_warps(rows * block_n, NUM_WARPS),
+        )
+    return y.view(x.shape)
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    return softmax(x)

@@ -1,0 +1,170 @@
+"""softmax: y = softmax(x) over the last dimension of x[M, N]."""
+
+from __future__ import annotations
+
+import torch
+
+from autokernel import reference
+from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+
+DIMS = ("M", "N")
+
+
+def stock_softmax(x: torch.Tensor) -> torch.Tensor:
+    # torch.softmax accumulates fp16/bf16 in fp32 and returns x's dtype, like the reference.
+    return torch.softmax(x, dim=-1)
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    # Softmax is finite for every finite input; 1e3 keeps 7-sigma draws inside fp16's range.
+    return (sample(shape, dtype, device, generator, distribution, large_scale=1e3),)
+
+
+def flops(shape: Shape) -> float:
+    # 5 per element: max-compare, subtract max, exp, add to the row sum, scale by 1/sum.
+    m, n = shape
+    return 5.0 * m * n
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    m, n = shape
+    return 2.0 * m * n * element_size(dtype)  # x read once, y written once
+
+
+def _big_value(dtype: torch.dtype) -> float:
+    # Large enough that exp() overflows unless the row max is subtracted; exact in every dtype.
+    return 6.0e4 if dtype == torch.float16 else 1.0e4
+
+
+def _equal_large(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    signs = torch.where(torch.arange(m, device=device) % 2 == 0, 1.0, -1.0)
+    x = (signs[:, None] * _big_value(dtype)).expand(m, n)
+    return (x.to(dtype).contiguous(),)
+
+
+def _wide_range(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    # ±1e4 is representable in fp16 (max 65504).
+    x = sample(shape, torch.float32, device, generator, "uniform") * 1.0e4
+    return (x.to(dtype),)
+
+
+def _negative_offset(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    x = sample(shape, torch.float32, device, generator, "normal") - 1.0e4
+    return (x.to(dtype),)
+
+
+def _masked_neg_inf(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    x = sample(shape, torch.float32, device, generator, "normal")
+    masked = torch.rand(shape, generator=generator, device=device) < 0.5
+    # The leading rows are -inf everywhere but their last column, so a whole leading block of a
+    # long row is -inf: the trap for an online softmax (exp(-inf - -inf) = NaN).
+    lead = max(1, m // 4)
+    masked[:lead, :] = True
+    masked[:lead, -1] = False
+    rows = torch.arange(lead, m, device=device)
+    keep = torch.randint(0, n, (m - lead,), generator=generator, device=device)
+    masked[rows, keep] = False  # never a fully -inf row
+    return (x.masked_fill(masked, float("-inf")).to(dtype),)
+
+
+def _one_hot(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    x = sample(shape, torch.float32, device, generator, "normal")
+    hot = torch.randint(0, n, (m,), generator=generator, device=device)
+    x[torch.arange(m, device=device), hot] = _big_value(dtype)
+    return (x.to(dtype),)
+
+
+ADVERSARIAL = (
+    AdversarialCase(
+        "equal_large",
+        "every entry of a row equal to ±1e4 (6e4 in fp16): exp overflows unless the row max is "
+        "subtracted; the answer is exactly 1/N",
+        _equal_large,
+    ),
+    AdversarialCase(
+        "wide_range",
+        "uniform in ±1e4: near one-hot rows, exp overflows without the max subtraction",
+        _wide_range,
+    ),
+    AdversarialCase(
+        "negative_offset",
+        "normal values around -1e4: every exp underflows to 0 (0/0 = NaN) without the max "
+        "subtraction",
+        _negative_offset,
+    ),
+    AdversarialCase(
+        "masked_neg_inf",
+        "about half the entries -inf (attention masks), some rows -inf except their last column, "
+        "never a fully -inf row: catches exp(-inf - -inf) = NaN in online/blocked max tracking",
+        _masked_neg_inf,
+    ),
+    AdversarialCase(
+        "one_hot",
+        "one huge entry per row among normal values: the output must be one-hot, the rest 0",
+        _one_hot,
+    ),
+)
+
+
+SPEC = OpSpec(
+    name="softmax",
+    dims=DIMS,
+    reference=reference.softmax,
+    stock=stock_softmax,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=False,
+    smoke_shape=(4, 37),
+    sweep=(
+        (4096, 4096),
+        (8192, 8192),
+        (16384, 8192),
+        (4096, 5120),
+        (32768, 4096),
+        (2048, 11008),
+        (1024, 32000),
+        (2048, 50257),
+        (4096, 128256),
+    ),
+    cpu_sweep=(
+        (1, 1),
+        (4, 8),
+        (7, 33),
+        (16, 100),
+        (5, 513),
+        (3, 1000),
+        (2, 2500),
+        (2, 20000),  # longer than the default single-pass limit: exercises the online loop
+    ),
+    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1), (1, 4097), (1, 128256)),
+    cpu_edge_shapes=((1, 129), (33, 1), (9, 257), (3, 1537), (1, 17000)),
+    bench_shapes=((4096, 4096), (8192, 8192), (16384, 8192)),
+    adversarial=ADVERSARIAL,
+    notes="softmax over the last dim; FLOPs = 5·M·N (max, subtract, exp, sum, scale); "
+    "bytes = read x + write y.",
+)

@@ -1,0 +1,146 @@
+"""Checks shared by the per-op starter tests: reference comparison, tunable loading, NaN garbage.
+
+Each `tests/test_<op>.py` parametrizes over its own OpSpec and calls these, so the rule for "the
+starter is correct" is written once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import math
+import random
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+
+from autokernel.kernelfile import parse_kernel_source, set_tunables
+from autokernel.kernels import starter_path
+from autokernel.ops.spec import Inputs, OpSpec
+
+# Above this many elements the oracle runs in float32 rather than float64 (as the harness does).
+FP64_ORACLE_MAX_ELEMENTS = 1 << 22
+
+
+def upcast(args: Inputs) -> Inputs:
+    """Floating tensors to float64 (small) or float32 (large); everything else unchanged."""
+    def lift(a: Any) -> Any:
+        if not (isinstance(a, torch.Tensor) and a.is_floating_point()):
+            return a
+        return a.double() if a.numel() <= FP64_ORACLE_MAX_ELEMENTS else a.float()
+    return tuple(lift(a) for a in args)
+
+
+def assert_matches_reference(
+    spec: OpSpec, fn: Callable[..., torch.Tensor], args: Inputs, label: str = ""
+) -> torch.Tensor:
+    """Run `fn(*args)` and check shape, dtype, finiteness and closeness to the upcast oracle."""
+    dtype = args[0].dtype
+    out = fn(*args)
+    expected_like = spec.reference(*args)
+    assert out.shape == expected_like.shape, f"{label}: shape {out.shape} != {expected_like.shape}"
+    assert out.dtype == expected_like.dtype, f"{label}: dtype {out.dtype} != {expected_like.dtype}"
+    oracle = spec.reference(*upcast(args))
+    tol = spec.tolerance(dtype)
+    got = out.to(oracle.dtype)
+    error = (got - oracle).abs()
+    allowed = tol.atol + tol.rtol * oracle.abs()
+    bad = ~(error <= allowed)  # NaN counts as bad
+    if bad.any():
+        worst = int(torch.argmax(torch.where(bad, error / allowed, 0).flatten().nan_to_num(1e30)))
+        raise AssertionError(
+            f"{label}: {int(bad.sum())}/{bad.numel()} elements off (atol={tol.atol}, "
+            f"rtol={tol.rtol}); worst at flat index {worst}: got "
+            f"{got.flatten()[worst].item()}, expected {oracle.flatten()[worst].item()}"
+        )
+    return out
+
+
+def load_kernel_module(source: str, directory: Path, name: str) -> ModuleType:
+    """Import kernel source from a real file (Triton's @jit reads its function's source)."""
+    path = directory / f"{name}.py"
+    path.write_text(source)
+    module_spec = importlib.util.spec_from_file_location(name, path)
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[name] = module  # names are unique per combination; kept for inspect/Triton
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def load_starter(kernel_type: str) -> ModuleType:
+    return importlib.import_module(f"autokernel.kernels.{kernel_type}")
+
+
+def load_starter_with(
+    kernel_type: str, tunables: dict[str, Any], directory: Path
+) -> ModuleType:
+    """The starter with `tunables` rewritten in its source, imported from `directory`."""
+    source = set_tunables(starter_path(kernel_type).read_text(), tunables)
+    tag = "_".join(f"{v}" for v in tunables.values()).replace(".", "p").replace("-", "m")
+    return load_kernel_module(source, directory, f"{kernel_type}_{tag}")
+
+
+def starter_space(kernel_type: str) -> dict[str, list[Any]]:
+    return parse_kernel_source(starter_path(kernel_type).read_text()).space
+
+
+def covering_sample(space: dict[str, list[Any]], count: int, seed: int = 0) -> list[dict[str, Any]]:
+    """`count` combinations in which every value of every tunable appears at least once.
+
+    Each tunable cycles through its own shuffled value list, so values pair up differently per
+    tunable; the sample is deterministic for a given seed.
+    """
+    count = max(count, max(len(v) for v in space.values()))
+    rng = random.Random(seed)
+    orders = {name: rng.sample(values, len(values)) for name, values in space.items()}
+    return [{name: order[i % len(order)] for name, order in orders.items()} for i in range(count)]
+
+
+def space_size(space: dict[str, list[Any]]) -> int:
+    return math.prod(len(v) for v in space.values())
+
+
+def all_combinations(space: dict[str, list[Any]]) -> Iterator[dict[str, Any]]:
+    names = list(space)
+    for values in itertools.product(*(space[n] for n in names)):
+        yield dict(zip(names, values))
+
+
+@contextlib.contextmanager
+def nan_filled_allocations() -> Iterator[None]:
+    """Make torch.empty / torch.empty_like return NaN-filled floating tensors for the duration.
+
+    An output element the kernel forgets to write then shows up as NaN, on CPU and GPU alike
+    (a freed-then-reused block is not guaranteed to hold garbage).
+    """
+    original_empty, original_empty_like = torch.empty, torch.empty_like
+
+    def poison(t: torch.Tensor) -> torch.Tensor:
+        return t.fill_(float("nan")) if t.is_floating_point() else t
+
+    def empty(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return poison(original_empty(*args, **kwargs))
+
+    def empty_like(*args: Any, **kwargs: Any) -> torch.Tensor:
+        return poison(original_empty_like(*args, **kwargs))
+
+    torch.empty, torch.empty_like = empty, empty_like
+    try:
+        yield
+    finally:
+        torch.empty, torch.empty_like = original_empty, original_empty_like
+
+
+def assert_deterministic(fn: Callable[..., torch.Tensor], args: Inputs, runs: int = 3) -> None:
+    def bits(t: torch.Tensor) -> torch.Tensor:
+        return t.reshape(-1).view(torch.uint8)  # bitwise: NaN payloads and -0.0 count
+
+    first = bits(fn(*args))
+    for _ in range(runs - 1):
+        assert torch.equal(first, bits(fn(*args))), "two runs on the same input differ bitwise"
