@@ -1,0 +1,386 @@
+"""The offline tuner: a model-based search over a kernel file's TUNABLE_SPACE.
+
+It needs no network and no API key. Each proposal is a real edit of the current best `kernel.py`
+(`autokernel.kernelfile.set_tunables`), so the loop runs, commits and reverts it like any other
+agent's. Alternative implementations are searched too: they are tunables (`VARIANT`).
+
+The search follows likelihood-free Bayesian optimization as Helion's LFBO pattern search uses it:
+
+1. Initial design: the starter's own configuration (the target's experiment 0), a few of its
+   one-step neighbours (cheap, likely wins that also teach the model the local slope) and a few
+   random configurations, before any model is fitted.
+2. A classifier surrogate (scikit-learn ExtraTrees) is refitted on every configuration measured on
+   this target: "good" = latency within the best `good_quantile` of the passing ones (weighted by
+   how far below the threshold), "bad" = the rest *and every configuration that failed, crashed,
+   timed out or was rejected*, so the search learns where the space breaks.
+3. Candidates: every one-step neighbour (±1 position in each tunable's ordered value list) of the
+   best few configurations, random multi-dimension perturbations of them, and uniform random
+   configurations; configurations already measured are never proposed again.
+4. A small batch is picked by predicted P(good), greedily, each pick penalized by its similarity
+   to the ones already picked (diversity), then proposed one by one.
+5. The search reports itself exhausted when every configuration has been measured, or on a
+   plateau: `patience` measurements without a new best *and* every one-step neighbour of the best
+   already measured (a local optimum it has confirmed).
+
+The state is rebuilt from the loop's history on every call, so a resumed run continues the same
+search without a separate checkpoint.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from autokernel.agents.base import AgentContext, Attempt, Proposal
+from autokernel.harness.result import BenchResult
+from autokernel.kernelfile import KernelFileError, parse_kernel_source, set_tunables
+
+FAILED_STATUSES = frozenset({"fail", "crash", "timeout", "rejected"})
+Config = tuple[int, ...]  # one index into each dimension's value list, in dimension order
+
+
+@dataclass
+class _Space:
+    names: tuple[str, ...]
+    values: tuple[tuple[Any, ...], ...]
+
+    @property
+    def size(self) -> int:
+        total = 1
+        for vals in self.values:
+            total *= len(vals)
+        return total
+
+    def encode(self, tunables: dict[str, Any]) -> Config | None:
+        """Index form of a full tunables dict, or None if it is not a point of this space."""
+        if set(tunables) != set(self.names):
+            return None
+        try:
+            return tuple(vals.index(tunables[n]) for n, vals in zip(self.names, self.values))
+        except ValueError:
+            return None
+
+    def decode(self, config: Config) -> dict[str, Any]:
+        return {n: vals[i] for n, vals, i in zip(self.names, self.values, config)}
+
+    def random(self, rng: random.Random) -> Config:
+        return tuple(rng.randrange(len(vals)) for vals in self.values)
+
+    def neighbours(self, config: Config) -> list[Config]:
+        """Every configuration one step away along one dimension."""
+        found = []
+        for dim, size in enumerate(len(v) for v in self.values):
+            for step in (-1, 1):
+                index = config[dim] + step
+                if 0 <= index < size:
+                    found.append(config[:dim] + (index,) + config[dim + 1:])
+        return found
+
+    def perturb(self, config: Config, rng: random.Random, dims: int) -> Config:
+        moved = list(config)
+        for dim in rng.sample(range(len(self.names)), min(dims, len(self.names))):
+            size = len(self.values[dim])
+            if size > 1:
+                step = rng.choice((-2, -1, 1, 2))
+                moved[dim] = min(size - 1, max(0, moved[dim] + step))
+        return tuple(moved)
+
+
+def _space_of(source: str) -> tuple[_Space, dict[str, Any]]:
+    info = parse_kernel_source(source)
+    names = tuple(sorted(info.space))
+    values = []
+    for name in names:
+        vals = list(info.space[name])
+        current = info.tunables[name]
+        if current not in vals:  # a hand-set value outside the listed ones is still a point
+            vals.append(current)
+            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
+                vals.sort()
+        values.append(tuple(vals))
+    return _Space(names, tuple(values)), dict(info.tunables)
+
+
+@dataclass
+class _Observation:
+    config: Config
+    latency_us: float | None  # None: the configuration failed
+    experiment: int
+
+
+@dataclass
+class _TargetSearch:
+    """Per-target memory that is not in the history: the queued batch and the RNG."""
+
+    rng: random.Random
+    queue: list[tuple[Config, str]] = field(default_factory=list)  # (config, why)
+    space_key: tuple[Any, ...] = ()
+
+
+class TunerAgent:
+    """LFBO-style tuner. See the module docstring for the algorithm."""
+
+    name = "tuner"
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        initial_neighbours: int = 2,
+        initial_random: int = 4,
+        good_quantile: float = 0.2,
+        parents: int = 3,
+        perturbations_per_parent: int = 24,
+        random_candidates: int = 256,
+        batch_size: int = 3,
+        diversity_penalty: float = 0.25,
+        patience: int = 20,
+        n_estimators: int = 48,
+    ) -> None:
+        self.seed = seed
+        self.initial_neighbours = initial_neighbours
+        self.initial_random = initial_random
+        self.good_quantile = good_quantile
+        self.parents = parents
+        self.perturbations_per_parent = perturbations_per_parent
+        self.random_candidates = random_candidates
+        self.batch_size = batch_size
+        self.diversity_penalty = diversity_penalty
+        self.patience = patience
+        self.n_estimators = n_estimators
+        self._searches: dict[tuple[int, str], _TargetSearch] = {}
+        self.last_message = ""  # why the last propose() returned None, for the loop to show
+
+    # -- the Agent interface --------------------------------------------------------------------
+    def propose(self, context: AgentContext) -> Proposal | None:
+        try:
+            space, best_tunables = _space_of(context.best_source)
+        except KernelFileError as exc:
+            self.last_message = f"the best kernel.py cannot be parsed: {exc}"
+            return None
+        if not space.names:
+            self.last_message = "the kernel declares no TUNABLE_SPACE: nothing to tune"
+            return None
+        best_config = space.encode(best_tunables)
+        assert best_config is not None  # _space_of adds every current value to its dimension
+
+        key = (context.target.rank, context.target.kernel_type)
+        search = self._searches.get(key)
+        space_key = (space.names, space.values)
+        if search is None or search.space_key != space_key:
+            search = _TargetSearch(random.Random(f"{self.seed}:{key}"), space_key=space_key)
+            self._searches[key] = search
+
+        observations = self._observations(space, context.history)
+        visited = {o.config for o in observations} | {best_config}
+        search.queue = [(c, why) for c, why in search.queue if c not in visited]
+
+        if len(visited) >= space.size:
+            self.last_message = f"all {space.size} configurations of the space were measured"
+            return None
+        if self._plateau(space, observations, best_config, visited):
+            self.last_message = (
+                f"plateau: {self.patience} measurements without a new best and every one-step "
+                "neighbour of the best already measured"
+            )
+            return None
+
+        if not search.queue:
+            search.queue = self._next_batch(space, observations, visited, search.rng)
+        if not search.queue:
+            self.last_message = "no unmeasured configuration left to propose"
+            return None
+        config, why = search.queue.pop(0)
+        return self._proposal(context.best_source, space, best_tunables, config, why)
+
+    def observe(self, proposal: Proposal, result: BenchResult, kept: bool) -> None:
+        # Everything the search needs comes back through AgentContext.history on the next call
+        # (which is also what a resumed run rebuilds), so there is nothing to store here.
+        return None
+
+    # -- the search -----------------------------------------------------------------------------
+    def _observations(self, space: _Space, history: list[Attempt]) -> list[_Observation]:
+        found: dict[Config, _Observation] = {}
+        for attempt in history:
+            config = space.encode(attempt.tunables) if attempt.tunables else None
+            if config is None:
+                continue
+            if attempt.status in FAILED_STATUSES:
+                latency = None
+            elif attempt.latency_us is not None and attempt.latency_us > 0:
+                latency = float(attempt.latency_us)
+            else:
+                continue
+            previous = found.get(config)
+            # A configuration measured twice (e.g. the best re-checked) keeps its best passing time.
+            if previous is None or (
+                latency is not None
+                and (previous.latency_us is None or latency < previous.latency_us)
+            ):
+                found[config] = _Observation(config, latency, attempt.experiment)
+        return sorted(found.values(), key=lambda o: o.experiment)
+
+    def _plateau(
+        self,
+        space: _Space,
+        observations: list[_Observation],
+        best_config: Config,
+        visited: set[Config],
+    ) -> bool:
+        passing = [o for o in observations if o.latency_us is not None]
+        if not passing:
+            return False
+        best = min(passing, key=lambda o: o.latency_us)  # type: ignore[arg-type,return-value]
+        since_best = sum(1 for o in observations if o.experiment > best.experiment)
+        if since_best < self.patience:
+            return False
+        return all(n in visited for n in space.neighbours(best_config))
+
+    def _next_batch(
+        self,
+        space: _Space,
+        observations: list[_Observation],
+        visited: set[Config],
+        rng: random.Random,
+    ) -> list[tuple[Config, str]]:
+        if len(observations) < 1 + self.initial_neighbours + self.initial_random:
+            return self._initial_design(space, observations, visited, rng)
+        model = self._fit(space, observations)
+        candidates = self._candidates(space, observations, visited, rng)
+        if not candidates:
+            return []
+        if model is None:
+            # One class only (all failed, or too few to split): explore around the best and away.
+            rng.shuffle(candidates)
+            return [(c, "exploration (surrogate needs good and bad examples)")
+                    for c in candidates[: self.batch_size]]
+        import numpy as np
+
+        good_column = list(model.classes_).index(1)
+        scores = model.predict_proba(np.asarray(candidates, dtype=float))[:, good_column]
+        return self._diverse_pick(space, candidates, scores, len(observations), rng)
+
+    def _initial_design(
+        self,
+        space: _Space,
+        observations: list[_Observation],
+        visited: set[Config],
+        rng: random.Random,
+    ) -> list[tuple[Config, str]]:
+        picked: list[tuple[Config, str]] = []
+        taken = set(visited)
+        if observations:
+            starter = observations[0].config  # the target's experiment 0
+            neighbours = [c for c in space.neighbours(starter) if c not in taken]
+            rng.shuffle(neighbours)
+            for config in neighbours[: self.initial_neighbours]:
+                taken.add(config)
+                picked.append((config, "initial design: one step from the starter"))
+        wanted = len(picked) + self.initial_random
+        for _ in range(50 * self.initial_random):
+            if len(picked) >= wanted:
+                break
+            config = space.random(rng)
+            if config not in taken:
+                taken.add(config)
+                picked.append((config, "initial design: random configuration"))
+        return picked
+
+    def _fit(self, space: _Space, observations: list[_Observation]) -> Any:
+        import numpy as np
+        from sklearn.ensemble import ExtraTreesClassifier
+
+        passing = sorted(o.latency_us for o in observations if o.latency_us is not None)
+        if not passing:
+            return None
+        threshold = float(np.quantile(passing, self.good_quantile))
+        threshold = max(threshold, passing[0])  # the best is always good
+        features, labels, weights = [], [], []
+        for o in observations:
+            features.append(o.config)
+            good = o.latency_us is not None and o.latency_us <= threshold
+            labels.append(1 if good else 0)
+            # Clearly good points weigh more than ones just under the threshold (as in LFBO).
+            weights.append(1.0 + (threshold - o.latency_us) / threshold if good else 1.0)
+        if len(set(labels)) < 2:
+            return None
+        model = ExtraTreesClassifier(
+            n_estimators=self.n_estimators,
+            min_samples_leaf=1,
+            max_features=None,
+            random_state=len(observations),
+            n_jobs=1,
+        )
+        model.fit(np.asarray(features, dtype=float), labels, sample_weight=weights)
+        return model
+
+    def _candidates(
+        self,
+        space: _Space,
+        observations: list[_Observation],
+        visited: set[Config],
+        rng: random.Random,
+    ) -> list[Config]:
+        passing = sorted(
+            (o for o in observations if o.latency_us is not None),
+            key=lambda o: o.latency_us,  # type: ignore[arg-type,return-value]
+        )
+        found: set[Config] = set()
+        for parent in passing[: self.parents]:
+            found.update(space.neighbours(parent.config))
+            for _ in range(self.perturbations_per_parent):
+                found.add(space.perturb(parent.config, rng, dims=rng.choice((2, 3))))
+        for _ in range(min(self.random_candidates, space.size)):
+            found.add(space.random(rng))
+        return sorted(found - visited)
+
+    def _diverse_pick(
+        self,
+        space: _Space,
+        candidates: list[Config],
+        scores: Any,
+        n_observations: int,
+        rng: random.Random,
+    ) -> list[tuple[Config, str]]:
+        dims = len(space.names)
+        # A tiny random jitter breaks ties between equally scored candidates without bias.
+        remaining = {c: float(s) + 1e-6 * rng.random() for c, s in zip(candidates, scores)}
+        raw = dict(zip(candidates, (float(s) for s in scores)))
+        picked: list[tuple[Config, str]] = []
+        while remaining and len(picked) < self.batch_size:
+            def penalized(c: Config) -> float:
+                if not picked:
+                    return remaining[c]
+                similarity = max(
+                    sum(a == b for a, b in zip(c, p)) / dims for p, _ in picked
+                )
+                return remaining[c] - self.diversity_penalty * similarity
+
+            choice = max(remaining, key=penalized)
+            del remaining[choice]
+            picked.append(
+                (choice, f"surrogate P(good)={raw[choice]:.2f} over {n_observations} measured")
+            )
+        return picked
+
+    def _proposal(
+        self,
+        best_source: str,
+        space: _Space,
+        best_tunables: dict[str, Any],
+        config: Config,
+        why: str,
+    ) -> Proposal:
+        tunables = space.decode(config)
+        changed = {n: v for n, v in tunables.items() if best_tunables.get(n) != v}
+        source = set_tunables(best_source, changed)
+        edits = ", ".join(f"{n}={v!r}" if isinstance(v, str) else f"{n}={v}"
+                          for n, v in changed.items())
+        return Proposal(
+            source=source,
+            description=f"tuner: {edits}",
+            hypothesis=why,
+            tunables=tunables,
+            agent=self.name,
+        )

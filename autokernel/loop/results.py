@@ -1,0 +1,208 @@
+"""results.tsv: one row per experiment, kept or not, append-only.
+
+The first ten columns are RightNow AutoKernel's format, in its order, so tools written for it read
+ours. Definitions that differ from a first guess:
+
+- `speedup_vs_pytorch` is against *eager* stock PyTorch (the registry's `stock` path, e.g.
+  F.rms_norm) at the same shape and dtype, timed by the same protocol; `speedup_vs_compile`, next
+  to it, is against `torch.compile` of that same path.
+- `pct_peak` is against the datasheet ceiling (compute for compute-bound types, bandwidth
+  otherwise); `pct_peak_measured` against the ceiling calibrated on this GPU.
+- `latency_us`, `throughput_tflops` and the percentages are at the target's primary profiled shape.
+- `tag` names the target (`01_rmsnorm`, as its file under kernels/), since one kernel type can be
+  several targets at different shapes.
+
+The file is git-ignored in the workspace, so `git reset --hard` never touches it; every row is
+flushed and fsynced before the loop moves on, and a row torn by a power loss is cut on resume.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+RIGHTNOW_COLUMNS: tuple[str, ...] = (
+    "experiment",
+    "tag",
+    "kernel_type",
+    "throughput_tflops",
+    "latency_us",
+    "pct_peak",
+    "speedup_vs_pytorch",
+    "correctness",
+    "peak_vram_mb",
+    "description",
+)
+EXTRA_COLUMNS: tuple[str, ...] = (
+    "status",
+    "target_rank",
+    "shape",
+    "dtype",
+    "speedup_vs_compile",
+    "pct_peak_measured",
+    "agent",
+    "seconds",
+    "harness_seconds",
+    "commit",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "stage",
+    "reason",
+    "tunables",
+)
+COLUMNS: tuple[str, ...] = RIGHTNOW_COLUMNS + EXTRA_COLUMNS
+
+# What happened to an experiment. `keep` and `baseline` rows point at a commit on the branch.
+STATUSES: tuple[str, ...] = ("baseline", "keep", "revert", "fail", "crash", "timeout", "rejected")
+COMMITTED_STATUSES: frozenset[str] = frozenset({"baseline", "keep"})
+
+
+def sanitize(text: str, limit: int = 400) -> str:
+    """One TSV cell: no tabs or newlines, bounded length."""
+    flat = " ".join(str(text).replace("\t", " ").split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, float):
+        if value != value:  # NaN
+            return ""
+        return f"{value:.6g}"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, separators=(",", ":"), sort_keys=True)
+    return sanitize(value)
+
+
+@dataclass
+class ResultRow:
+    experiment: int
+    tag: str
+    kernel_type: str
+    status: str
+    correctness: str  # the harness status: PASS, FAIL, CRASH, TIMEOUT, REJECTED
+    description: str
+    target_rank: int
+    shape: str
+    dtype: str
+    agent: str
+    throughput_tflops: float | None = None
+    latency_us: float | None = None
+    pct_peak: float | None = None
+    speedup_vs_pytorch: float | None = None
+    peak_vram_mb: float | None = None
+    speedup_vs_compile: float | None = None
+    pct_peak_measured: float | None = None
+    seconds: float | None = None
+    harness_seconds: float | None = None
+    commit: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    stage: str = ""
+    reason: str = ""
+    tunables: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}; one of {', '.join(STATUSES)}")
+
+    def to_line(self) -> str:
+        return "\t".join(_cell(getattr(self, name)) for name in COLUMNS) + "\n"
+
+
+def header_line() -> str:
+    return "\t".join(COLUMNS) + "\n"
+
+
+def _fsync_append(path: Path, text: str) -> None:
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+class ResultsLog:
+    """Append-only results.tsv with durable rows and a cheap "is experiment N recorded?"."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._experiments: set[int] = set()
+        self._last: int | None = None
+
+    @classmethod
+    def create(cls, path: str | Path) -> ResultsLog:
+        log = cls(path)
+        if log.path.exists():
+            raise FileExistsError(f"{log.path} already exists")
+        _fsync_append(log.path, header_line())
+        return log
+
+    @classmethod
+    def open(cls, path: str | Path) -> ResultsLog:
+        """Open an existing log, cutting a trailing row that a crash left half-written."""
+        log = cls(path)
+        log.repair()
+        for row in log.rows():
+            log._note(int(row["experiment"]))
+        return log
+
+    def _note(self, experiment: int) -> None:
+        self._experiments.add(experiment)
+        self._last = experiment if self._last is None else max(self._last, experiment)
+
+    def repair(self) -> bool:
+        """Truncate an incomplete last line (no newline, or too few cells). True if it cut."""
+        data = self.path.read_bytes() if self.path.exists() else b""
+        if not data:
+            _fsync_append(self.path, header_line())
+            return True
+        cut = len(data)
+        if not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+        else:
+            last_start = data.rfind(b"\n", 0, len(data) - 1) + 1
+            last = data[last_start:].decode("utf-8", errors="replace").rstrip("\n")
+            if last.count("\t") != len(COLUMNS) - 1:
+                cut = last_start
+        if cut == len(data):
+            return False
+        with open(self.path, "r+b") as handle:
+            handle.truncate(cut)
+            handle.flush()
+            os.fsync(handle.fileno())
+        if cut == 0:
+            _fsync_append(self.path, header_line())
+        return True
+
+    def append(self, row: ResultRow) -> None:
+        if row.experiment in self._experiments:
+            raise ValueError(f"experiment {row.experiment} is already in {self.path.name}")
+        _fsync_append(self.path, row.to_line())
+        self._note(row.experiment)
+
+    def has(self, experiment: int) -> bool:
+        return experiment in self._experiments
+
+    @property
+    def last_experiment(self) -> int | None:
+        return self._last
+
+    def rows(self) -> list[dict[str, str]]:
+        text = self.path.read_text(encoding="utf-8")
+        reader = csv.DictReader(io.StringIO(text), delimiter="\t", quoting=csv.QUOTE_NONE)
+        return [dict(row) for row in reader]
+
+
+def read_rows(path: str | Path) -> list[dict[str, str]]:
+    """All rows of a results.tsv as strings keyed by column (for reports and tests)."""
+    return ResultsLog(path).rows()
