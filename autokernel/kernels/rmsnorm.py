@@ -1,0 +1,143 @@
+"""RMSNorm over the last dimension of x[M, N], in Triton.
+
+    y[m, :] = x[m, :] / sqrt(mean(x[m, :]²) + eps) * weight
+
+Each program owns a tile of ROWS_PER_PROGRAM rows. x is squared and summed in float32 whatever its
+dtype (in fp16, x² overflows above 256), and y is rounded to x's dtype once, at the store.
+Two implementations (VARIANT):
+
+- "single_pass": the whole row sits in registers (a [rows, next_pow2(N)] tile): one read of x,
+  one write of y. Only for rows of at most SINGLE_PASS_MAX_N columns; longer rows fall back to
+  "two_pass", so every tunable combination is correct at every N.
+- "two_pass": the row is walked in BLOCK_N-column chunks twice: the first walk accumulates x²
+  element-wise (one reduction at the end), the second writes y. x is read twice (the second read
+  often hits L2), y written once. Works for any N.
+
+Tunables:
+- VARIANT: "single_pass" or "two_pass", as above.
+- ROWS_PER_PROGRAM: rows per program (short rows need several to keep the memory system busy).
+  In "single_pass" the launcher lowers it until the tile holds at most SINGLE_PASS_MAX_N elements.
+- BLOCK_N: chunk width of the "two_pass" walk (clamped to next_pow2(N)); "single_pass" ignores it.
+- SINGLE_PASS_MAX_N: longest row (after rounding up to a power of two) kept in registers.
+- NUM_WARPS: warps per program. The launcher clamps it so each thread holds between 8 and 128
+  tile elements (fewer warps for tiny tiles, more for huge ones), between 1 and 32 warps.
+- NUM_STAGES: software-pipelining depth of the "two_pass" loops.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "rmsnorm"
+BACKEND = "triton"
+
+VARIANT = "single_pass"
+ROWS_PER_PROGRAM = 1
+BLOCK_N = 4096
+SINGLE_PASS_MAX_N = 16384
+NUM_WARPS = 8
+NUM_STAGES = 2
+
+TUNABLE_SPACE = {
+    "VARIANT": ["single_pass", "two_pass"],
+    "ROWS_PER_PROGRAM": [1, 2, 4, 8, 16],
+    "BLOCK_N": [512, 1024, 2048, 4096, 8192],
+    "SINGLE_PASS_MAX_N": [4096, 8192, 16384, 32768, 65536],
+    "NUM_WARPS": [1, 2, 4, 8, 16, 32],
+    "NUM_STAGES": [1, 2, 3, 4],
+}
+
+
+@triton.jit
+def _row_offsets(pid, n_rows, stride_row, BLOCK_M: tl.constexpr):
+    rows = pid * BLOCK_M + tl.arange(0, BLOCK_M)
+    row_in_range = rows < n_rows
+    # Rows past the end re-read the last row (stores are masked), so dead lanes stay finite.
+    rows = tl.minimum(rows, n_rows - 1)
+    return rows.to(tl.int64) * stride_row, row_in_range
+
+
+@triton.jit
+def rmsnorm_single_pass_kernel(
+    x_ptr, weight_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+):
+    x_rows, row_in_range = _row_offsets(tl.program_id(0), n_rows, stride_x, BLOCK_M)
+    y_rows, _ = _row_offsets(tl.program_id(0), n_rows, stride_y, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+    col_in_range = cols < n_cols
+
+    x = tl.load(x_ptr + x_rows[:, None] + cols[None, :], mask=col_in_range[None, :],
+                other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    weight = tl.load(weight_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
+    y = x * rstd[:, None] * weight[None, :]
+    tl.store(y_ptr + y_rows[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty),
+             mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+@triton.jit
+def rmsnorm_two_pass_kernel(
+    x_ptr, weight_ptr, y_ptr, n_rows, n_cols, stride_x, stride_y, eps,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, NUM_STAGES: tl.constexpr,
+):
+    x_rows, row_in_range = _row_offsets(tl.program_id(0), n_rows, stride_x, BLOCK_M)
+    y_rows, _ = _row_offsets(tl.program_id(0), n_rows, stride_y, BLOCK_M)
+    cols = tl.arange(0, BLOCK_N)
+
+    sum_sq = tl.zeros([BLOCK_M, BLOCK_N], tl.float32)
+    for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
+        x = tl.load(x_ptr + x_rows[:, None] + (start + cols)[None, :],
+                    mask=(start + cols < n_cols)[None, :], other=0.0).to(tl.float32)
+        sum_sq += x * x
+    rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / n_cols + eps)
+
+    for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
+        col_in_range = start + cols < n_cols
+        x = tl.load(x_ptr + x_rows[:, None] + (start + cols)[None, :],
+                    mask=col_in_range[None, :], other=0.0).to(tl.float32)
+        weight = tl.load(weight_ptr + start + cols, mask=col_in_range, other=0.0).to(tl.float32)
+        y = x * rstd[:, None] * weight[None, :]
+        tl.store(y_ptr + y_rows[:, None] + (start + cols)[None, :], y.to(y_ptr.dtype.element_ty),
+                 mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+def _num_warps(tile_elements: int, requested: int) -> int:
+    """`requested`, clamped so each thread holds 8 to 128 tile elements, and to 1..32 warps."""
+    fewest = tile_elements // (32 * 128)
+    most = tile_elements // (32 * 8)
+    return max(1, min(32, max(fewest, min(requested, most))))
+
+
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    n_cols = x.shape[-1]
+    x2d = x.reshape(-1, n_cols)
+    if x2d.stride(-1) != 1:
+        x2d = x2d.contiguous()
+    weight = weight.contiguous()
+    n_rows = x2d.shape[0]
+    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
+    if y.numel() == 0:
+        return y.view(x.shape)
+
+    row_block = triton.next_power_of_2(n_cols)
+    if VARIANT == "single_pass" and row_block <= SINGLE_PASS_MAX_N:
+        rows = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block))
+        rmsnorm_single_pass_kernel[(triton.cdiv(n_rows, rows),)](
+            x2d, weight, y, n_rows, n_cols, x2d.stride(0), y.stride(0), eps,
+            BLOCK_M=rows, BLOCK_N=row_block,
+            num_warps=_num_warps(rows * row_block, NUM_WARPS),
+        )
+    else:
+        block_n = min(BLOCK_N, row_block)
+        rows = ROWS_PER_PROGRAM
+        rmsnorm_two_pass_kernel[(triton.cdiv(n_rows, rows),)](
+            x2d, weight, y, n_rows, n_cols, x2d.stride(0), y.stride(0), eps,
+            BLOCK_M=rows, BLOCK_N=block_n, NUM_STAGES=NUM_STAGES,
+            num_warps=_num_warps(rows * block_n, NUM_WARPS),
+        )
+    return y.view(x.shape)
+
+
+def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
+    return rmsnorm(x, weight, eps)

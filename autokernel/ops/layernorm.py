@@ -1,0 +1,176 @@
+"""layernorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension of x[M, N]."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from autokernel import reference
+from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+
+DIMS = ("M", "N")
+DEFAULT_EPS = 1e-5
+
+
+def stock_layernorm(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = DEFAULT_EPS
+) -> torch.Tensor:
+    return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
+
+
+def _affine(
+    n: int, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator
+) -> tuple[torch.Tensor, torch.Tensor]:
+    # Trained-looking parameters: weight around 1, bias around 0, both random (never all-ones or
+    # all-zeros, which would hide a kernel that skips them).
+    weight = 1.0 + 0.25 * sample((n,), torch.float32, device, generator, "normal")
+    bias = 0.25 * sample((n,), torch.float32, device, generator, "normal")
+    return weight.to(dtype), bias.to(dtype)
+
+
+def _with_affine(
+    x: torch.Tensor, dtype: torch.dtype, generator: torch.Generator, eps: float
+) -> Inputs:
+    weight, bias = _affine(x.shape[-1], dtype, x.device, generator)
+    return (x.to(dtype), weight, bias, eps)
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+    eps: float = DEFAULT_EPS,
+) -> Inputs:
+    # The output is normalized whatever x's scale; 1e3 keeps 7-sigma draws inside fp16's range.
+    x = sample(shape, torch.float32, device, generator, distribution, large_scale=1e3)
+    return _with_affine(x, dtype, generator, eps)
+
+
+def flops(shape: Shape) -> float:
+    # 7 per element: add to the sum, subtract the mean, square and add to the variance sum,
+    # scale by 1/std, multiply by weight, add bias. Per-row divisions and the rsqrt are ignored.
+    m, n = shape
+    return 7.0 * m * n
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    m, n = shape
+    return (2.0 * m * n + 2.0 * n) * element_size(dtype)  # x, weight, bias read; y written
+
+
+def _large_mean_small_variance(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    x = 1.0e4 + sample(shape, torch.float32, device, generator, "normal")
+    return _with_affine(x, dtype, generator, eps)
+
+
+def _constant_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, n = shape
+    level = 10.0 * sample((m, 1), torch.float32, device, generator, "normal")
+    return _with_affine(level.expand(m, n).contiguous(), dtype, generator, eps)
+
+
+def _near_constant_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, _ = shape
+    level = sample((m, 1), torch.float32, device, generator, "normal")
+    x = level + 1.0e-3 * sample(shape, torch.float32, device, generator, "normal")
+    return _with_affine(x, dtype, generator, eps)
+
+
+def _huge_magnitudes(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    x = 6.0e4 * sample(shape, torch.float32, device, generator, "uniform")  # fp16 max is 65504
+    return _with_affine(x, dtype, generator, eps)
+
+
+def _mixed_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, _ = shape
+    offset = 1.0e4 * sample((m, 1), torch.float32, device, generator, "uniform")
+    exponent = torch.randint(-3, 3, (m, 1), generator=generator, device=device)
+    x = offset + torch.pow(10.0, exponent) * sample(shape, torch.float32, device, generator)
+    return _with_affine(x, dtype, generator, eps)
+
+
+ADVERSARIAL = (
+    AdversarialCase(
+        "large_mean_small_variance",
+        "x = 1e4 + N(0, 1): a one-pass E[x²] - E[x]² variance cancels catastrophically in fp32",
+        _large_mean_small_variance,
+    ),
+    AdversarialCase(
+        "constant_rows",
+        "every row constant (variance exactly 0): the answer is the bias; any rounding error in "
+        "the mean is amplified by 1/sqrt(eps) ≈ 316",
+        _constant_rows,
+    ),
+    AdversarialCase(
+        "near_constant_rows",
+        "rows of a constant plus 1e-3 noise: variance below eps, so eps must sit inside the sqrt",
+        _near_constant_rows,
+    ),
+    AdversarialCase(
+        "huge_magnitudes",
+        "uniform in ±6e4 (near fp16 max): squares overflow unless accumulated in fp32",
+        _huge_magnitudes,
+    ),
+    AdversarialCase(
+        "mixed_rows",
+        "each row its own offset (±1e4) and scale (1e-3..1e2): per-row statistics must not leak",
+        _mixed_rows,
+    ),
+)
+
+
+SPEC = OpSpec(
+    name="layernorm",
+    dims=DIMS,
+    reference=reference.layernorm,
+    stock=stock_layernorm,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=False,
+    smoke_shape=(4, 37),
+    sweep=(
+        (4096, 4096),
+        (8192, 8192),
+        (16384, 8192),
+        (4096, 5120),
+        (32768, 4096),
+        (2048, 11008),
+        (1024, 32000),
+        (8192, 2048),
+        (2048, 16384),
+    ),
+    cpu_sweep=(
+        (1, 1),
+        (4, 8),
+        (7, 33),
+        (16, 100),
+        (5, 513),
+        (3, 1000),
+        (2, 2500),
+        (2, 20000),  # longer than the default single-pass limit: exercises the blocked walk
+    ),
+    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1), (1, 4097), (1, 65537)),
+    cpu_edge_shapes=((1, 129), (33, 1), (9, 257), (3, 1537), (1, 17000)),
+    bench_shapes=((4096, 4096), (8192, 8192), (16384, 8192)),
+    adversarial=ADVERSARIAL,
+    notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "
+    "says otherwise); FLOPs = 7·M·N; bytes = read x, weight, bias + write y.",
+)

@@ -1,0 +1,154 @@
+"""rmsnorm: y = x / sqrt(mean(x²) + eps) * weight over the last dimension of x[M, N]."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from autokernel import reference
+from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+
+DIMS = ("M", "N")
+DEFAULT_EPS = 1e-6
+
+
+def stock_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
+    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+
+
+def _with_weight(
+    x: torch.Tensor, dtype: torch.dtype, generator: torch.Generator, eps: float
+) -> Inputs:
+    # Trained-looking gains around 1, random (all-ones would hide a kernel that skips them).
+    weight = 1.0 + 0.25 * sample((x.shape[-1],), torch.float32, x.device, generator, "normal")
+    return (x.to(dtype), weight.to(dtype), eps)
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+    eps: float = DEFAULT_EPS,
+) -> Inputs:
+    # The output is normalized whatever x's scale; 1e3 keeps 7-sigma draws inside fp16's range
+    # while x² (1e6) overflows fp16, so "large" also checks the float32 upcast.
+    x = sample(shape, torch.float32, device, generator, distribution, large_scale=1e3)
+    return _with_weight(x, dtype, generator, eps)
+
+
+def flops(shape: Shape) -> float:
+    # 4 per element: square and add to the row sum, scale by 1/rms, multiply by weight.
+    # Per-row divisions and the rsqrt are ignored.
+    m, n = shape
+    return 4.0 * m * n
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    m, n = shape
+    return (2.0 * m * n + n) * element_size(dtype)  # x and weight read; y written
+
+
+def _near_zero_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, _ = shape
+    x = 1.0e-4 * sample(shape, torch.float32, device, generator, "normal")
+    x[::3] = 0.0  # exactly-zero rows: the answer is 0, not NaN
+    return _with_weight(x, dtype, generator, eps)
+
+
+def _huge_magnitudes(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    x = 6.0e4 * sample(shape, torch.float32, device, generator, "uniform")  # fp16 max is 65504
+    return _with_weight(x, dtype, generator, eps)
+
+
+def _mixed_row_scales(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, _ = shape
+    exponent = torch.randint(-4, 5, (m, 1), generator=generator, device=device)
+    x = torch.pow(10.0, exponent) * sample(shape, torch.float32, device, generator, "uniform")
+    return _with_weight(x, dtype, generator, eps)
+
+
+def _spike_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, n = shape
+    x = 1.0e-2 * sample(shape, torch.float32, device, generator, "normal")
+    spike = torch.randint(0, n, (m,), generator=generator, device=device)
+    x[torch.arange(m, device=device), spike] = 6.0e4
+    return _with_weight(x, dtype, generator, eps)
+
+
+ADVERSARIAL = (
+    AdversarialCase(
+        "near_zero_rows",
+        "rows of 1e-4·N(0, 1) (mean x² ≈ 1e-8 ≪ eps) and exactly-zero rows: eps must sit inside "
+        "the sqrt, and zero rows must give 0, not NaN",
+        _near_zero_rows,
+    ),
+    AdversarialCase(
+        "huge_magnitudes",
+        "uniform in ±6e4 (near fp16 max): x² overflows fp16 unless squared in fp32",
+        _huge_magnitudes,
+    ),
+    AdversarialCase(
+        "mixed_row_scales",
+        "each row scaled by its own 10^k, k in -4..4: per-row statistics must not leak",
+        _mixed_row_scales,
+    ),
+    AdversarialCase(
+        "spike_rows",
+        "one 6e4 entry per row among 1e-2 noise: the row's rms is the spike's, the rest ≈ 0",
+        _spike_rows,
+    ),
+)
+
+
+SPEC = OpSpec(
+    name="rmsnorm",
+    dims=DIMS,
+    reference=reference.rmsnorm,
+    stock=stock_rmsnorm,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=False,
+    smoke_shape=(4, 37),
+    sweep=(
+        (4096, 4096),
+        (8192, 8192),
+        (16384, 8192),
+        (4096, 5120),
+        (32768, 4096),
+        (2048, 11008),
+        (1024, 32000),
+        (8192, 2048),
+        (2048, 16384),
+    ),
+    cpu_sweep=(
+        (1, 1),
+        (4, 8),
+        (7, 33),
+        (16, 100),
+        (5, 513),
+        (3, 1000),
+        (2, 2500),
+        (2, 20000),  # longer than the default single-pass limit: exercises the blocked walk
+    ),
+    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1), (1, 4097), (1, 65537)),
+    cpu_edge_shapes=((1, 129), (33, 1), (9, 257), (3, 1537), (1, 17000)),
+    bench_shapes=((4096, 4096), (8192, 8192), (16384, 8192)),
+    adversarial=ADVERSARIAL,
+    notes="rmsnorm over the last dim, x·rsqrt(mean(x²) + eps)·weight (eps 1e-6 unless the model "
+    "says otherwise); FLOPs = 4·M·N; bytes = read x, weight + write y.",
+)

@@ -1,0 +1,124 @@
+"""The rmsnorm starter against the upcast reference: shapes, dtypes, distributions, traps,
+tunables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from starter_checks import (
+    assert_deterministic,
+    assert_matches_reference,
+    covering_sample,
+    load_starter,
+    load_starter_with,
+    nan_filled_allocations,
+    starter_space,
+)
+
+from autokernel.ops import get_spec
+from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
+
+SPEC = get_spec("rmsnorm")
+KERNEL = load_starter("rmsnorm")
+DTYPE_TOLERANCES = [
+    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
+    for dt in SPEC.dtypes
+]
+# Short rows with several rows per program, a row over one two-pass chunk, a row over the largest
+# single-pass limit: every tunable combination meets all three code paths.
+TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000))
+TUNABLE_COMBINATIONS = covering_sample(starter_space("rmsnorm"), count=12, seed=0)
+
+
+def _inputs(shape, dtype, device, distribution="normal", seed=0):
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.cpu_sweep + SPEC.cpu_edge_shapes, ids=str)
+def test_matches_reference_small(shape, dtype, atol, rtol, distribution, device) -> None:
+    args = _inputs(shape, dtype, device, distribution)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.sweep + SPEC.edge_shapes, ids=str)
+def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
+    args = _inputs(shape, dtype, "cuda", distribution)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
+
+
+@pytest.mark.parametrize("shape", [(8, 37), (3, 20000)], ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_adversarial(case, dtype, shape, device) -> None:
+    generator = torch.Generator(device=device).manual_seed(1)
+    args = case.make_inputs(shape, dtype, device, generator)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(4096, 4096), (1024, 32000), (64, 128256)], ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_adversarial_gpu(case, dtype, shape) -> None:
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    args = case.make_inputs(shape, dtype, "cuda", generator)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+
+
+def test_extra_leading_dims_and_non_contiguous_input(device) -> None:
+    x, weight, eps = _inputs((6, 80), torch.float16, device)
+    strided = x.t().contiguous().t()  # same values, column-major
+    assert not strided.is_contiguous()
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (strided, weight, eps), "column-major")
+    assert_matches_reference(
+        SPEC, KERNEL.kernel_fn, (x[:, ::2], weight[::2], eps), "strided x and weight"
+    )
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (x.view(2, 3, 80), weight, eps), "3-d")
+
+
+def test_eps_is_honoured(device) -> None:
+    generator = torch.Generator(device=device).manual_seed(0)
+    args = SPEC.make_inputs((4, 50), torch.float32, device, generator, "normal", eps=0.5)
+    assert args[-1] == 0.5
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, "eps=0.5")
+
+
+def test_deterministic(device) -> None:
+    assert_deterministic(KERNEL.kernel_fn, _inputs((5, 700), torch.bfloat16, device))
+    assert_deterministic(KERNEL.kernel_fn, _inputs((2, 20000), torch.float32, device))
+
+
+@pytest.mark.parametrize("shape", [(9, 37), (2, 20000)], ids=str)
+def test_writes_every_output_element(shape, device) -> None:
+    args = _inputs(shape, torch.float32, device)
+    with nan_filled_allocations():
+        assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} over NaN garbage")
+
+
+@pytest.mark.parametrize("tunables", TUNABLE_COMBINATIONS, ids=lambda t: "-".join(map(str, t.values())))
+def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> None:
+    module = load_starter_with("rmsnorm", tunables, tmp_path)
+    for i, shape in enumerate(TUNABLE_SHAPES):
+        dtype = SPEC.dtypes[i % len(SPEC.dtypes)]
+        args = _inputs(shape, dtype, device, DISTRIBUTIONS[i], seed=i)
+        assert_matches_reference(SPEC, module.kernel_fn, args, f"{tunables} {shape} {dtype}")
+
+
+def test_tunable_sample_covers_every_value() -> None:
+    space = starter_space("rmsnorm")
+    for name, values in space.items():
+        assert {t[name] for t in TUNABLE_COMBINATIONS} == set(values), name
+
+
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_stock_agrees_with_reference(dtype, device) -> None:
+    args = _inputs((5, 300), dtype, device, "uniform")
+    assert_matches_reference(SPEC, SPEC.stock, args, f"stock {dtype}")
