@@ -65,6 +65,9 @@ class Proposal:
     llm_calls: int = 0
     agent: str = ""  # which agent produced it, for agents that combine others ("" = Agent.name)
     error: str = ""  # set: no candidate this time (see module docstring); source is unused
+    # A cheap follow-up of an earlier proposal (the claude agent's tuner sweep of the tunables of
+    # a structure the LLM just proposed): one idea, so the plateau rule does not count it.
+    sweep: bool = False
 
 
 class AgentStop(Exception):
