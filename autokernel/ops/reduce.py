@@ -1,0 +1,182 @@
+"""reduce: out[M] = x[M, N].sum(-1), accumulated in float32 and returned in x's dtype."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from autokernel import reference
+from autokernel.ops.spec import (
+    DEFAULT_TOLERANCES,
+    AdversarialCase,
+    Inputs,
+    OpSpec,
+    Shape,
+    Tolerance,
+    element_size,
+    sample,
+)
+
+DIMS = ("M", "N")
+
+# A row sum's magnitude grows like sqrt(N) (signed values) or N (positive ones), so the inputs
+# shrink with N to keep every sum inside fp16's range (max 65504):
+# - "large": sigma = min(1e3, LARGE_SUM_SCALE / sqrt(N)), a row sum's sigma is at most 4e3, and
+#   7-sigma rows stay finite;
+# - "positive": values in [0, min(1, POSITIVE_SUM_SCALE / N)), a row sum is about 8192 at most.
+LARGE_SUM_SCALE = 4.0e3
+POSITIVE_SUM_SCALE = 16384.0
+
+
+def stock_sum(x: torch.Tensor) -> torch.Tensor:
+    # torch.sum accumulates fp16/bf16 in float32 and returns x's dtype, like the reference.
+    return torch.sum(x, dim=-1)
+
+
+def _row_values(
+    shape: Shape, device: str | torch.device, generator: torch.Generator, distribution: str
+) -> torch.Tensor:
+    n = shape[-1]
+    large_scale = min(1.0e3, LARGE_SUM_SCALE / math.sqrt(n))
+    x = sample(shape, torch.float32, device, generator, distribution, large_scale=large_scale)
+    if distribution == "positive":
+        x = x * min(1.0, POSITIVE_SUM_SCALE / n)
+    return x
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    return (_row_values(shape, device, generator, distribution).to(dtype),)
+
+
+def flops(shape: Shape) -> float:
+    # One add per element.
+    m, n = shape
+    return float(m * n)
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    m, n = shape
+    return (m * n + m) * element_size(dtype)  # x read once, one sum per row written
+
+
+def _cancelling_pairs(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    # Half of each row is +a / -a pairs at random places, the rest small integers in [-3, 3].
+    # Every value is an integer and |any partial sum| <= n·a <= 2^24, so float32 sums them
+    # exactly in any order: the answer (the small integers' sum) is exact whatever a correct
+    # kernel's order. An fp16/bf16 accumulator loses the small terms next to a running sum of big
+    # ones, or overflows.
+    a = float(2 ** min(14, int(math.log2((1 << 24) // n))))
+    pairs = n // 4
+    values = torch.randint(-3, 4, (m, n), generator=generator, device=device).float()
+    values[:, : 2 * pairs : 2] = a
+    values[:, 1 : 2 * pairs : 2] = -a
+    order = torch.rand((m, n), generator=generator, device=device).argsort(dim=1)
+    return (values.gather(1, order).to(dtype),)
+
+
+def _positive_long_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    # Positive values whose row sum is about 8192 whatever n: a half-precision running sum stops
+    # growing once it is 2^11 (fp16) or 2^8 (bf16) times a term.
+    values = torch.rand((m, n), generator=generator, device=device) * (POSITIVE_SUM_SCALE / n)
+    return (values.to(dtype),)
+
+
+def _edge_columns(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    # Zero rows except the first and last column, distinct integers per row: a dropped first or
+    # tail chunk, an off-by-one mask, or a row read at the wrong stride gives a wrong sum.
+    values = torch.zeros((m, n), device=device)
+    values[:, 0] = torch.randint(-200, 201, (m,), generator=generator, device=device).float()
+    values[:, -1] += torch.randint(-200, 201, (m,), generator=generator, device=device).float()
+    return (values.to(dtype),)
+
+
+ADVERSARIAL = (
+    AdversarialCase(
+        "cancelling_pairs",
+        "big ±a pairs (a up to 2^14) cancel among small integers: the exact answer is small; a "
+        "half-precision accumulator swamps or overflows",
+        _cancelling_pairs,
+    ),
+    AdversarialCase(
+        "positive_long_rows",
+        "positive values summing to ~8192 whatever N: a half-precision running sum stalls "
+        "(swamping) on long rows",
+        _positive_long_rows,
+    ),
+    AdversarialCase(
+        "edge_columns",
+        "zeros except the first and last column of each row: a dropped first/tail chunk, an "
+        "off-by-one mask or a wrong row stride shows as a wrong integer",
+        _edge_columns,
+    ),
+)
+
+
+SPEC = OpSpec(
+    name="reduce",
+    dims=DIMS,
+    reference=reference.reduce,
+    stock=stock_sum,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=False,
+    smoke_shape=(4, 1000),
+    sweep=(
+        (4096, 4096),
+        (8192, 8192),
+        (16384, 8192),
+        (1024, 32768),
+        (32768, 4096),
+        (4096, 11008),  # LLaMA-7B MLP width
+        (2048, 50257),
+        (8, 1 << 20),
+        (1, 1 << 24),  # one long row: needs a split over the row to use the GPU
+    ),
+    cpu_sweep=(
+        (1, 1),
+        (1, 5000),
+        (7, 300),
+        (33, 1025),
+        (64, 64),
+        (3, 70000),  # over several split-sized chunks: exercises both stages of split_n
+        (5, 2049),
+    ),
+    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1023), (65537, 1), (1, 1 << 20)),
+    cpu_edge_shapes=((1, 3), (17, 1), (1, 4097), (13, 1537), (31, 1023)),
+    bench_shapes=((8192, 8192), (16384, 8192), (1024, 32768)),
+    adversarial=ADVERSARIAL,
+    tolerances={
+        **DEFAULT_TOLERANCES,
+        # A float32 row sum carries an absolute rounding error ~ eps·sigma·sqrt(N)·(a few), in
+        # the candidate and in a float32 oracle alike, while its value can be near 0: at the
+        # default atol 1e-4 a correct kernel fails on the rows of "large" inputs whose sum
+        # happens to cancel (measured: 10 of 8192 rows at 8192x8192). With the input scaling
+        # above that error stays below ~4e-3 at every N, so 1e-2 passes correct kernels and is
+        # still 1e-4 of a typical row sum (one dropped element or a half-precision accumulator
+        # is caught).
+        torch.float32: Tolerance(atol=1e-2, rtol=1e-4),
+    },
+    notes="sum over the last dim, float32 accumulation, output in x's dtype; FLOPs = M·N (one "
+    "add per element); bytes = read x + write M sums. Inputs shrink with N so sums stay "
+    "finite in fp16.",
+)
