@@ -12,6 +12,7 @@ from autokernel import __version__
 # heavy imports (triton, the harness, gitpython) happen inside the commands.
 COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
+    "profile",
 )
 
 app = typer.Typer(

@@ -8,6 +8,13 @@ from pathlib import Path
 from typing import Any
 
 
+def amdahl_speedup(share: float, kernel_speedup: float = 2.0) -> float:
+    """End-to-end speedup when work that takes `share` of the time gets `kernel_speedup`x faster."""
+    share = min(max(share, 0.0), 1.0)
+    remaining = (1.0 - share) + (share / kernel_speedup if kernel_speedup != float("inf") else 0.0)
+    return 1.0 / remaining if remaining > 0 else float("inf")
+
+
 @dataclass
 class CallSite:
     """One place in the model that launches work of a target's kernel type."""
@@ -35,6 +42,9 @@ class Target:
     cumulative_2x: float  # the same with this and every higher-ranked target 2x faster
     call_sites: list[CallSite] = field(default_factory=list)
     params: dict[str, Any] = field(default_factory=dict)
+    dims: list[str] = field(default_factory=list)  # names of the shape dims (OpSpec.dims)
+    # End-to-end ceiling if this and every higher-ranked target took no time; None: unbounded.
+    cumulative_limit: float | None = None
 
 
 @dataclass
@@ -51,6 +61,9 @@ class Plan:
     other_ops: list[dict[str, Any]] = field(default_factory=list)  # top "other" rows, for people
     iterations: int = 0
     message: str = ""  # e.g. "no optimizable kernel found"
+    time_source: str = ""  # "device kernels" (GPU) or "cpu op self time"
+    warmup: int = 0
+    versions: dict[str, str] = field(default_factory=dict)  # python, torch, triton, cuda
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,0 +1,114 @@
+"""`autokernel profile MODEL.py`: where the model's time goes, ranked by Amdahl's law."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+
+if TYPE_CHECKING:
+    from autokernel.profiling.plan import Plan
+
+DTYPE_CHOICES = ("fp16", "bf16", "fp32")
+
+
+def _check_writable(path: Path | None, what: str) -> None:
+    if path is not None and not path.parent.exists():
+        fail(f"cannot write the {what} to {path}: directory {path.parent} does not exist")
+
+
+def profile(
+    model_file: Path = typer.Argument(..., help="Model file: class Model, get_inputs(), "
+                                      "optional get_init_inputs() (KernelBench convention)."),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option(None, "--dtype",
+                              help="fp16, bf16 or fp32 for parameters and floating inputs. "
+                                   "Default: fp16 on cuda, fp32 on cpu."),
+    class_name: str = typer.Option("Model", "--class-name", help="The nn.Module class to build."),
+    top: int = typer.Option(None, "--top", help="Show the N highest-ranked targets "
+                            "(the JSON plan lists them all, so shares add up to 100%)."),
+    json_path: Path = typer.Option(None, "--json", help="Write the plan as JSON here."),
+    trace_path: Path = typer.Option(None, "--trace", help="Write the Chrome trace here."),
+    warmup: int = typer.Option(3, "--warmup", help="Forwards run before profiling."),
+    iters: int = typer.Option(5, "--iters", help="Profiled forwards (times are per forward)."),
+    events_path: Path = typer.Option(None, "--events", help="Write the recorded kernels, ops "
+                                     "and modules as JSON (a replayable test fixture)."),
+) -> None:
+    """Profile a model's forward and rank its kernels by share of the device time."""
+    resolved = device_or_fail(device)
+    dtype = dtype or ("fp16" if resolved == "cuda" else "fp32")
+    if dtype not in DTYPE_CHOICES:
+        fail(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPE_CHOICES)}")
+    if top is not None and top < 1:
+        fail("--top must be at least 1")
+    if iters < 1:
+        fail("--iters must be at least 1")
+    if warmup < 0:
+        fail("--warmup must be 0 or more")
+    for path, what in ((json_path, "plan"), (trace_path, "trace"), (events_path, "events")):
+        _check_writable(path, what)
+
+    from autokernel.profiling.model_loader import ModelLoadError, load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    try:
+        loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=resolved)
+    except ModelLoadError as exc:
+        fail(str(exc))
+    with console.status(f"profiling {model_file} ({warmup} warm-up + {iters} forwards)"):
+        try:
+            record = profile_model(loaded, warmup=warmup, iters=iters, trace_path=trace_path)
+        except Exception as exc:  # the forward ran once already, so this is the machine's trouble
+            first = (str(exc).strip().splitlines() or [""])[0]
+            fail(f"profiling {model_file} failed: {type(exc).__name__}: {first}", code=1)
+    plan = build_plan(record, model=str(model_file), class_name=class_name, warmup=warmup)
+
+    print_plan(plan, top)
+    if json_path is not None:
+        plan.save(json_path)
+        console.print(f"plan written to {json_path}")
+    if trace_path is not None:
+        console.print(f"Chrome trace written to {trace_path} (open in ui.perfetto.dev)")
+    if events_path is not None:
+        record.save(events_path)
+        console.print(f"recorded events written to {events_path}")
+
+
+def print_plan(plan: Plan, top: int | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from autokernel.profiling.ranking import PLAN_COLUMNS, plan_rows
+
+    where = plan.gpu or plan.device
+    table = Table(
+        title=f"{plan.model} ({plan.class_name}), {plan.dtype} on {where}: "
+              f"{plan.total_ms:.3f} ms/forward of {plan.time_source}",
+        caption=f"{plan.iterations} profiled forwards after {plan.warmup} warm-up. "
+                "2x e2e: end-to-end speedup if that kernel alone got 2x faster; "
+                "cum. 2x: this and every target above it 2x faster; "
+                "ceiling: all of them free.",
+    )
+    for column in PLAN_COLUMNS:
+        table.add_column(column, justify="right" if column in ("share", "ms/fwd", "calls")
+                         else "left", overflow="fold")
+    for row in plan_rows(plan, top):
+        table.add_row(*row, style="dim" if row[1] == "other" else None)
+    # Logs and pipes get a wide table rather than rich's 80-column default.
+    out = console if console.is_terminal else Console(width=max(console.width, 150))
+    out.print(table)
+    if plan.other_ops:
+        listed = ", ".join(f"{o['op'][:60]} {o['share']:.1%}" for o in plan.other_ops[:5])
+        console.print(f"largest \"other\": {listed}", highlight=False)
+    if plan.device == "cpu":
+        console.print("[yellow]cpu: times are CPU op self times, not GPU kernel times[/]")
+    if plan.message:
+        console.print(f"[bold]{plan.message}[/]")
+
+
+def register(app: typer.Typer) -> None:
+    app.command("profile")(profile)

@@ -1,0 +1,109 @@
+"""What a profiled forward leaves behind, in a plain form the classifier reads: `RecordedProfile`.
+
+Collecting (torch.profiler, in `profiler.py`) and classifying (`classify.py`) meet here, so that the
+classifier can be tested from recorded rows, without a GPU: a JSON file of the same shape, e.g. one
+captured on an H100 with `autokernel profile --events FILE`, is a test fixture.
+
+The model of a profile:
+- `OpCall`: one call of an aten op (or any dispatcher op), with its input shapes, dtypes and scalar
+  arguments as the profiler recorded them, the op call that encloses it (`parent`) and the
+  `nn.Module` calls it ran inside (`scopes`, outermost first).
+- `ModuleCall`: one call of a submodule's forward (`path` is its qualified name, "" for the model).
+- `ModuleInfo`: what the classifier needs to know about a module: its class, its own parameters'
+  shapes and scalar attributes such as `eps`.
+- `TimedRow`: one unit of measured time, counted exactly once: a device kernel (or memcpy/memset) on
+  a GPU, the self time of one op call on the CPU. `op` is the op call that launched it, the
+  innermost one; None when the profiler could not tell.
+
+Everything here is plain Python (no torch import), so it loads fast and round-trips through JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass
+class OpCall:
+    id: int  # unique, increasing in start-time order
+    name: str  # "aten::linear"
+    parent: int | None = None  # the enclosing op call, None for an op the Python code called
+    scopes: list[int] = field(default_factory=list)  # ModuleCall ids, outermost first
+    shapes: list[list[int]] = field(default_factory=list)  # one per input; [] for non-tensors
+    dtypes: list[str] = field(default_factory=list)  # as the profiler spells them: "c10::Half"
+    args: list[Any] = field(default_factory=list)  # scalar / scalar-list inputs, None elsewhere
+
+
+@dataclass
+class ModuleCall:
+    id: int
+    path: str  # qualified submodule name, "" for the model itself
+
+
+@dataclass
+class ModuleInfo:
+    type: str  # "torch.nn.modules.normalization.RMSNorm"
+    params: dict[str, list[int]] = field(default_factory=dict)  # own parameters, not children's
+    attrs: dict[str, Any] = field(default_factory=dict)  # scalar attributes: eps, causal, ...
+
+    @property
+    def class_name(self) -> str:
+        return self.type.rsplit(".", 1)[-1]
+
+
+@dataclass
+class TimedRow:
+    name: str  # kernel name on a GPU, op name on the CPU
+    time_us: float  # summed over all profiled iterations
+    op: int | None = None  # the launching OpCall's id
+
+
+@dataclass
+class RecordedProfile:
+    device: str  # "cuda" | "cpu"
+    dtype: str  # the dtype the model was cast to: "fp16" | "bf16" | "fp32"
+    iterations: int  # profiled forwards; times and counts are divided by it
+    rows: list[TimedRow]
+    ops: dict[int, OpCall]
+    module_calls: dict[int, ModuleCall] = field(default_factory=dict)
+    modules: dict[str, ModuleInfo] = field(default_factory=dict)
+    gpu: str | None = None
+    time_source: str = ""  # what a row's time is: "device kernels" or "cpu op self time"
+    versions: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def total_us(self) -> float:
+        return sum(row.time_us for row in self.rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["ops"] = [asdict(op) for op in self.ops.values()]
+        data["module_calls"] = [asdict(call) for call in self.module_calls.values()]
+        return data
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict()) + "\n")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> RecordedProfile:
+        ops = [OpCall(**op) for op in data.get("ops", [])]
+        calls = [ModuleCall(**call) for call in data.get("module_calls", [])]
+        return cls(
+            device=data["device"],
+            dtype=data.get("dtype", "fp32"),
+            iterations=int(data.get("iterations", 1)),
+            rows=[TimedRow(**row) for row in data.get("rows", [])],
+            ops={op.id: op for op in ops},
+            module_calls={call.id: call for call in calls},
+            modules={k: ModuleInfo(**v) for k, v in data.get("modules", {}).items()},
+            gpu=data.get("gpu"),
+            time_source=data.get("time_source", ""),
+            versions=dict(data.get("versions", {})),
+        )
+
+    @classmethod
+    def load(cls, path: str | Path) -> RecordedProfile:
+        return cls.from_dict(json.loads(Path(path).read_text()))

@@ -1,0 +1,341 @@
+"""Profile a loaded model's forward with torch.profiler and record it as a `RecordedProfile`.
+
+Measuring: `warmup` forwards first (lazy initialisation, cuBLAS heuristics and allocator growth stay
+out of the numbers), then `iters` profiled forwards under `torch.no_grad()`, each followed by a
+device synchronisation.
+
+Counting time once. On a GPU only device activity rows are counted: kernels, memcpy and memset. The
+CPU op rows that launched them also carry "device time" in torch.profiler's tables, and summing both
+doubles the total (RightNow AutoKernel's mistake); GPU-side annotation ranges and profiler overhead
+rows are left out for the same reason. On the CPU each op call's self time is one row.
+
+Attribution. Each kernel is tied to the op call that launched it through the profiler's correlation
+ids (`linked_correlation_id`), and to the module through annotation ranges: a forward pre-hook on
+every submodule opens a `record_function` named after its qualified path and a forward hook closes
+it. We install these rather than rely on the profiler's own module information because
+`with_modules` only covers TorchScript, and `with_stack`'s "nn.Module: Linear_3" frames carry no
+qualified names; annotation ranges nest by time on the CPU thread, work in eager mode on every
+device, and cost one small event per module call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import platform
+from collections.abc import Callable, Iterator, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from autokernel.profiling.events import (
+    ModuleCall,
+    ModuleInfo,
+    OpCall,
+    RecordedProfile,
+    TimedRow,
+)
+from autokernel.profiling.model_loader import LoadedModel, call_forward
+
+SCOPE_PREFIX = "autokernel.module:"
+"""Name prefix of the annotation ranges that mark module calls."""
+
+# Activity types (torch >= 2.5 names them) whose rows are device work worth counting.
+DEVICE_WORK_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Scalar attributes a kernel's parameters can come from (eps of a norm, causal of an attention).
+SCALAR_ATTRS = ("eps", "epsilon", "variance_epsilon", "norm_eps", "causal", "is_causal", "scale")
+
+
+# ---------------------------------------------------------------------------------------------
+# Module scopes
+
+
+def describe_modules(model: Any) -> dict[str, ModuleInfo]:
+    """Class, own parameter shapes and scalar attributes of every submodule, by qualified name."""
+    infos: dict[str, ModuleInfo] = {}
+    for path, module in model.named_modules():
+        cls = type(module)
+        params = {
+            name: list(p.shape) for name, p in module.named_parameters(recurse=False)
+        }
+        attrs: dict[str, Any] = {}
+        for name in SCALAR_ATTRS:
+            value = getattr(module, name, None)
+            if isinstance(value, (bool, int, float)):
+                attrs[name] = value
+        infos[path] = ModuleInfo(type=f"{cls.__module__}.{cls.__qualname__}", params=params,
+                                 attrs=attrs)
+    return infos
+
+
+@contextlib.contextmanager
+def module_scopes(model: Any) -> Iterator[None]:
+    """Wrap every submodule's forward in a record_function range named after its path."""
+    import torch
+    from torch.autograd.profiler import record_function
+
+    handles = []
+    # A module may be re-entered (shared blocks), so each one keeps a stack of open ranges.
+    open_ranges: dict[int, list[Any]] = {}
+
+    def make_hooks(path: str) -> tuple[Callable[..., None], Callable[..., None]]:
+        def pre_hook(module: torch.nn.Module, args: Any) -> None:
+            rf = record_function(SCOPE_PREFIX + path)
+            rf.__enter__()
+            open_ranges.setdefault(id(module), []).append(rf)
+
+        def post_hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            stack = open_ranges.get(id(module))
+            if stack:
+                stack.pop().__exit__(None, None, None)
+
+        return pre_hook, post_hook
+
+    try:
+        for path, module in model.named_modules():
+            pre_hook, post_hook = make_hooks(path)
+            handles.append(module.register_forward_pre_hook(pre_hook))
+            handles.append(module.register_forward_hook(post_hook))
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+        # A forward that raised leaves ranges open; close them so the profiler is not confused.
+        for stack in open_ranges.values():
+            while stack:
+                stack.pop().__exit__(None, None, None)
+
+
+# ---------------------------------------------------------------------------------------------
+# From torch.profiler events to a RecordedProfile
+
+
+def _activity(evt: Any) -> str | None:
+    value = getattr(evt, "activity_type", None)
+    return value if isinstance(value, str) and value else None
+
+
+def _is_cpu(evt: Any) -> bool:
+    return getattr(evt.device_type, "name", str(evt.device_type)).upper().endswith("CPU")
+
+
+def _is_annotation(evt: Any) -> bool:
+    return bool(getattr(evt, "is_user_annotation", False)) or (
+        _activity(evt) in ("user_annotation", "gpu_user_annotation")
+    )
+
+
+def _is_op(evt: Any) -> bool:
+    """A dispatcher op call (aten::linear, mylib::op), not a runtime call or an annotation."""
+    if not _is_cpu(evt) or getattr(evt, "is_async", False) or _is_annotation(evt):
+        return False
+    activity = _activity(evt)
+    if activity is not None:
+        return activity == "cpu_op"
+    return "::" in evt.name and not evt.name.startswith(SCOPE_PREFIX)
+
+
+def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
+    if _is_cpu(evt) or _is_annotation(evt):
+        return False
+    activity = _activity(evt)
+    if activity is not None:
+        return activity in DEVICE_WORK_ACTIVITIES
+    # Older torch: no activity type, but GPU-side copies of annotation ranges share their names.
+    return evt.name not in annotation_names
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    return str(value)
+
+
+def _span(evt: Any) -> tuple[float, float]:
+    return float(evt.time_range.start), float(evt.time_range.end)
+
+
+def record_from_events(
+    events: Sequence[Any],
+    device: str,
+    dtype: str,
+    iterations: int,
+    modules: dict[str, ModuleInfo] | None = None,
+) -> RecordedProfile:
+    """Turn torch.profiler FunctionEvents (`prof.events()`, tree built) into a RecordedProfile.
+
+    Takes anything with FunctionEvent's attributes, so the GPU path can be tested with stand-ins.
+    """
+    cpu_events = [e for e in events if _is_cpu(e) and not getattr(e, "is_async", False)]
+    cpu_events.sort(key=lambda e: (_span(e)[0], -_span(e)[1]))
+
+    module_calls: dict[int, ModuleCall] = {}
+    ops: dict[int, OpCall] = {}
+    op_of_event: dict[int, int] = {}  # id(FunctionEvent) -> OpCall id
+    scope_of_event: dict[int, int] = {}  # id(annotation FunctionEvent) -> ModuleCall id
+    annotation_names: set[str] = set()
+
+    def enclosing(evt: Any) -> tuple[int | None, list[int]]:
+        """The innermost enclosing op call and the module calls around it, outermost first."""
+        parent_op: int | None = None
+        scopes: list[int] = []
+        node = getattr(evt, "cpu_parent", None)
+        while node is not None:
+            if id(node) in scope_of_event:
+                scopes.append(scope_of_event[id(node)])
+            elif parent_op is None and id(node) in op_of_event:
+                parent_op = op_of_event[id(node)]
+            node = getattr(node, "cpu_parent", None)
+        scopes.reverse()
+        return parent_op, scopes
+
+    # Parents start before their children, so one pass in start order sees every parent first.
+    for evt in cpu_events:
+        if _is_annotation(evt):
+            annotation_names.add(evt.name)
+            if evt.name.startswith(SCOPE_PREFIX):
+                call = ModuleCall(id=len(module_calls) + 1, path=evt.name[len(SCOPE_PREFIX):])
+                module_calls[call.id] = call
+                scope_of_event[id(evt)] = call.id
+            continue
+        if not _is_op(evt):
+            continue
+        parent, scopes = enclosing(evt)
+        op = OpCall(
+            id=len(ops) + 1,
+            name=evt.name,
+            parent=parent,
+            scopes=scopes,
+            shapes=[list(s) for s in (getattr(evt, "input_shapes", None) or [])],
+            dtypes=[str(d) for d in (getattr(evt, "input_dtypes", None) or [])],
+            args=_jsonable(list(getattr(evt, "concrete_inputs", None) or [])),
+        )
+        ops[op.id] = op
+        op_of_event[id(evt)] = op.id
+
+    rows: list[TimedRow] = []
+    if device == "cpu":
+        for evt in cpu_events:
+            if id(evt) not in op_of_event:
+                continue
+            start, end = _span(evt)
+            children = sum(
+                _span(c)[1] - _span(c)[0]
+                for c in getattr(evt, "cpu_children", [])
+                if id(c) in op_of_event
+            )
+            self_us = max(0.0, (end - start) - children)
+            if self_us > 0:
+                rows.append(TimedRow(name=evt.name, time_us=self_us, op=op_of_event[id(evt)]))
+        time_source = "cpu op self time"
+    else:
+        rows = _device_rows(events, cpu_events, op_of_event, annotation_names)
+        time_source = "device kernels"
+
+    return RecordedProfile(
+        device=device,
+        dtype=dtype,
+        iterations=iterations,
+        rows=rows,
+        ops=ops,
+        module_calls=module_calls,
+        modules=modules or {},
+        time_source=time_source,
+    )
+
+
+def _device_rows(
+    events: Sequence[Any],
+    cpu_events: Sequence[Any],
+    op_of_event: dict[int, int],
+    annotation_names: set[str],
+) -> list[TimedRow]:
+    """One row per device kernel/memcpy/memset, tied to the op call that launched it."""
+    by_correlation = {e.id: e for e in cpu_events if id(e) in op_of_event}
+    # Fallback link for a torch without linked_correlation_id, or when the profiler merged the
+    # launching event into its parent: the kernels torch itself attached to each op call.
+    attached: dict[tuple[str, float], list[int]] = {}
+    for evt in cpu_events:
+        if id(evt) in op_of_event:
+            for kernel in getattr(evt, "kernels", []) or []:
+                key = (kernel.name, round(float(kernel.duration), 3))
+                attached.setdefault(key, []).append(op_of_event[id(evt)])
+
+    rows: list[TimedRow] = []
+    for evt in events:
+        if not _is_device_work(evt, annotation_names):
+            continue
+        start, end = _span(evt)
+        duration = end - start
+        op: int | None = None
+        launcher = by_correlation.get(getattr(evt, "linked_correlation_id", 0) or -1)
+        if launcher is not None:
+            op = op_of_event[id(launcher)]
+        else:
+            candidates = attached.get((evt.name, round(duration, 3)))
+            if candidates:
+                op = candidates.pop(0)
+        rows.append(TimedRow(name=evt.name, time_us=duration, op=op))
+    return rows
+
+
+# ---------------------------------------------------------------------------------------------
+# Running the profiler
+
+
+def environment_versions() -> dict[str, str]:
+    import torch
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    try:
+        versions["triton"] = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        pass
+    if torch.version.cuda:
+        versions["cuda"] = str(torch.version.cuda)
+    return versions
+
+
+def profile_model(
+    loaded: LoadedModel,
+    warmup: int = 3,
+    iters: int = 5,
+    trace_path: str | Path | None = None,
+) -> RecordedProfile:
+    """Warm up, profile `iters` forwards, and record every kernel with its op and module."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    device = loaded.device
+    model = loaded.model
+
+    def forward() -> None:
+        call_forward(model, loaded.inputs)
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    activities = [ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(ProfilerActivity.CUDA)
+    with torch.no_grad():
+        for _ in range(warmup):
+            forward()
+        with module_scopes(model):
+            with profile(activities=activities, record_shapes=True) as prof:
+                for _ in range(iters):
+                    forward()
+    if trace_path is not None:
+        prof.export_chrome_trace(str(trace_path))
+
+    record = record_from_events(
+        prof.events(),
+        device=device,
+        dtype=loaded.dtype_name,
+        iterations=iters,
+        modules=describe_modules(model),
+    )
+    record.versions = environment_versions()
+    if device == "cuda":
+        record.gpu = torch.cuda.get_device_name()
+    return record

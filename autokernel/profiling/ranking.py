@@ -1,0 +1,208 @@
+"""From classified rows to a ranked `Plan`: call sites, shares, Amdahl, and a markdown rendering.
+
+Every timed row lands in exactly one target or in "other", so the shares of the targets and of
+"other" add up to 1 of the measured time by construction.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from autokernel.profiling.classify import OTHER, Attribution, SiteKey, classify_profile, registry_dims
+from autokernel.profiling.events import RecordedProfile
+from autokernel.profiling.plan import CallSite, Plan, Target, amdahl_speedup
+
+OTHER_OPS_LISTED = 10
+NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
+
+
+@dataclass
+class _Tally:
+    time_us: float = 0.0
+    calls: set[tuple[str, int]] = field(default_factory=set)
+
+    def add(self, attribution: Attribution) -> None:
+        self.time_us += attribution.time_us
+        self.calls.add(attribution.call)
+
+
+def _per_forward(count: int, iterations: int) -> int:
+    return max(1, round(count / iterations)) if count else 0
+
+
+def _target(kernel_type: str, sites: dict[SiteKey, _Tally], iterations: int,
+            total_us: float) -> Target:
+    per_ms = 1.0 / (1000.0 * iterations)
+    ranked_sites = sorted(sites.items(), key=lambda kv: -kv[1].time_us)
+    call_sites = [
+        CallSite(
+            module=key.module,
+            aten_op=key.aten_op,
+            shape=list(key.shape),
+            dtype=key.dtype,
+            calls=_per_forward(len(tally.calls), iterations),
+            time_ms=tally.time_us * per_ms,
+            params=dict(key.params),
+        )
+        for key, tally in ranked_sites
+    ]
+    by_shape: dict[tuple[int, ...], float] = defaultdict(float)
+    by_dtype: dict[str, float] = defaultdict(float)
+    for key, tally in ranked_sites:
+        by_dtype[key.dtype] += tally.time_us
+        if key.shape:
+            by_shape[key.shape] += tally.time_us
+    shapes = [list(s) for s, _ in sorted(by_shape.items(), key=lambda kv: -kv[1])]
+    bench_shape = shapes[0] if shapes else []
+    # The parameters (eps, causal, ...) of the hottest call site at the bench shape.
+    params = next((dict(k.params) for k, _ in ranked_sites if list(k.shape) == bench_shape), {})
+    time_us = sum(t.time_us for t in sites.values())
+    calls = set().union(*(t.calls for t in sites.values()))
+    return Target(
+        rank=0,
+        kernel_type=kernel_type,
+        shapes=shapes,
+        dtype=max(by_dtype.items(), key=lambda kv: kv[1])[0],
+        calls=_per_forward(len(calls), iterations),
+        time_ms=time_us * per_ms,
+        share=time_us / total_us if total_us else 0.0,
+        bench_shape=bench_shape,
+        amdahl_2x=1.0,
+        cumulative_2x=1.0,
+        call_sites=call_sites,
+        params=params,
+        dims=list(registry_dims(kernel_type)),
+    )
+
+
+def build_plan(
+    record: RecordedProfile,
+    model: str,
+    class_name: str,
+    attributions: Iterable[Attribution] | None = None,
+    warmup: int = 0,
+) -> Plan:
+    """Rank the kernel types by share of the measured time, with Amdahl's 2x figures."""
+    rows = list(classify_profile(record) if attributions is None else attributions)
+    total_us = sum(a.time_us for a in rows)
+    iterations = max(1, record.iterations)
+
+    sites: dict[str, dict[SiteKey, _Tally]] = defaultdict(lambda: defaultdict(_Tally))
+    other: dict[str, _Tally] = defaultdict(_Tally)
+    for attribution in rows:
+        if attribution.kernel_type == OTHER or attribution.site is None:
+            other[attribution.label].add(attribution)
+        else:
+            sites[attribution.kernel_type][attribution.site].add(attribution)
+
+    targets = [_target(kt, s, iterations, total_us) for kt, s in sites.items()]
+    targets.sort(key=lambda t: -t.time_ms)
+    cumulative = 0.0
+    for rank, target in enumerate(targets, start=1):
+        cumulative += target.share
+        target.rank = rank
+        target.amdahl_2x = amdahl_speedup(target.share)
+        target.cumulative_2x = amdahl_speedup(cumulative)
+        limit = amdahl_speedup(cumulative, float("inf"))
+        target.cumulative_limit = None if limit == float("inf") else limit
+
+    per_ms = 1.0 / (1000.0 * iterations)
+    other_us = sum(t.time_us for t in other.values())
+    other_ops = [
+        {
+            "op": label,
+            "time_ms": tally.time_us * per_ms,
+            "share": tally.time_us / total_us if total_us else 0.0,
+            "calls": _per_forward(len(tally.calls), iterations),
+        }
+        for label, tally in sorted(other.items(), key=lambda kv: -kv[1].time_us)
+    ][:OTHER_OPS_LISTED]
+
+    message = ""
+    if total_us <= 0:
+        message = "the profiled forward recorded no measurable time"
+    elif not targets:
+        top = ", ".join(f"{o['op']} {o['share']:.0%}" for o in other_ops[:3])
+        message = f"{NO_TARGET_MESSAGE} (top: {top})"
+
+    return Plan(
+        model=model,
+        class_name=class_name,
+        device=record.device,
+        dtype=record.dtype,
+        gpu=record.gpu,
+        total_ms=total_us * per_ms,
+        targets=targets,
+        other_ms=other_us * per_ms,
+        other_share=other_us / total_us if total_us else 0.0,
+        other_ops=other_ops,
+        iterations=record.iterations,
+        message=message,
+        time_source=record.time_source,
+        warmup=warmup,
+        versions=dict(record.versions),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Rendering
+
+
+def format_shape(dims: list[str], shape: list[int]) -> str:
+    if not shape:
+        return "?"
+    if len(dims) != len(shape):
+        return "x".join(str(d) for d in shape)
+    return " ".join(f"{n}={d}" for n, d in zip(dims, shape))
+
+
+def format_params(params: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in sorted(params.items()))
+
+
+def plan_rows(plan: Plan, top: int | None = None) -> list[list[str]]:
+    """The table people read, one row per target then "other" (shared by rich and markdown)."""
+    rows = []
+    for t in plan.targets[:top]:
+        shapes = format_shape(t.dims, t.bench_shape)
+        if len(t.shapes) > 1:
+            shapes += f" (+{len(t.shapes) - 1} more)"
+        limit = "inf" if t.cumulative_limit is None else f"{t.cumulative_limit:.2f}x"
+        rows.append([
+            str(t.rank), t.kernel_type, f"{t.share:.1%}", f"{t.time_ms:.3f}", str(t.calls),
+            shapes, t.dtype, format_params(t.params), f"{t.amdahl_2x:.3f}x",
+            f"{t.cumulative_2x:.3f}x", limit,
+        ])
+    rows.append(["", OTHER, f"{plan.other_share:.1%}", f"{plan.other_ms:.3f}", "", "", "", "",
+                 "", "", ""])
+    return rows
+
+
+PLAN_COLUMNS = ["#", "kernel type", "share", "ms/fwd", "calls", "bench shape", "dtype", "params",
+                "2x e2e", "cum. 2x", "ceiling"]
+
+
+def format_markdown(plan: Plan, top: int | None = None) -> str:
+    where = plan.gpu or plan.device
+    versions = ", ".join(f"{k} {v}" for k, v in plan.versions.items())
+    lines = [
+        f"### {plan.model} ({plan.class_name}), {plan.dtype} on {where}",
+        "",
+        f"{plan.total_ms:.3f} ms of {plan.time_source or 'measured time'} per forward "
+        f"({plan.iterations} profiled forwards after {plan.warmup} warm-up). {versions}",
+        "",
+        "| " + " | ".join(PLAN_COLUMNS) + " |",
+        "|" + "|".join("---" for _ in PLAN_COLUMNS) + "|",
+    ]
+    for row in plan_rows(plan, top):
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    if plan.other_ops:
+        lines += ["", "Largest \"other\" ops: " + ", ".join(
+            f"`{o['op'][:60]}` {o['share']:.1%}" for o in plan.other_ops[:5])]
+    if plan.message:
+        lines += ["", f"**{plan.message}**"]
+    return "\n".join(lines) + "\n"
