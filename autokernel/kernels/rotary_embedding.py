@@ -1,0 +1,132 @@
+"""Rotary-embedding starter, rotate-half layout: out = x·cos + rotate_half(x)·sin.
+
+x [B, H, S, D] (any strides with a unit-stride head dim, e.g. the transpose of a [B, S, H, D]
+projection), cos and sin [S, D] with equal halves (the HF cache layout); D must be even. With
+x = [x_lo | x_hi] split at D/2:
+
+    out_lo = x_lo·cos_lo - x_hi·sin_lo        out_hi = x_hi·cos_hi + x_lo·sin_hi
+
+Algorithm
+- A program owns BLOCK_S positions of one batch entry and HEADS_PER_PROGRAM heads. It loads the
+  cos/sin rows of its positions once (by position, never a cos/sin repeated per head or batch)
+  and reuses them from registers for each of its heads, so cos/sin traffic drops by that factor.
+- The head dim is handled as D/2 pairs padded to BLOCK_HALF = next_pow2(D/2) and masked, so head
+  dims such as 72, 80 and 96 work. Math in float32, output in x's dtype.
+
+Tunables
+- BLOCK_S: positions per program (clamped to next_pow2(S)).
+- HEADS_PER_PROGRAM: heads per program sharing the loaded cos/sin (clamped to H).
+- NUM_WARPS: warps per program.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "rotary_embedding"
+BACKEND = "triton"
+
+BLOCK_S = 8
+HEADS_PER_PROGRAM = 4
+NUM_WARPS = 4
+TUNABLE_SPACE = {
+    "BLOCK_S": [1, 2, 4, 8, 16, 32],
+    "HEADS_PER_PROGRAM": [1, 2, 4, 8],
+    "NUM_WARPS": [1, 2, 4, 8],
+}
+
+# Grid axes 1 and 2 (head groups, batch) are limited to 65535 programs by CUDA.
+MAX_GRID_YZ = 65535
+
+
+@triton.jit
+def _rotary_kernel(
+    x_ptr,
+    cos_ptr,
+    sin_ptr,
+    out_ptr,
+    seq_len,
+    n_heads,
+    half_dim,
+    stride_x_batch,
+    stride_x_head,
+    stride_x_pos,
+    stride_out_batch,
+    stride_out_head,
+    stride_out_pos,
+    stride_cos_pos,
+    stride_sin_pos,
+    BLOCK_S: tl.constexpr,
+    BLOCK_HALF: tl.constexpr,
+    HEADS_PER_PROGRAM: tl.constexpr,
+):
+    positions = tl.program_id(0) * BLOCK_S + tl.arange(0, BLOCK_S)
+    first_head = tl.program_id(1) * HEADS_PER_PROGRAM
+    batch = tl.program_id(2).to(tl.int64)
+    pairs = tl.arange(0, BLOCK_HALF)[None, :]
+    rows = positions.to(tl.int64)[:, None]
+    tile_mask = (positions < seq_len)[:, None] & (pairs < half_dim)
+
+    cos_lo_at = cos_ptr + rows * stride_cos_pos + pairs
+    sin_lo_at = sin_ptr + rows * stride_sin_pos + pairs
+    cos_lo = tl.load(cos_lo_at, mask=tile_mask, other=0.0).to(tl.float32)
+    cos_hi = tl.load(cos_lo_at + half_dim, mask=tile_mask, other=0.0).to(tl.float32)
+    sin_lo = tl.load(sin_lo_at, mask=tile_mask, other=0.0).to(tl.float32)
+    sin_hi = tl.load(sin_lo_at + half_dim, mask=tile_mask, other=0.0).to(tl.float32)
+
+    x_batch = x_ptr + batch * stride_x_batch
+    out_batch = out_ptr + batch * stride_out_batch
+    for i in tl.static_range(HEADS_PER_PROGRAM):
+        head = (first_head + i).to(tl.int64)
+        mask = tile_mask & (head < n_heads)
+        x_lo_at = x_batch + head * stride_x_head + rows * stride_x_pos + pairs
+        x_lo = tl.load(x_lo_at, mask=mask, other=0.0).to(tl.float32)
+        x_hi = tl.load(x_lo_at + half_dim, mask=mask, other=0.0).to(tl.float32)
+        out_lo = x_lo * cos_lo - x_hi * sin_lo
+        out_hi = x_hi * cos_hi + x_lo * sin_hi
+        out_lo_at = out_batch + head * stride_out_head + rows * stride_out_pos + pairs
+        tl.store(out_lo_at, out_lo.to(out_ptr.dtype.element_ty), mask=mask)
+        tl.store(out_lo_at + half_dim, out_hi.to(out_ptr.dtype.element_ty), mask=mask)
+
+
+def _table(t: torch.Tensor, seq_len: int, head_dim: int, name: str) -> torch.Tensor:
+    if tuple(t.shape) != (seq_len, head_dim):
+        raise ValueError(f"{name} must be [S, D] = [{seq_len}, {head_dim}]; got {tuple(t.shape)}")
+    return t if t.stride(-1) == 1 else t.contiguous()
+
+
+def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    if x.ndim != 4:
+        raise ValueError(f"x must be [B, H, S, D]; got {tuple(x.shape)}")
+    batch, n_heads, seq_len, head_dim = x.shape
+    if head_dim % 2:
+        raise ValueError(f"rotate-half needs an even head dim; got D={head_dim}")
+    cos = _table(cos, seq_len, head_dim, "cos")
+    sin = _table(sin, seq_len, head_dim, "sin")
+    if x.stride(-1) != 1:
+        x = x.contiguous()
+    out = torch.empty((batch, n_heads, seq_len, head_dim), dtype=x.dtype, device=x.device)
+    if out.numel() == 0:
+        return out
+    half_dim = head_dim // 2
+    block_s = min(BLOCK_S, triton.next_power_of_2(seq_len))
+    heads_per_program = min(HEADS_PER_PROGRAM, n_heads)
+    grid = (triton.cdiv(seq_len, block_s), triton.cdiv(n_heads, heads_per_program), batch)
+    if max(grid[1:]) > MAX_GRID_YZ:
+        raise ValueError(f"grid {grid} exceeds {MAX_GRID_YZ} head groups or batch entries")
+    _rotary_kernel[grid](
+        x, cos, sin, out,
+        seq_len, n_heads, half_dim,
+        x.stride(0), x.stride(1), x.stride(2),
+        out.stride(0), out.stride(1), out.stride(2),
+        cos.stride(0), sin.stride(0),
+        BLOCK_S=block_s,
+        BLOCK_HALF=triton.next_power_of_2(half_dim),
+        HEADS_PER_PROGRAM=heads_per_program,
+        num_warps=NUM_WARPS,
+    )
+    return out
+
+
+def kernel_fn(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    return rotary_embedding(x, cos, sin)
