@@ -13,6 +13,7 @@ from autokernel import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "doctor",
     "profile",
+    "run",
 )
 
 app = typer.Typer(

@@ -8,7 +8,9 @@ ours. Definitions that differ from a first guess:
   to it, is against `torch.compile` of that same path.
 - `pct_peak` is against the datasheet ceiling (compute for compute-bound types, bandwidth
   otherwise); `pct_peak_measured` against the ceiling calibrated on this GPU.
-- `latency_us`, `throughput_tflops` and the percentages are at the target's primary profiled shape.
+- `latency_us`, `throughput_tflops` and the percentages are at the target's primary profiled shape;
+  `objective_us`, what the keep rule compares, is the latency over all timed shapes weighted by
+  each shape's share of the target's profiled time (equal to `latency_us` for a single shape).
 - `tag` names the target (`01_rmsnorm`, as its file under kernels/), since one kernel type can be
   several targets at different shapes.
 
@@ -45,6 +47,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "dtype",
     "speedup_vs_compile",
     "pct_peak_measured",
+    "objective_us",
     "agent",
     "seconds",
     "harness_seconds",
@@ -102,6 +105,7 @@ class ResultRow:
     peak_vram_mb: float | None = None
     speedup_vs_compile: float | None = None
     pct_peak_measured: float | None = None
+    objective_us: float | None = None
     seconds: float | None = None
     harness_seconds: float | None = None
     commit: str = ""

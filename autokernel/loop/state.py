@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 STATE_VERSION = 1
-TARGET_STATUSES: tuple[str, ...] = ("pending", "active", "finishing", "done")
+TARGET_STATUSES: tuple[str, ...] = ("pending", "reopening", "active", "finishing", "done")
 PHASES: tuple[str, ...] = ("written", "benchmarked", "committed")
 
 
@@ -127,6 +127,7 @@ class InFlight:
     description: str
     agent: str
     baseline: bool = False
+    sweep: bool = False  # a cheap follow-up of an earlier idea: the plateau rule skips it
     hypothesis: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
     input_tokens: int = 0
@@ -154,6 +155,7 @@ class RunState:
     next_experiment: int = 0
     current: int | None = None  # index of the target being optimized
     visit_round: int = 1  # 1 = first pass over the targets, 2+ = revisits
+    rounds_without_keep: int = 0
     run_seconds: float = 0.0  # active time over all sessions (the --hours budget counts this)
     hours: float | None = None
     in_flight: InFlight | None = None

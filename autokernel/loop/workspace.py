@@ -46,7 +46,10 @@ CACHE_DIR = ".cache"
 BRANCH_PREFIX = "autokernel/"
 AUTHOR_NAME = "autokernel"
 AUTHOR_EMAIL = "autokernel@localhost"
-IGNORED = (RESULTS_FILE, STATE_FILE, f"{CACHE_DIR}/", "__pycache__/", "*.tmp", "run.log")
+# Also ignored: what `autokernel report`/`verify` write after a run, so that a later `resume`
+# (whose reverts run `git clean`) never deletes them.
+IGNORED = (RESULTS_FILE, STATE_FILE, f"{CACHE_DIR}/", "__pycache__/", "*.tmp", "run.log",
+           "report.md", "report/", "progress.png", "verify.json")
 
 
 class WorkspaceError(RuntimeError):
@@ -166,9 +169,10 @@ class Workspace:
             self._repo = repo
         return self._repo
 
-    def _git(self, *args: str) -> str:
+    def _git(self, *args: str, strip: bool = True) -> str:
         return self.repo.git.execute(
-            ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args]
+            ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args],
+            strip_newline_in_stdout=strip,
         )
 
     @classmethod
@@ -273,7 +277,7 @@ class Workspace:
         return True
 
     def file_at(self, commit: str, path: str) -> str:
-        return self._git("show", f"{commit}:{path}")
+        return self._git("show", f"{commit}:{path}", strip=False)
 
     def branch_commits(self) -> list[tuple[str, str]]:
         """(hash, subject) of every commit on the branch, oldest first."""

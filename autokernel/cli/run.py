@@ -1,0 +1,343 @@
+"""`autokernel run MODEL.py` (the overnight loop) and `autokernel resume DIR`."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import typer
+
+from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+
+if TYPE_CHECKING:
+    from autokernel.loop.runner import LoopConfig
+    from autokernel.loop.state import RunState
+    from autokernel.profiling.plan import Plan
+
+DTYPE_CHOICES = ("fp16", "bf16", "fp32")
+DEFAULT_RUNS_DIR = Path("autokernel_runs")
+EXIT_INTERRUPTED = 130
+
+
+def _split_types(text: str | None, option: str) -> set[str]:
+    from autokernel.ops import KERNEL_TYPES
+
+    if not text:
+        return set()
+    names = {t.strip() for t in text.split(",") if t.strip()}
+    unknown = sorted(names - set(KERNEL_TYPES))
+    if unknown:
+        fail(f"{option}: unknown kernel type {', '.join(unknown)}; "
+             f"known: {', '.join(KERNEL_TYPES)}")
+    return names
+
+
+def _positive(value: float | None, option: str, *, allow_zero: bool = False) -> None:
+    if value is not None and (value < 0 or (value == 0 and not allow_zero)):
+        fail(f"{option} must be {'0 or more' if allow_zero else 'positive'}; got {value:g}")
+
+
+def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) -> Plan:
+    from autokernel.profiling.model_loader import ModelLoadError, load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    try:
+        loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=device)
+    except ModelLoadError as exc:
+        fail(str(exc))
+    with console.status(f"profiling {model_file}"):
+        try:
+            record = profile_model(loaded)
+        except Exception as exc:  # the forward ran once already: the machine's trouble, not input
+            first = (str(exc).strip().splitlines() or [""])[0]
+            fail(f"profiling {model_file} failed: {type(exc).__name__}: {first}", code=1)
+    return build_plan(record, model=str(model_file), class_name=class_name)
+
+
+def _load_plan_file(path: Path) -> Plan:
+    import json
+
+    from autokernel.profiling.plan import Plan
+
+    try:
+        return Plan.load(path)
+    except (OSError, ValueError, TypeError, KeyError, json.JSONDecodeError) as exc:
+        fail(f"cannot read the plan {path}: {exc}")
+
+
+def _select_targets(plan: Plan, top: int, only: set[str], skip: set[str]) -> list[int]:
+    chosen = [
+        i for i, t in enumerate(plan.targets)
+        if (not only or t.kernel_type in only) and t.kernel_type not in skip
+    ]
+    return chosen[:top]
+
+
+def _versions() -> dict[str, str]:
+    import platform
+    from importlib import metadata
+
+    import autokernel
+
+    versions = {"autokernel": autokernel.__version__, "python": platform.python_version()}
+    for package in ("torch", "triton"):
+        try:
+            versions[package] = metadata.version(package)
+        except metadata.PackageNotFoundError:
+            pass
+    return versions
+
+
+def _make_agent_or_fail(name: str, options: dict[str, Any]) -> tuple[Any, str, str]:
+    from autokernel.agents import AgentUnavailable, make_agent, resolve_agent_name
+
+    try:
+        resolved, note = resolve_agent_name(name)
+        agent = make_agent(resolved, **options)
+    except AgentUnavailable as exc:
+        fail(str(exc))
+    return agent, resolved, note
+
+
+def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agent: Any,
+           agent_note: str, live: bool | None) -> None:
+    """Run the loop with a dashboard, print the summary, exit with the run's status."""
+    from autokernel.loop.dashboard import make_dashboard
+    from autokernel.loop.runner import CPU_TIMING_NOTE, RunInconsistent, Runner, run_summary
+    from autokernel.loop.workspace import WorkspaceError
+
+    console.print(f"workspace: {workspace.root}", highlight=False)
+    console.print(agent_note, highlight=False)
+    dashboard = make_dashboard(
+        console, title=f"autokernel {state.run_tag}", device=config.device, agent=config.agent,
+        timing_note=CPU_TIMING_NOTE if config.device == "cpu" else "", live=live,
+    )
+    runner = Runner(workspace, plan, state, config, agent, dashboard=dashboard)
+    try:
+        reason = runner.run()
+    except (WorkspaceError, RunInconsistent) as exc:
+        fail(str(exc), code=1)
+    console.print(f"stopped: {reason}", highlight=False)
+    for line in run_summary(state):
+        console.print(f"  {line}", highlight=False)
+    console.print(f"results: {workspace.results_path}  ·  git log: git -C {workspace.root} log "
+                  "--oneline", highlight=False)
+    if not state.finished:
+        console.print(f"continue with: autokernel resume {workspace.root}", highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED)
+
+
+def run(
+    model_file: Path = typer.Argument(..., help="Model file: class Model, get_inputs(), optional "
+                                      "get_init_inputs() (KernelBench convention)."),
+    agent: str = typer.Option("auto", "--agent", help="tuner (offline search), claude, or auto "
+                              "(claude when ANTHROPIC_API_KEY is set, else tuner)."),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option(None, "--dtype", help="fp16, bf16 or fp32. Default: fp16 on "
+                              "cuda, fp32 on cpu."),
+    class_name: str = typer.Option("Model", "--class-name", help="The nn.Module class to build."),
+    hours: float = typer.Option(8.0, "--hours", help="Time budget of the whole run (active "
+                                "time, kept across resume)."),
+    kernel_minutes: float = typer.Option(120.0, "--kernel-minutes", help="Most time spent on "
+                                         "one target, on its own clock."),
+    top: int = typer.Option(5, "--top", help="Optimize the N highest-ranked targets."),
+    out: Path = typer.Option(None, "--out", help="Workspace directory (new). Default: "
+                             "./autokernel_runs/<model>-<timestamp>."),
+    max_consecutive_reverts: int = typer.Option(5, "--max-consecutive-reverts", help="Move on "
+                                                "after this many experiments in a row not kept "
+                                                "(0: never)."),
+    peak_fraction: float = typer.Option(0.9, "--peak-fraction", help="Move on at this fraction "
+                                        "of the GPU's roofline (0: never; off on cpu)."),
+    target_speedup: float = typer.Option(2.0, "--target-speedup", help="Move on at this "
+                                         "speedup over PyTorch (0: never)."),
+    speedup_baseline: str = typer.Option("best", "--speedup-baseline", help="PyTorch baseline "
+                                         "of --target-speedup: best (the faster of eager and "
+                                         "torch.compile), eager or compile."),
+    max_experiments_per_target: int = typer.Option(None, "--max-experiments-per-target",
+                                                   help="Move on after N experiments."),
+    only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
+                             "(others are skipped)."),
+    skip: str = typer.Option(None, "--skip", help="Comma-separated kernel types to leave alone."),
+    plan_file: Path = typer.Option(None, "--plan", help="Use this plan (from `autokernel "
+                                   "profile --json`) instead of profiling again."),
+    bench_timeout: float = typer.Option(None, "--bench-timeout", help="Seconds before a "
+                                        "candidate counts as hung. Default: 60 cuda, 300 cpu."),
+    claude_model: str = typer.Option(None, "--claude-model", help="Claude model id (claude "
+                                     "agent; also AUTOKERNEL_CLAUDE_MODEL)."),
+    max_cost: float = typer.Option(None, "--max-cost", help="Stop when the LLM spend reaches "
+                                   "this many USD (claude agent)."),
+    max_llm_calls: int = typer.Option(None, "--max-llm-calls", help="Stop after this many LLM "
+                                      "requests (claude agent)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the tuner's search."),
+    live: bool = typer.Option(None, "--live/--no-live", help="Live dashboard (default: when "
+                              "stdout is a terminal) or plain log lines."),
+) -> None:
+    """Profile MODEL.py, then optimize its top kernels overnight in a workspace git repo."""
+    if not model_file.is_file():
+        fail(f"model file not found: {model_file}")
+    if dtype is not None and dtype not in DTYPE_CHOICES:
+        fail(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPE_CHOICES)}")
+    _positive(hours, "--hours")
+    _positive(kernel_minutes, "--kernel-minutes")
+    _positive(bench_timeout, "--bench-timeout")
+    _positive(max_consecutive_reverts, "--max-consecutive-reverts", allow_zero=True)
+    _positive(target_speedup, "--target-speedup", allow_zero=True)
+    _positive(max_experiments_per_target, "--max-experiments-per-target")
+    if top < 1:
+        fail("--top must be at least 1")
+    if not 0 <= peak_fraction <= 1:
+        fail(f"--peak-fraction must be between 0 and 1; got {peak_fraction:g}")
+    from autokernel.orchestrate import SPEEDUP_BASELINES, MoveOnConfig
+
+    if speedup_baseline not in SPEEDUP_BASELINES:
+        fail(f"--speedup-baseline must be one of: {', '.join(SPEEDUP_BASELINES)}")
+    only_types, skip_types = _split_types(only, "--only"), _split_types(skip, "--skip")
+    if plan_file is not None and not plan_file.is_file():
+        fail(f"plan file not found: {plan_file}")
+
+    resolved_device = device_or_fail(device)
+    dtype = dtype or ("fp16" if resolved_device == "cuda" else "fp32")
+    agent_options = {"seed": seed, "model": claude_model, "max_cost": max_cost,
+                     "max_llm_calls": max_llm_calls}
+    agent_impl, agent_name, agent_note = _make_agent_or_fail(agent, agent_options)
+
+    from autokernel.loop.workspace import WorkspaceError, check_new_workspace_dir, run_tag_for
+
+    run_tag = run_tag_for(model_file, time.strftime("%Y%m%d-%H%M%S"))
+    root = out if out is not None else DEFAULT_RUNS_DIR / run_tag
+    try:
+        check_new_workspace_dir(root)
+    except WorkspaceError as exc:
+        fail(str(exc))
+
+    if plan_file is not None:
+        plan = _load_plan_file(plan_file)
+        if plan.device != resolved_device:
+            console.print(f"[yellow]note: the plan was profiled on {plan.device}, the run uses "
+                          f"{resolved_device}[/]")
+    else:
+        plan = _profile_plan(model_file, class_name, dtype, resolved_device)
+    chosen = _select_targets(plan, top, only_types, skip_types)
+    if not chosen:
+        why = plan.message or "no target is left after --only/--skip"
+        fail(f"nothing to optimize in {model_file}: {why}", code=1)
+
+    from autokernel.loop.runner import LoopConfig
+
+    config = LoopConfig(
+        device=resolved_device,
+        dtype=dtype,
+        agent=agent_name,
+        hours=hours,
+        move_on=MoveOnConfig(
+            max_consecutive_reverts=max_consecutive_reverts or None,
+            peak_fraction=peak_fraction or None,
+            target_seconds=kernel_minutes * 60.0,
+            target_speedup=target_speedup or None,
+            speedup_baseline=speedup_baseline,
+            max_experiments=max_experiments_per_target,
+        ),
+        bench_timeout_s=bench_timeout or (60.0 if resolved_device == "cuda" else 300.0),
+        seed=seed,
+    )
+    workspace, state = _create_workspace(root, run_tag, model_file, class_name, plan, chosen,
+                                         config, agent_options)
+    _drive(workspace, plan, state, config, agent_impl, agent_note, live)
+
+
+def _create_workspace(root: Path, run_tag: str, model_file: Path, class_name: str, plan: Plan,
+                      chosen: list[int], config: LoopConfig,
+                      agent_options: dict[str, Any]) -> tuple[Any, RunState]:
+    import json
+
+    from autokernel import reference
+    from autokernel.agents import PROGRAM_PATH
+    from autokernel.loop.results import ResultsLog
+    from autokernel.loop.state import RunState, TargetState
+    from autokernel.loop.workspace import BRANCH_PREFIX, Workspace, WorkspaceError
+
+    run_info = {
+        "run_tag": run_tag,
+        "model": str(model_file),
+        "model_copy": f"model/{model_file.name}",
+        "class_name": class_name,
+        "targets": chosen,
+        "config": config.to_dict(),
+        "agent_options": {k: v for k, v in agent_options.items() if v is not None},
+        "versions": _versions(),
+        "gpu": plan.gpu,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(sys.argv),
+    }
+    try:
+        workspace = Workspace.create(
+            root,
+            run_tag=run_tag,
+            run_info=run_info,
+            plan_json=json.dumps(plan.to_dict(), indent=2) + "\n",
+            model_path=model_file,
+            program_md=PROGRAM_PATH.read_text(encoding="utf-8"),
+            reference_source=Path(reference.__file__).read_text(encoding="utf-8"),
+        )
+    except WorkspaceError as exc:
+        fail(str(exc))
+    targets = [
+        TargetState(index=i, rank=plan.targets[i].rank, kernel_type=plan.targets[i].kernel_type,
+                    tag=f"{plan.targets[i].rank:02d}_{plan.targets[i].kernel_type}")
+        for i in chosen
+    ]
+    state = RunState(run_tag=run_tag, branch=BRANCH_PREFIX + run_tag, head=workspace.head(),
+                     targets=targets, hours=config.hours)
+    ResultsLog.create(workspace.results_path)
+    state.save(workspace.state_path)
+    return workspace, state
+
+
+def resume(
+    directory: Path = typer.Argument(..., help="The run's workspace directory."),
+    hours: float = typer.Option(None, "--hours", help="New time budget of the whole run "
+                                "(active time since it started), e.g. to extend a finished run."),
+    agent: str = typer.Option(None, "--agent", help="Switch agent: tuner, claude or auto."),
+    max_cost: float = typer.Option(None, "--max-cost", help="New LLM spend cap in USD."),
+    max_llm_calls: int = typer.Option(None, "--max-llm-calls", help="New LLM request cap."),
+    live: bool = typer.Option(None, "--live/--no-live", help="Live dashboard or log lines."),
+) -> None:
+    """Continue an interrupted (or extend a finished) run from where it stopped."""
+    _positive(hours, "--hours")
+    from autokernel.loop.runner import LoopConfig
+    from autokernel.loop.state import RunState
+    from autokernel.loop.workspace import Workspace, WorkspaceError
+    from autokernel.profiling.plan import Plan
+
+    try:
+        workspace = Workspace.open(directory)
+        run_info = workspace.read_run()
+        config = LoopConfig.from_dict(run_info["config"])
+        state = RunState.load(workspace.state_path)
+        plan = Plan.load(workspace.plan_path)
+    except WorkspaceError as exc:
+        fail(str(exc))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        fail(f"{directory} is not a readable autokernel run: {exc}")
+
+    resolved_device = device_or_fail(config.device)
+    config.device = resolved_device
+    options = dict(run_info.get("agent_options", {}))
+    options.update({k: v for k, v in (("max_cost", max_cost), ("max_llm_calls", max_llm_calls))
+                    if v is not None})
+    agent_impl, agent_name, agent_note = _make_agent_or_fail(agent or config.agent, options)
+    config.agent = agent_name
+    if hours is not None:
+        state.hours = hours
+        config.hours = hours
+    state.finished = False
+    state.sessions += 1
+    _drive(workspace, plan, state, config, agent_impl, agent_note, live)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run)
+    app.command("resume")(resume)

@@ -1,0 +1,217 @@
+"""What the user sees while the loop runs: a rich Live dashboard on a terminal, log lines otherwise.
+
+Both implement the same few hooks the runner calls. The live view shows the current target, the
+experiment count and rate, the best speedup of every target, the last results and the time left;
+the plain one prints one line per event, which is what a log file or CI wants.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from autokernel.loop.results import ResultRow
+    from autokernel.loop.state import RunState, TargetState
+
+
+class Dashboard(Protocol):
+    def start(self, state: RunState) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def message(self, text: str) -> None: ...
+
+    def target_started(self, state: RunState, target: TargetState) -> None: ...
+
+    def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None: ...
+
+    def target_finished(self, state: RunState, target: TargetState) -> None: ...
+
+
+def _fmt(value: float | None, pattern: str, empty: str = "–") -> str:
+    return empty if value is None else pattern.format(value)
+
+
+def _duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "no limit"
+    seconds = max(0.0, seconds)
+    hours, rest = divmod(int(seconds), 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}"
+
+
+def row_summary(row: ResultRow) -> str:
+    """One line about an experiment: number, target, verdict, figures, what was tried."""
+    figures = []
+    if row.latency_us is not None:
+        figures.append(f"{row.latency_us:.1f} µs")
+    if row.speedup_vs_pytorch is not None:
+        figures.append(f"{row.speedup_vs_pytorch:.2f}× eager")
+    if row.speedup_vs_compile is not None:
+        figures.append(f"{row.speedup_vs_compile:.2f}× compile")
+    detail = ", ".join(figures) or (row.reason[:80] if row.reason else row.correctness)
+    return f"exp {row.experiment} {row.tag} {row.status.upper()}: {detail} — {row.description}"
+
+
+def target_summary(target: TargetState) -> str:
+    best = target.best
+    parts = [f"{target.experiments} experiments, {target.keeps} kept"]
+    if best is not None and best.speedup_vs_eager is not None:
+        parts.append(f"best {best.speedup_vs_eager:.2f}× eager")
+    if best is not None and best.speedup_vs_compile is not None:
+        parts.append(f"{best.speedup_vs_compile:.2f}× compile")
+    return ", ".join(parts)
+
+
+class PlainDashboard:
+    """Log lines with a timestamp, for pipes, files and CI."""
+
+    def __init__(self, stream: Any = None) -> None:
+        self.stream = stream
+
+    def _print(self, text: str) -> None:
+        stream = self.stream or sys.stdout
+        print(f"[{time.strftime('%H:%M:%S')}] {text}", file=stream, flush=True)
+
+    def start(self, state: RunState) -> None:
+        left = state.remaining_seconds
+        self._print(f"run {state.run_tag}: {len(state.targets)} targets, "
+                    f"time left {_duration(left)}, next experiment {state.next_experiment}")
+
+    def stop(self) -> None:
+        return None
+
+    def message(self, text: str) -> None:
+        self._print(text)
+
+    def target_started(self, state: RunState, target: TargetState) -> None:
+        visit = f" (visit {target.visits})" if target.visits > 1 else ""
+        budget = (f", up to {_duration(target.visit_budget_seconds)}"
+                  if target.visit_budget_seconds is not None else "")
+        self._print(f"target {target.tag}{visit}{budget}")
+
+    def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
+        self._print(row_summary(row))
+
+    def target_finished(self, state: RunState, target: TargetState) -> None:
+        self._print(f"finished {target.tag}: {target_summary(target)} ({target.stop_reason})")
+
+
+class LiveDashboard:
+    """A rich Live view, redrawn on every event and a few times a second."""
+
+    def __init__(self, console: Console, *, title: str, device: str, agent: str,
+                 timing_note: str = "", last_rows: int = 8) -> None:
+        self.console = console
+        self.title = title
+        self.device = device
+        self.agent = agent
+        self.timing_note = timing_note
+        self.rows: deque[ResultRow] = deque(maxlen=last_rows)
+        self.messages: deque[str] = deque(maxlen=3)
+        self.state: RunState | None = None
+        self._live: Any = None
+        self._session_start = time.monotonic()
+        self._session_experiments = 0
+
+    def start(self, state: RunState) -> None:
+        from rich.live import Live
+
+        self.state = state
+        self._live = Live(self._render(), console=self.console, refresh_per_second=2,
+                          transient=False, get_renderable=self._render)
+        self._live.start()
+
+    def stop(self) -> None:
+        if self._live is not None:
+            self._live.update(self._render())
+            self._live.stop()
+            self._live = None
+
+    def message(self, text: str) -> None:
+        self.messages.append(f"[{time.strftime('%H:%M:%S')}] {text}")
+
+    def target_started(self, state: RunState, target: TargetState) -> None:
+        self.state = state
+        self.message(f"target {target.tag} (visit {target.visits})")
+
+    def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
+        self.state = state
+        self.rows.append(row)
+        self._session_experiments += 1
+
+    def target_finished(self, state: RunState, target: TargetState) -> None:
+        self.state = state
+        self.message(f"finished {target.tag}: {target.stop_reason}")
+
+    def _render(self) -> Any:
+        from rich.console import Group
+        from rich.panel import Panel
+        from rich.table import Table
+        from rich.text import Text
+
+        state = self.state
+        if state is None:
+            return Text("starting…")
+        elapsed = time.monotonic() - self._session_start
+        rate = self._session_experiments / elapsed * 3600 if elapsed > 30 else None
+        current = state.targets[state.current].tag if state.current is not None else "–"
+        header = Text.assemble(
+            (f"{self.title}", "bold"),
+            f"   device {self.device}   agent {self.agent}   target ",
+            (current, "bold cyan"),
+            f"   experiments {state.next_experiment}",
+            f" ({rate:.0f}/h)" if rate is not None else "",
+            "   time left ",
+            (_duration(state.remaining_seconds), "bold"),
+        )
+        targets = Table(expand=True, show_edge=False)
+        for column in ("target", "status", "exps", "kept", "best µs", "× eager", "× compile",
+                       "% peak", "time", "stop"):
+            targets.add_column(column, overflow="fold")
+        for t in state.targets:
+            best = t.best
+            style = "bold cyan" if state.current == t.index else None
+            targets.add_row(
+                t.tag, t.status, str(t.experiments), str(t.keeps),
+                _fmt(best.latency_us if best else None, "{:.1f}"),
+                _fmt(best.speedup_vs_eager if best else None, "{:.2f}"),
+                _fmt(best.speedup_vs_compile if best else None, "{:.2f}"),
+                _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
+                _duration(t.seconds), t.stop_rule or "",
+                style=style,
+            )
+        recent = Table(expand=True, show_edge=False)
+        for column in ("exp", "target", "verdict", "µs", "× eager", "what"):
+            recent.add_column(column, overflow="ellipsis", no_wrap=column == "what")
+        colors = {"keep": "green", "baseline": "blue", "revert": "white"}
+        for row in self.rows:
+            recent.add_row(
+                str(row.experiment), row.tag,
+                Text(row.status, style=colors.get(row.status, "red")),
+                _fmt(row.latency_us, "{:.1f}"), _fmt(row.speedup_vs_pytorch, "{:.2f}"),
+                row.description if row.status in colors else f"{row.description} ({row.reason})",
+            )
+        parts: list[Any] = [header]
+        if self.timing_note:
+            parts.append(Text(self.timing_note, style="yellow"))
+        parts += [targets, Panel(recent, title="last experiments", title_align="left")]
+        parts += [Text(m, style="dim") for m in self.messages]
+        parts.append(Text("Ctrl-C: stop after this experiment (twice: abort it)", style="dim"))
+        return Group(*parts)
+
+
+def make_dashboard(console: Console, *, title: str, device: str, agent: str,
+                   timing_note: str = "", live: bool | None = None) -> Dashboard:
+    """The live view when the console is a terminal (or `live` says so), else log lines."""
+    use_live = console.is_terminal if live is None else live
+    if use_live:
+        return LiveDashboard(console, title=title, device=device, agent=agent,
+                             timing_note=timing_note)
+    return PlainDashboard(stream=console.file)
