@@ -22,7 +22,8 @@ Tunables
   BLOCK_M <= next_pow2(M), and BLOCK_M is halved until the tile holds at most MAX_TILE elements
   (a larger float32 tile only spills registers).
 - NUM_WARPS: warps per program of stage 1 (and of row_loop).
-- SPLIT_BLOCKS: BLOCK_N chunks per split in split_n.
+- SPLIT_BLOCKS: BLOCK_N chunks per split in split_n (widened when a row would need more than
+  MAX_SPLITS = 65535 splits, CUDA's grid limit on axis 1).
 - VARIANT: "auto", "row_loop" or "split_n", as above.
 """
 
@@ -47,6 +48,8 @@ TUNABLE_SPACE = {
 }
 
 MAX_TILE = 8192
+# CUDA allows at most 65535 programs along grid axis 1, where the splits go.
+MAX_SPLITS = 65535
 # Fewer row programs than about two per SM of an H100/H200 (132 SMs) leaves the GPU idle.
 AUTO_SPLIT_ROW_PROGRAMS = 256
 # Stage 2 of split_n sums at most a few thousand partials per row: one fixed small tile.
@@ -117,6 +120,8 @@ def row_sums(x: torch.Tensor) -> torch.Tensor:
 
     block_m, block_n = _tile(n_rows, n_cols, BLOCK_M, BLOCK_N)
     split_cols = SPLIT_BLOCKS * block_n
+    if triton.cdiv(n_cols, split_cols) > MAX_SPLITS:  # widen splits, in whole blocks
+        split_cols = triton.cdiv(triton.cdiv(n_cols, MAX_SPLITS), block_n) * block_n
     variant = VARIANT
     if variant == "auto":
         few_rows = triton.cdiv(n_rows, block_m) < AUTO_SPLIT_ROW_PROGRAMS
