@@ -1,0 +1,278 @@
+"""Triton starter: fused_mlp, the SwiGLU MLP out = (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ.
+
+x [M, D]; w_gate, w_up [H, D]; w_down [D, H] (nn.Linear layouts); out [M, D].
+
+Algorithm, two kernels:
+  1. gate_up_kernel: each program owns a GATE_BLOCK_M x GATE_BLOCK_H tile of the hidden
+     activation and walks D in GATE_BLOCK_K steps, feeding ONE x tile to two dots (gate and up,
+     two float32 accumulators), so x is read once for both projections. The epilogue applies
+     silu(gate) * up in float32 and stores hidden [M, H] in x's dtype, the rounding the
+     reference applies before the down projection.
+  2. down_kernel: out = hidden @ W_downᵀ, a tiled GEMM reading W_down through its strides (no
+     transposed copy), float32 accumulation, one cast at the end.
+Both number their programs in groups of GROUP_M row-tiles (L2 swizzle) so the weight tiles a
+group sweeps stay in L2. Deterministic: every output element is reduced by one program, in order.
+
+Precision: fp16/bf16 dots on tensor cores with fp32 accumulation; fp32 inputs use FP32_PRECISION
+("ieee" exact FMA dots, or "tf32x3", about fp32 accuracy); plain tf32 is not offered, it would
+miss fp32's tolerance. On CPU (the Triton interpreter, where bf16 `tl.dot` is wrong) tiles are
+upcast to fp32 before each dot.
+
+Tunables (GATE_* for kernel 1, DOWN_* for kernel 2):
+  *_BLOCK_M, GATE_BLOCK_H, DOWN_BLOCK_N, *_BLOCK_K  tile sizes; the launcher shrinks a block to
+      next_pow2 of a small dim (minimum 16, tl.dot's smallest tile).
+  *_NUM_WARPS, *_NUM_STAGES  warps per program; K-loop pipeline depth. The launcher lowers
+      NUM_STAGES until the stage buffers fit the GPU's shared memory (and halves BLOCK_K if one
+      stage alone cannot), so every combination compiles.
+  GROUP_M  row-tiles per L2 group (1 = plain row-major order), both kernels.
+  FP32_PRECISION  dot precision for fp32 inputs, both kernels.
+"""
+
+import functools
+from typing import Any
+
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "fused_mlp"
+BACKEND = "triton"
+
+GATE_BLOCK_M = 128
+GATE_BLOCK_H = 128
+GATE_BLOCK_K = 64
+GATE_NUM_WARPS = 8
+GATE_NUM_STAGES = 3
+DOWN_BLOCK_M = 128
+DOWN_BLOCK_N = 128
+DOWN_BLOCK_K = 64
+DOWN_NUM_WARPS = 8
+DOWN_NUM_STAGES = 3
+GROUP_M = 8
+FP32_PRECISION = "ieee"
+
+TUNABLE_SPACE = {
+    "GATE_BLOCK_M": [16, 32, 64, 128],
+    "GATE_BLOCK_H": [32, 64, 128],
+    "GATE_BLOCK_K": [32, 64, 128],
+    "GATE_NUM_WARPS": [4, 8],
+    "GATE_NUM_STAGES": [2, 3, 4, 5],
+    "DOWN_BLOCK_M": [16, 32, 64, 128],
+    "DOWN_BLOCK_N": [32, 64, 128, 256],
+    "DOWN_BLOCK_K": [32, 64, 128],
+    "DOWN_NUM_WARPS": [4, 8],
+    "DOWN_NUM_STAGES": [2, 3, 4, 5],
+    "GROUP_M": [1, 4, 8, 16],
+    "FP32_PRECISION": ["ieee", "tf32x3"],
+}
+
+
+@triton.jit
+def _grouped_tile(pid, num_tiles_m, num_tiles_n, GROUP_M: tl.constexpr):
+    """Map a linear program id to (row-tile, column-tile), GROUP_M row-tiles at a time."""
+    tiles_per_group = GROUP_M * num_tiles_n
+    group = pid // tiles_per_group
+    first_row_tile = group * GROUP_M
+    rows_in_group = min(num_tiles_m - first_row_tile, GROUP_M)
+    within = pid % tiles_per_group
+    return first_row_tile + within % rows_in_group, within // rows_in_group
+
+
+@triton.jit
+def gate_up_kernel(
+    x_ptr, w_gate_ptr, w_up_ptr, hidden_ptr,
+    M, H, D,
+    stride_xm, stride_xd,
+    stride_gh, stride_gd,
+    stride_uh, stride_ud,
+    stride_hm, stride_hh,
+    BLOCK_M: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    tile_m, tile_h = _grouped_tile(
+        tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(H, BLOCK_H), GROUP_M
+    )
+    # Out-of-range rows/hidden units wrap back in range: loads stay valid without masks and
+    # the store drops their results.
+    rows = ((tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
+    units = ((tile_h * BLOCK_H + tl.arange(0, BLOCK_H)) % H).to(tl.int64)
+    ks = tl.arange(0, BLOCK_K)
+    x_ptrs = x_ptr + rows[:, None] * stride_xm + ks[None, :] * stride_xd
+    # Weights are [H, D]; read [BLOCK_K, BLOCK_H] tiles of their transposes through the strides.
+    gate_ptrs = w_gate_ptr + ks[:, None] * stride_gd + units[None, :] * stride_gh
+    up_ptrs = w_up_ptr + ks[:, None] * stride_ud + units[None, :] * stride_uh
+
+    gate = tl.zeros((BLOCK_M, BLOCK_H), dtype=tl.float32)
+    up = tl.zeros((BLOCK_M, BLOCK_H), dtype=tl.float32)
+    for k in range(0, D, BLOCK_K):
+        if EVEN_K:
+            x = tl.load(x_ptrs)
+            w_gate = tl.load(gate_ptrs)
+            w_up = tl.load(up_ptrs)
+        else:
+            k_in_range = (k + ks) < D
+            x = tl.load(x_ptrs, mask=k_in_range[None, :], other=0.0)
+            w_gate = tl.load(gate_ptrs, mask=k_in_range[:, None], other=0.0)
+            w_up = tl.load(up_ptrs, mask=k_in_range[:, None], other=0.0)
+        if UPCAST:
+            x = x.to(tl.float32)
+            w_gate = w_gate.to(tl.float32)
+            w_up = w_up.to(tl.float32)
+        gate = tl.dot(x, w_gate, gate, input_precision=DOT_PRECISION)
+        up = tl.dot(x, w_up, up, input_precision=DOT_PRECISION)
+        x_ptrs += BLOCK_K * stride_xd
+        gate_ptrs += BLOCK_K * stride_gd
+        up_ptrs += BLOCK_K * stride_ud
+
+    # silu(g) = g / (1 + exp(-g)): exp overflowing to inf for g < -88 gives -0, the right limit.
+    hidden = gate / (1.0 + tl.exp(-gate)) * up
+    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    out_units = tile_h * BLOCK_H + tl.arange(0, BLOCK_H)
+    hidden_ptrs = hidden_ptr + out_rows.to(tl.int64)[:, None] * stride_hm + out_units[None, :] * stride_hh
+    in_bounds = (out_rows[:, None] < M) & (out_units[None, :] < H)
+    tl.store(hidden_ptrs, hidden.to(hidden_ptr.dtype.element_ty), mask=in_bounds)
+
+
+@triton.jit
+def down_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K,
+    stride_am, stride_ak,
+    stride_bk, stride_bn,
+    stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+):
+    """C[M, N] = A[M, K] @ B[K, N]; here A = hidden, B = W_downᵀ (a strided view), C = out."""
+    tile_m, tile_n = _grouped_tile(
+        tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M
+    )
+    rows = ((tile_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M).to(tl.int64)
+    cols = ((tile_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N).to(tl.int64)
+    ks = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + rows[:, None] * stride_am + ks[None, :] * stride_ak
+    b_ptrs = b_ptr + ks[:, None] * stride_bk + cols[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k in range(0, K, BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            k_in_range = (k + ks) < K
+            a = tl.load(a_ptrs, mask=k_in_range[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=k_in_range[:, None], other=0.0)
+        if UPCAST:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+        acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + out_rows.to(tl.int64)[:, None] * stride_cm + out_cols[None, :] * stride_cn
+    in_bounds = (out_rows[:, None] < M) & (out_cols[None, :] < N)
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=in_bounds)
+
+
+@functools.lru_cache(maxsize=None)
+def _shared_memory_bytes(device_index: int) -> int:
+    props = torch.cuda.get_device_properties(device_index)
+    return int(getattr(props, "shared_memory_per_block_optin", props.shared_memory_per_block))
+
+
+def _block(requested: int, dim: int) -> int:
+    """A block no larger than the dim needs (next power of two), and at least tl.dot's 16."""
+    return max(16, min(requested, triton.next_power_of_2(dim)))
+
+
+def _fit_block_k(block_k: int, stage_elements_per_k: int, element_size: int,
+                 device: torch.device) -> int:
+    """Halve BLOCK_K until one pipeline stage (stage_elements_per_k * BLOCK_K) fits."""
+    if device.type == "cuda":
+        budget = _shared_memory_bytes(device.index)
+        while block_k > 16 and stage_elements_per_k * block_k * element_size > budget:
+            block_k //= 2
+    return block_k
+
+
+def _launch_fitting_shared_memory(
+    kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], device: torch.device,
+    stage_bytes: int, num_warps: int, num_stages: int, **constexprs: Any,
+) -> None:
+    """Launch with the deepest pipeline <= num_stages whose stage buffers fit shared memory.
+
+    The estimate (stages x stage_bytes) leaves out Triton's own scratch, so a launch that still
+    runs out of shared memory is retried one stage shallower.
+    """
+    if device.type == "cuda":
+        num_stages = max(1, min(num_stages, _shared_memory_bytes(device.index) // stage_bytes))
+    while True:
+        try:
+            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
+            return
+        except triton.runtime.errors.OutOfResources:
+            if num_stages == 1:
+                raise
+            num_stages -= 1
+
+
+def fused_mlp(
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+) -> torch.Tensor:
+    if x.ndim != 2 or w_gate.ndim != 2 or w_gate.shape != w_up.shape or \
+            w_gate.shape[1] != x.shape[1] or tuple(w_down.shape) != (x.shape[1], w_gate.shape[0]):
+        raise ValueError(
+            "fused_mlp needs x[M, D], w_gate[H, D], w_up[H, D], w_down[D, H]; got "
+            f"{tuple(x.shape)}, {tuple(w_gate.shape)}, {tuple(w_up.shape)}, {tuple(w_down.shape)}"
+        )
+    if not all(w.dtype == x.dtype for w in (w_gate, w_up, w_down)):
+        raise ValueError("x and the three weights must share a dtype")
+    m, d = x.shape
+    h = w_gate.shape[0]
+    hidden = torch.empty((m, h), dtype=x.dtype, device=x.device)
+    out = torch.empty((m, d), dtype=x.dtype, device=x.device)
+
+    upcast = x.device.type == "cpu"  # CPU tensors only ever run in the interpreter
+    precision = FP32_PRECISION if x.dtype == torch.float32 else "ieee" if upcast else "tf32"
+    size = x.element_size()
+
+    block_m, block_h = _block(GATE_BLOCK_M, m), _block(GATE_BLOCK_H, h)
+    # One stage holds an x tile and two weight tiles.
+    block_k = _fit_block_k(_block(GATE_BLOCK_K, d), block_m + 2 * block_h, size, x.device)
+    _launch_fitting_shared_memory(
+        gate_up_kernel, (triton.cdiv(m, block_m) * triton.cdiv(h, block_h),),
+        (x, w_gate, w_up, hidden, m, h, d, x.stride(0), x.stride(1),
+         w_gate.stride(0), w_gate.stride(1), w_up.stride(0), w_up.stride(1),
+         hidden.stride(0), hidden.stride(1)),
+        x.device, (block_m + 2 * block_h) * block_k * size, GATE_NUM_WARPS, GATE_NUM_STAGES,
+        BLOCK_M=block_m, BLOCK_H=block_h, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        EVEN_K=d % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
+    )
+
+    block_m, block_n = _block(DOWN_BLOCK_M, m), _block(DOWN_BLOCK_N, d)
+    block_k = _fit_block_k(_block(DOWN_BLOCK_K, h), block_m + block_n, size, x.device)
+    _launch_fitting_shared_memory(
+        down_kernel, (triton.cdiv(m, block_m) * triton.cdiv(d, block_n),),
+        # B = W_downᵀ: B[k, n] = w_down[n, k].
+        (hidden, w_down, out, m, d, h, hidden.stride(0), hidden.stride(1),
+         w_down.stride(1), w_down.stride(0), out.stride(0), out.stride(1)),
+        x.device, (block_m + block_n) * block_k * size, DOWN_NUM_WARPS, DOWN_NUM_STAGES,
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        EVEN_K=h % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
+    )
+    return out
+
+
+def kernel_fn(
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+) -> torch.Tensor:
+    """SwiGLU MLP in x's dtype (fp32 accumulation, hidden rounded to x's dtype)."""
+    return fused_mlp(x, w_gate, w_up, w_down)

@@ -1,0 +1,160 @@
+"""The fused_mlp starter against the upcast reference: shapes, dtypes, distributions, traps, tunables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from starter_checks import (
+    assert_deterministic,
+    assert_matches_reference,
+    covering_sample,
+    load_starter,
+    load_starter_with,
+    nan_filled_allocations,
+    starter_space,
+)
+
+from autokernel.ops import get_spec
+from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
+
+SPEC = get_spec("fused_mlp")
+KERNEL = load_starter("fused_mlp")
+DTYPE_TOLERANCES = [
+    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
+    for dt in SPEC.dtypes
+]
+# (M, D, H): ragged everywhere with several K tiles in both reductions at every BLOCK_K; a single
+# token; a single hidden unit. With the smallest blocks each spans several tiles, so grouping and
+# wrap-around rows engage in both kernels.
+TUNABLE_SHAPES = ((70, 130, 150), (1, 33, 257), (19, 64, 1))
+TUNABLE_COMBINATIONS = covering_sample(starter_space("fused_mlp"), count=12, seed=0)
+
+
+def _inputs(shape, dtype, device, distribution="normal", seed=0):
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+
+
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.cpu_sweep + SPEC.cpu_edge_shapes, ids=str)
+def test_matches_reference_small(shape, dtype, atol, rtol, distribution, device) -> None:
+    args = _inputs(shape, dtype, device, distribution)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.sweep + SPEC.edge_shapes, ids=str)
+def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
+    args = _inputs(shape, dtype, "cuda", distribution)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
+
+
+@pytest.mark.parametrize("shape", [(40, 24, 72), (17, 96, 33)], ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_adversarial(case, dtype, shape, device) -> None:
+    generator = torch.Generator(device=device).manual_seed(1)
+    args = case.make_inputs(shape, dtype, device, generator)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2048, 4096, 11008), (16, 4096, 11008), (1023, 4097, 1537)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_adversarial_gpu(case, dtype, shape) -> None:
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    args = case.make_inputs(shape, dtype, "cuda", generator)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+
+
+def test_saturated_silu_catches_a_naive_sigmoid(device) -> None:
+    """The saturated case must be able to fail: exp(g) / (1 + exp(g)) is NaN past g = 88."""
+    case = next(c for c in SPEC.adversarial if c.name == "saturated_silu")
+    args = case.make_inputs((16, 32, 48), torch.float32, device, torch.Generator(device=device))
+    x, w_gate, w_up, w_down = args
+
+    def naive(*_):
+        gate = x @ w_gate.t()
+        hidden = gate * (torch.exp(gate) / (1 + torch.exp(gate))) * (x @ w_up.t())
+        return hidden @ w_down.t()
+
+    with pytest.raises(AssertionError):
+        assert_matches_reference(SPEC, naive, args, "naive sigmoid")
+
+
+def test_non_contiguous_inputs(device) -> None:
+    x, w_gate, w_up, w_down = _inputs((40, 36, 50), torch.float16, device)
+    column_major_x = x.t().contiguous().t()
+    assert not column_major_x.is_contiguous()
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (column_major_x, w_gate, w_up, w_down),
+                             "column-major x")
+    fused = torch.cat([w_gate, w_up])  # a fused gate_up projection, split by views
+    transposed_down = w_down.t().contiguous().t()
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (x, fused[:50], fused[50:], transposed_down),
+                             "views of a fused gate_up weight, column-major w_down")
+
+
+def test_deterministic(device) -> None:
+    assert_deterministic(KERNEL.kernel_fn, _inputs((70, 130, 150), torch.bfloat16, device))
+    assert_deterministic(KERNEL.kernel_fn, _inputs((33, 40, 200), torch.float32, device))
+
+
+def test_writes_every_output_element(device, tmp_path: Path) -> None:
+    module = load_starter_with("fused_mlp", {"GATE_BLOCK_M": 16, "DOWN_BLOCK_N": 32}, tmp_path)
+    args = _inputs((37, 50, 150), torch.float32, device)
+    with nan_filled_allocations():
+        assert_matches_reference(SPEC, module.kernel_fn, args, "over NaN garbage")
+
+
+@pytest.mark.parametrize("tunables", TUNABLE_COMBINATIONS,
+                         ids=lambda t: "-".join(map(str, t.values())))
+def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> None:
+    module = load_starter_with("fused_mlp", tunables, tmp_path)
+    for i, shape in enumerate(TUNABLE_SHAPES):
+        dtype = SPEC.dtypes[i % len(SPEC.dtypes)]
+        args = _inputs(shape, dtype, device, DISTRIBUTIONS[i], seed=i)
+        assert_matches_reference(SPEC, module.kernel_fn, args, f"{tunables} {shape} {dtype}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tunables", covering_sample(starter_space("fused_mlp"), count=40, seed=1)
+                         + [{"GATE_BLOCK_M": 128, "GATE_BLOCK_H": 128, "GATE_BLOCK_K": 128,
+                             "GATE_NUM_STAGES": 5, "DOWN_BLOCK_M": 128, "DOWN_BLOCK_N": 256,
+                             "DOWN_BLOCK_K": 128, "DOWN_NUM_STAGES": 5}],
+                         ids=lambda t: "-".join(map(str, t.values())))
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_tunable_combination_compiles_and_stays_correct_gpu(tunables, dtype, tmp_path) -> None:
+    """Compiles for real (shared-memory limits, tf32x3): the interpreter checks neither."""
+    module = load_starter_with("fused_mlp", tunables, tmp_path)
+    for shape in ((1000, 1100, 1300), (16, 4096, 11008)):
+        args = _inputs(shape, dtype, "cuda")
+        assert_matches_reference(SPEC, module.kernel_fn, args, f"{tunables} {shape} {dtype}")
+
+
+def test_tunable_sample_covers_every_value() -> None:
+    space = starter_space("fused_mlp")
+    for name, values in space.items():
+        assert {t[name] for t in TUNABLE_COMBINATIONS} == set(values), name
+
+
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_stock_agrees_with_reference(dtype, device) -> None:
+    args = _inputs((33, 20, 48), dtype, device, "uniform")
+    assert_matches_reference(SPEC, SPEC.stock, args, f"stock {dtype}")
+
+
+def test_rejects_mismatched_operands(device) -> None:
+    x, w_gate, w_up, w_down = _inputs((8, 16, 24), torch.float16, device)
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(x, w_gate, w_up, w_down.t())
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(x, w_gate, w_up[:8], w_down)
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(x, w_gate.float(), w_up, w_down)
