@@ -42,6 +42,7 @@ from autokernel.agents.claude_tools import (
 )
 from autokernel.harness.result import BenchResult
 
+TUNER_PREFIX = "tuner:"  # the tuner's descriptions start so (autokernel.agents.tuner)
 DEFAULT_MODEL = "claude-sonnet-5-5"
 MODEL_ENV = "AUTOKERNEL_CLAUDE_MODEL"
 EFFORT_ENV = "AUTOKERNEL_CLAUDE_EFFORT"
@@ -199,8 +200,8 @@ while keeping it correct everywhere.
 
 How an experiment works:
 1. Read what you need (read_file / list_files; kernel.py is your draft).
-2. Change kernel.py with edit_kernel (focused edits) or write_kernel (whole file), giving a one-line \
-description and the hypothesis the change tests. check_kernel runs a static check.
+2. Change kernel.py with edit_kernel (focused edits) or write_kernel (whole file), giving a \
+one-line description and the hypothesis the change tests. check_kernel runs a static check.
 3. End your turn with a short summary. You cannot run code: after your turn the harness checks \
 correctness (many shapes, dtypes, adversarial inputs, anti-cheat scans) and benchmarks the kernel \
 against PyTorch eager and torch.compile. The loop keeps it as a git commit only if it passes and \
@@ -213,7 +214,7 @@ that idea needs. The playbook follows; obey its rules."""
 
 
 def load_program(workspace: str | Path | None = None) -> str:
-    """The playbook: the workspace's copy when there is one (users may edit it), else the package's."""
+    """The playbook: the workspace's copy if there is one (users may edit it), else ours."""
     if workspace is not None:
         local = Path(workspace) / PROGRAM_FILE
         if local.is_file():
@@ -249,7 +250,9 @@ def describe_target(context: AgentContext) -> str:
         try:
             from autokernel.ops.spec import parse_dtype
 
-            intensity = spec.arithmetic_intensity(tuple(target.bench_shape), parse_dtype(target.dtype))
+            intensity = spec.arithmetic_intensity(
+                tuple(target.bench_shape), parse_dtype(target.dtype)
+            )
             bound = "compute-bound" if spec.compute_bound else "memory-bound"
             lines.append(
                 f"- {bound} op type; arithmetic intensity at the benchmarked shape: "
@@ -327,6 +330,26 @@ def _attempt_line(attempt: Attempt, hypothesis: str | None) -> str:
     return line
 
 
+def _is_unkept_sweep(attempt: Attempt) -> bool:
+    unkept = attempt.status not in ("keep", "baseline")
+    return unkept and attempt.description.startswith(TUNER_PREFIX)
+
+
+def _sweep_line(sweep: list[Attempt]) -> str:
+    """Consecutive unkept tuner configurations, as one line: the LLM needs the gist, not each."""
+    passed = [a for a in sweep if a.latency_us is not None and a.status == "revert"]
+    failed = [a for a in sweep if a.status not in ("revert",)]
+    span = f"#{sweep[0].experiment}" + (f"-#{sweep[-1].experiment}" if len(sweep) > 1 else "")
+    line = f"{span} tuner sweep: {len(sweep)} configurations not kept"
+    if failed:
+        line += f" ({len(failed)} failed: {one_line(failed[-1].reason or failed[-1].status, 80)})"
+    if passed:
+        best = min(passed, key=lambda a: a.latency_us)  # type: ignore[arg-type,return-value]
+        config = " ".join(f"{k}={v}" for k, v in best.tunables.items())
+        line += f"; fastest {best.latency_us:.1f}us [{config}]"
+    return line
+
+
 def describe_history(
     history: list[Attempt], hypotheses: dict[int, str], limit: int
 ) -> str:
@@ -345,7 +368,16 @@ def describe_history(
         lines += [_attempt_line(a, hypotheses.get(a.experiment)) for a in older_keeps]
     if len(history) > limit:
         lines.append(f"Latest {len(recent)} experiments:")
-    lines += [_attempt_line(a, hypotheses.get(a.experiment)) for a in recent]
+    sweep: list[Attempt] = []
+    for attempt in recent + [None]:  # type: ignore[list-item]
+        if attempt is not None and _is_unkept_sweep(attempt):
+            sweep.append(attempt)
+            continue
+        if sweep:
+            lines.append(_sweep_line(sweep))
+            sweep = []
+        if attempt is not None:
+            lines.append(_attempt_line(attempt, hypotheses.get(attempt.experiment)))
     stages = [a.stage for a in recent[-4:] if a.status not in ("keep", "revert", "baseline")]
     if len(stages) >= 3 and len(set(stages)) == 1:
         lines.append(
@@ -451,7 +483,9 @@ class ClaudeAgent:
             )
         self.effort = effort or os.environ.get(EFFORT_ENV) or None
         if self.effort is not None and self.effort not in EFFORTS:
-            raise ClaudeConfigError(f"effort must be one of {', '.join(EFFORTS)}; got {self.effort!r}")
+            raise ClaudeConfigError(
+                f"effort must be one of {', '.join(EFFORTS)}; got {self.effort!r}"
+            )
         self.max_cost = max_cost
         self.max_llm_calls = max_llm_calls
         self.max_turns = max(1, max_turns)
@@ -471,7 +505,10 @@ class ClaudeAgent:
         try:
             self._client = anthropic.Anthropic(**options)
         except (anthropic.AnthropicError, ValueError, TypeError) as exc:
-            raise ClaudeConfigError(f"cannot set up the Anthropic client: {exc}") from exc
+            raise ClaudeConfigError(
+                f"cannot set up the Anthropic client ({one_line(str(exc), 200)}); "
+                "set ANTHROPIC_API_KEY, or use --agent tuner, which works offline"
+            ) from exc
         client = self._client
         if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
             raise ClaudeConfigError(
@@ -498,8 +535,8 @@ class ClaudeAgent:
             projected = self._largest_call_usd or self._estimate_first_call(prompt_chars)
             if self.total.cost_usd + projected > self.max_cost:
                 return (
-                    f"--max-cost ${self.max_cost:.2f} reached: ${self.total.cost_usd:.4f} spent and "
-                    f"the next call may cost ~${projected:.4f} ({spent})"
+                    f"--max-cost ${self.max_cost:.2f} reached: ${self.total.cost_usd:.4f} spent "
+                    f"and the next call may cost ~${projected:.4f} ({spent})"
                 )
         return ""
 
@@ -647,8 +684,9 @@ class ClaudeAgent:
             elif not draft.changed:
                 nudge = _NO_KERNEL
             elif draft.problems():
-                nudge = "kernel.py fails the static check:\n" + "\n".join(
-                    f"- {p}" for p in draft.problems()) + "\nFix it with edit_kernel, then end your turn."
+                listed = "\n".join(f"- {p}" for p in draft.problems())
+                nudge = (f"kernel.py fails the static check:\n{listed}\n"
+                         "Fix it with edit_kernel, then end your turn.")
             else:
                 return _Outcome(final_text=final_text)
             if turn + 1 < self.max_turns:
@@ -727,7 +765,7 @@ class ClaudeAgent:
                 f"the claude agent produced no kernel in {self._consecutive_failures} experiments "
                 f"in a row (last: {error}); stopping"
             )
-        if spend.calls == 0 and self._stop_reason:
+        if outcome.fatal and spend.calls == 0:
             raise AgentStop(self._stop_reason)  # nothing was spent: no row to record
         proposal.source = context.best_source
         proposal.description = "claude: " + one_line(error, 120)

@@ -126,7 +126,7 @@ class WorkspaceReader:
             raise ToolError("empty or invalid path")
         candidate = Path(path)
         if candidate.is_absolute():
-            raise ToolError(f"{path}: absolute paths are not allowed; use a workspace-relative path")
+            raise ToolError(f"{path}: absolute paths are not allowed; use a relative path")
         # resolve() follows every symlink, so a link that points outside is caught here too.
         resolved = (self.root / candidate).resolve()
         if resolved != self.root and self.root not in resolved.parents:
@@ -160,7 +160,8 @@ class WorkspaceReader:
         if len(chunk) > MAX_READ_CHARS:
             chunk = chunk[:MAX_READ_CHARS]
             shown = start - 1 + chunk.count("\n")
-            note = f"\n[truncated at {MAX_READ_CHARS} characters; continue with start_line={shown + 1}]"
+            note = (f"\n[truncated at {MAX_READ_CHARS} characters; "
+                    f"continue with start_line={shown + 1}]")
         elif stop < len(lines):
             note = f"\n[lines {start}-{stop} of {len(lines)}; continue with start_line={stop + 1}]"
         return chunk + note
@@ -366,7 +367,8 @@ class ToolBox:
                 problems = self.draft.problems()
                 if not problems:
                     return "Static check: OK.", False
-                return "Static check found problems:\n" + "\n".join(f"- {p}" for p in problems), False
+                listed = "\n".join(f"- {p}" for p in problems)
+                return f"Static check found problems:\n{listed}", False
         except ToolError as exc:
             return str(exc), True
         except (TypeError, ValueError) as exc:

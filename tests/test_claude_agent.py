@@ -1,0 +1,714 @@
+"""The Claude agent, offline: Messages API replies replayed through the SDK's own client.
+
+The replies in tests/fixtures/anthropic/*.json are stored in the Messages API's wire format (status,
+headers, JSON body) and served by an `httpx2.MockTransport` under `anthropic.Anthropic`, so the SDK
+parses, retries and raises exactly as it would against the real API; one test serves them from a
+real loopback HTTP server reached through ANTHROPIC_BASE_URL. They were written by hand in that
+format (this machine has no API access), not captured from the live service.
+"""
+
+from __future__ import annotations
+
+import http.server
+import inspect
+import json
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("anthropic")
+httpx2 = pytest.importorskip("httpx2")
+
+from autokernel import reference  # noqa: E402
+from autokernel.agents.base import AgentContext, AgentStop, Attempt, Proposal  # noqa: E402
+from autokernel.agents.claude import (  # noqa: E402
+    DEFAULT_MODEL,
+    MODEL_ENV,
+    PRICES,
+    ClaudeAgent,
+    ClaudeConfigError,
+    describe_history,
+    make_claude_agent,
+    model_family,
+    price_for,
+    usage_spend,
+)
+from autokernel.agents.claude_tools import (  # noqa: E402
+    KernelDraft,
+    ToolBox,
+    ToolError,
+    WorkspaceReader,
+    check_kernel_source,
+)
+from autokernel.agents.hybrid import HybridAgent, structure_key  # noqa: E402
+from autokernel.agents.tuner import TunerAgent  # noqa: E402
+from autokernel.harness.result import BenchResult, Status  # noqa: E402
+from autokernel.kernelfile import parse_kernel_source  # noqa: E402
+from autokernel.profiling.plan import Target  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures" / "anthropic"
+BASE_KERNEL = (FIXTURES / "reduce_rows.py").read_text()
+ROW_VECTOR_KERNEL = (FIXTURES / "reduce_row_vector.py").read_text()
+OLD_LOAD = "        acc += tl.load(base + cols[None, :], mask=mask, other=0.0).to(tl.float32)\n"
+EDITED_KERNEL = BASE_KERNEL.replace(
+    OLD_LOAD,
+    "        chunk = tl.load(base + cols[None, :], mask=mask, other=0.0,\n"
+    '                        eviction_policy="evict_first")\n'
+    "        acc += chunk.to(tl.float32)\n",
+)
+SONNET_55 = PRICES["claude-sonnet-5-5"]
+
+
+# -- replay ----------------------------------------------------------------------------------
+
+
+class Cassette:
+    """Serves stored HTTP exchanges in order and records every request it was sent."""
+
+    def __init__(self, *names: str, repeat_last: bool = False) -> None:
+        self.exchanges: list[dict[str, Any]] = []
+        for name in names:
+            self.exchanges += json.loads((FIXTURES / f"{name}.json").read_text())
+        self.repeat_last = repeat_last
+        self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.paths: list[str] = []
+        self._next = 0
+
+    def next_exchange(self) -> dict[str, Any]:
+        if self._next >= len(self.exchanges):
+            if not self.repeat_last:
+                return {"status": 500, "body": {"type": "error", "error": {
+                    "type": "api_error", "message": "test cassette exhausted"}}}
+            return self.exchanges[-1]
+        self._next += 1
+        return self.exchanges[self._next - 1]
+
+    def record(self, path: str, headers: dict[str, str], body: bytes) -> None:
+        self.paths.append(path)
+        self.headers.append({k.lower(): v for k, v in headers.items()})
+        self.requests.append(json.loads(body))
+
+    def handler(self, request: Any) -> Any:
+        self.record(request.url.path, dict(request.headers), request.content)
+        exchange = self.next_exchange()
+        if "raw" in exchange:
+            return httpx2.Response(exchange["status"], headers=exchange.get("headers", {}),
+                                   content=exchange["raw"].encode())
+        return httpx2.Response(exchange["status"], headers=exchange.get("headers", {}),
+                               json=exchange["body"])
+
+
+def claude_agent(cassette: Cassette, **options: Any) -> ClaudeAgent:
+    options.setdefault("failure_backoff_s", 0.0)
+    options.setdefault("sleep", lambda seconds: None)
+    return ClaudeAgent(
+        api_key="sk-ant-test",
+        http_client=httpx2.Client(transport=httpx2.MockTransport(cassette.handler)),
+        **options,
+    )
+
+
+def make_context(
+    source: str = BASE_KERNEL,
+    experiment: int = 1,
+    history: list[Attempt] | None = None,
+    workspace: str | None = None,
+    best: BenchResult | None = None,
+) -> AgentContext:
+    target = Target(
+        rank=1, kernel_type="reduce", shapes=[[4096, 4096], [1, 1 << 20]], dtype="fp16",
+        calls=32, time_ms=0.42, share=0.21, bench_shape=[4096, 4096], amdahl_2x=1.12,
+        cumulative_2x=1.12,
+    )
+    return AgentContext(
+        target=target,
+        device="cuda",
+        gpu_summary="NVIDIA H100 80GB HBM3: 132 SMs, 3.35 TB/s HBM (measured copy 3.0 TB/s)",
+        best_source=source,
+        reference_source=inspect.getsource(reference.reduce),
+        history=history or [Attempt(0, "starter", "baseline", latency_us=50.0,
+                                    speedup_vs_eager=1.0)],
+        best=best,
+        experiment=experiment,
+        workspace=workspace,
+    )
+
+
+def passing(latency_us: float) -> BenchResult:
+    return BenchResult(status=Status.PASS, kernel_type="reduce", latency_us=latency_us,
+                       speedup_vs_eager=50.0 / latency_us, shapes=[[4096, 4096]], dtypes=["fp16"])
+
+
+def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
+    content = request["messages"][-1]["content"]
+    return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+
+def cache_breakpoints(request: dict[str, Any]) -> int:
+    return json.dumps(request).count('"cache_control"')
+
+
+def expected_cost(price: Any, inp: int, out: int, read: int = 0, write: int = 0) -> float:
+    return (inp * price.input + out * price.output + read * price.cache_read
+            + write * price.cache_write_5m) / 1e6
+
+
+# -- one experiment --------------------------------------------------------------------------
+
+
+def test_tool_use_edit_is_proposed_then_kept_and_remembered() -> None:
+    cassette = Cassette("edit_kept", "write_reverted")
+    agent = claude_agent(cassette)
+
+    proposal = agent.propose(make_context())
+    assert proposal is not None and not proposal.error
+    assert proposal.source == EDITED_KERNEL
+    assert proposal.description == "stream x with evict_first loads"
+    assert "L2" in proposal.hypothesis
+    assert proposal.tunables == {"BLOCK_M": 4, "BLOCK_N": 64, "NUM_WARPS": 4}
+    assert proposal.agent == "claude" and proposal.llm_calls == 3
+    assert (proposal.input_tokens, proposal.output_tokens) == (1210 + 2350 + 260, 160 + 420 + 60)
+    assert (proposal.cache_read_tokens, proposal.cache_write_tokens) == (5400 + 7750, 5400)
+    assert proposal.cost_usd == pytest.approx(
+        expected_cost(SONNET_55, 3820, 640, read=13150, write=5400))
+
+    first, second, third = cassette.requests[:3]
+    assert first["model"] == DEFAULT_MODEL
+    assert {t["name"] for t in first["tools"]} == {
+        "read_file", "list_files", "write_kernel", "edit_kernel", "check_kernel"}
+    assert "temperature" not in first and "tool_choice" not in first
+    # The playbook and the target + reference are cached prefixes; one moving breakpoint at the
+    # tail; never more than the API's 4.
+    assert first["system"][-1]["cache_control"] == {"type": "ephemeral"}
+    assert "The playbook" in first["system"][-1]["text"]
+    assert first["messages"][0]["content"][0]["cache_control"] == {"type": "ephemeral"}
+    assert all(cache_breakpoints(r) <= 4 for r in cassette.requests[:3])
+    # The read_file result is the draft; the thinking block goes back with its signature.
+    [read_result] = tool_results(second)
+    assert read_result["content"] == BASE_KERNEL and not read_result["is_error"]
+    assert second["messages"][1]["content"][0] == {
+        "type": "thinking", "thinking": "The draft streams x once; check the load.",
+        "signature": "EqQBCkYIBxgCKkB0cmFjZQ=="}
+    [edit_result] = tool_results(third)
+    assert "Static check: OK" in edit_result["content"]
+
+    agent.observe(proposal, passing(40.0), kept=True)
+    history = [Attempt(0, "starter", "baseline", latency_us=50.0),
+               Attempt(1, proposal.description, "keep", latency_us=40.0, speedup_vs_eager=1.25)]
+    reverted = agent.propose(make_context(EDITED_KERNEL, experiment=2, history=history))
+    assert reverted is not None and reverted.source == ROW_VECTOR_KERNEL
+    prompt = json.dumps(cassette.requests[3])
+    assert "#1 keep 1.25x eager" in prompt
+    assert "hypothesis: x is read once" in prompt  # the agent remembers why it tried it
+    agent.observe(reverted, passing(45.0), kept=False)
+
+
+def test_write_kernel_whole_file_with_check() -> None:
+    cassette = Cassette("write_reverted")
+    proposal = claude_agent(cassette).propose(make_context())
+    assert proposal is not None and not proposal.error
+    assert proposal.source == ROW_VECTOR_KERNEL
+    assert proposal.description == "one program per row with a pipelined vector accumulator"
+    write_result, check_result = tool_results(cassette.requests[1])
+    assert not write_result["is_error"] and "Static check: OK" in write_result["content"]
+    assert check_result["content"] == "Static check: OK."
+
+
+def test_text_only_reply_is_a_failed_experiment_not_exhaustion() -> None:
+    cassette = Cassette("text_only", repeat_last=True)
+    agent = claude_agent(cassette, max_turns=2)
+    proposal = agent.propose(make_context())
+    assert proposal is not None, "no kernel this time is not 'search exhausted'"
+    assert proposal.error.startswith("no kernel: Claude answered with text only")
+    assert proposal.source == BASE_KERNEL and proposal.llm_calls == 2
+    assert proposal.input_tokens == 2 * 1250
+    # The second request asked for the edit explicitly.
+    assert "You have not changed kernel.py" in json.dumps(cassette.requests[1]["messages"][-1])
+
+
+def test_malformed_reply_is_a_failed_experiment() -> None:
+    proposal = claude_agent(Cassette("malformed"), max_retries=0).propose(make_context())
+    assert proposal is not None and proposal.error.startswith("malformed API reply")
+    assert proposal.source == BASE_KERNEL
+
+
+def test_edit_that_does_not_match_is_reported_to_the_model() -> None:
+    cassette = Cassette("bad_edit_then_text")
+    proposal = claude_agent(cassette, max_turns=2).propose(make_context())
+    [result] = tool_results(cassette.requests[1])
+    assert result["is_error"] and "does not occur in kernel.py" in result["content"]
+    assert proposal is not None and proposal.error.startswith("no kernel")
+
+
+def test_overloaded_then_success_retries_inside_the_sdk() -> None:
+    cassette = Cassette("overloaded_then_success")
+    proposal = claude_agent(cassette, max_retries=2).propose(make_context())
+    assert proposal is not None and not proposal.error
+    assert proposal.source == EDITED_KERNEL
+    assert len(cassette.requests) == 4  # 529, 529, then the two turns
+    assert proposal.llm_calls == 2  # failed attempts are neither billed nor counted
+
+
+def test_only_overloaded_ends_cleanly_after_bounded_failures() -> None:
+    cassette = Cassette("only_overloaded", repeat_last=True)
+    waits: list[float] = []
+    agent = claude_agent(cassette, max_retries=1, max_consecutive_failures=3,
+                         failure_backoff_s=5.0, sleep=waits.append)
+    for experiment in (1, 2, 3):
+        proposal = agent.propose(make_context(experiment=experiment))
+        assert proposal is not None and "overloaded (529)" in proposal.error
+        assert proposal.llm_calls == 0 and proposal.cost_usd == 0.0
+    with pytest.raises(AgentStop, match="no kernel in 3 experiments in a row.*overloaded"):
+        agent.propose(make_context(experiment=4))
+    assert waits == [5.0, 10.0]  # backing off between experiments, doubling
+    assert len(cassette.requests) == 3 * 2  # each experiment: 1 try + 1 SDK retry
+
+
+def test_only_text_ends_cleanly_after_bounded_failures() -> None:
+    agent = claude_agent(Cassette("text_only", repeat_last=True), max_turns=1,
+                         max_consecutive_failures=2)
+    assert agent.propose(make_context()).error  # type: ignore[union-attr]
+    assert agent.propose(make_context(experiment=2)).error  # type: ignore[union-attr]
+    with pytest.raises(AgentStop, match="no kernel in 2 experiments in a row.*text only"):
+        agent.propose(make_context(experiment=3))
+
+
+def test_a_refused_key_stops_the_run_at_once() -> None:
+    with pytest.raises(AgentStop, match="ANTHROPIC_API_KEY"):
+        claude_agent(Cassette("auth_error")).propose(make_context())
+
+
+def test_cost_cap_stops_before_the_call_that_would_cross_it() -> None:
+    cassette = Cassette("cost_cap")
+    agent = claude_agent(cassette, max_cost=0.10)
+    first = agent.propose(make_context())
+    assert first is not None and not first.error and first.source == EDITED_KERNEL
+    per_call = expected_cost(SONNET_55, 12500, 2000)
+    assert per_call == pytest.approx(0.045)
+    assert first.cost_usd == pytest.approx(2 * per_call)
+    with pytest.raises(AgentStop, match=r"--max-cost \$0.10 reached"):
+        agent.propose(make_context(experiment=2))
+    assert len(cassette.requests) == 2
+    assert agent.total.cost_usd == pytest.approx(0.09)
+
+
+def test_llm_call_cap_keeps_the_kernel_already_paid_for() -> None:
+    cassette = Cassette("cost_cap")
+    agent = claude_agent(cassette, max_llm_calls=3)
+    assert agent.propose(make_context()).llm_calls == 2  # type: ignore[union-attr]
+    second = agent.propose(make_context(experiment=2))
+    # The cap falls between write_kernel and the closing turn: the written kernel is still tried.
+    assert second is not None and not second.error
+    assert second.source == ROW_VECTOR_KERNEL and second.llm_calls == 1
+    with pytest.raises(AgentStop, match="--max-llm-calls 3 reached"):
+        agent.propose(make_context(experiment=3))
+    assert len(cassette.requests) == 3
+
+
+def test_loopback_http_server_through_anthropic_base_url(monkeypatch: pytest.MonkeyPatch) -> None:
+    cassette = Cassette("edit_kept")
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            cassette.record(self.path, dict(self.headers), body)
+            exchange = cassette.next_exchange()
+            payload = json.dumps(exchange["body"]).encode()
+            self.send_response(exchange["status"])
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loopback")
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+        agent = make_claude_agent(tuner_sweeps=False, max_retries=0)
+        proposal = agent.propose(make_context())
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert proposal is not None and proposal.source == EDITED_KERNEL
+    assert cassette.paths == ["/v1/messages"] * 3
+    auth = cassette.headers[0].get("x-api-key", "") + cassette.headers[0].get("authorization", "")
+    assert "sk-ant-loopback" in auth
+
+
+# -- configuration ---------------------------------------------------------------------------
+
+
+def test_model_from_flag_then_environment_then_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    import typing
+
+    from anthropic.types import Model
+
+    known = typing.get_args(typing.get_args(Model)[0])
+    assert DEFAULT_MODEL in known, "the default must be a model the installed SDK knows"
+    assert price_for(DEFAULT_MODEL) is not None
+    monkeypatch.delenv(MODEL_ENV, raising=False)
+    assert claude_agent(Cassette()).model == DEFAULT_MODEL
+    monkeypatch.setenv(MODEL_ENV, "claude-opus-5-5")
+    assert claude_agent(Cassette()).model == "claude-opus-5-5"
+    assert claude_agent(Cassette(), model="claude-haiku-5-5").model == "claude-haiku-5-5"
+
+
+def test_setup_errors_are_one_line_config_errors(monkeypatch: pytest.MonkeyPatch,
+                                                 tmp_path: Path) -> None:
+    with pytest.raises(ClaudeConfigError, match="no price is known"):
+        claude_agent(Cassette(), model="my-gateway-model", max_cost=5.0)
+    with pytest.raises(ClaudeConfigError, match="must be positive"):
+        claude_agent(Cassette(), max_llm_calls=0)
+    for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_PROFILE",
+                 "ANTHROPIC_CONFIG_DIR", "ANTHROPIC_IDENTITY_TOKEN",
+                 "ANTHROPIC_IDENTITY_TOKEN_FILE", "ANTHROPIC_FEDERATION_RULE_ID"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no profile on disk either
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / ".config"))
+    with pytest.raises(ClaudeConfigError, match="set ANTHROPIC_API_KEY"):
+        ClaudeAgent()
+    monkeypatch.setenv("ANTHROPIC_CONFIG_DIR", str(tmp_path / "nowhere"))  # a broken profile
+    with pytest.raises(ClaudeConfigError, match="set ANTHROPIC_API_KEY"):
+        ClaudeAgent()
+
+
+def test_unknown_model_counts_tokens_but_reports_cost_unknown() -> None:
+    class Usage:
+        input_tokens, output_tokens = 1000, 200
+        cache_read_input_tokens, cache_creation_input_tokens = 50, 0
+        cache_creation = None
+
+    spend = usage_spend("gateway-llm-7", Usage())
+    assert (spend.input_tokens, spend.output_tokens, spend.cache_read_tokens) == (1000, 200, 50)
+    assert spend.unpriced_calls == 1 and spend.cost_or_none is None
+    # A request served by another model than asked for is billed at the serving model's rates.
+    served = usage_spend("claude-opus-4-8", Usage(), fallback_model=DEFAULT_MODEL)
+    assert served.cost_usd == pytest.approx(expected_cost(PRICES["claude-opus-4-8"], 1000, 200, 50))
+    fallback = usage_spend("gateway-llm-7", Usage(), fallback_model=DEFAULT_MODEL)
+    assert fallback.cost_usd == pytest.approx(expected_cost(SONNET_55, 1000, 200, 50))
+
+
+def test_prices_by_family_and_long_prompt_band() -> None:
+    assert model_family("us.anthropic.claude-opus-4-5-20251101-v1:0") == "claude-opus-4-5"
+    assert model_family("claude-haiku-4-5@20251001") == "claude-haiku-4-5"
+    assert model_family("claude-sonnet-5-5[1m]") == "claude-sonnet-5-5"
+    assert price_for("claude-opus-5") is not price_for("claude-opus-5-5")
+
+    class Usage:
+        def __init__(self, inp: int, write: int, write_1h: int = 0) -> None:
+            self.input_tokens, self.output_tokens = inp, 1000
+            self.cache_read_input_tokens, self.cache_creation_input_tokens = 0, write
+            self.cache_creation = type("C", (), {"ephemeral_1h_input_tokens": write_1h})()
+
+    haiku = PRICES["claude-haiku-5-5"]
+    short = usage_spend("claude-haiku-5-5", Usage(90_000, 0))
+    long = usage_spend("claude-haiku-5-5", Usage(90_000, 20_000))
+    assert short.cost_usd == pytest.approx(expected_cost(haiku, 90_000, 1000))
+    assert long.cost_usd == pytest.approx(
+        expected_cost(haiku.long_prompt, 90_000, 1000, write=20_000))
+    one_hour = usage_spend("claude-sonnet-5-5", Usage(0, 10_000, write_1h=4_000))
+    assert one_hour.cost_usd == pytest.approx(
+        (6_000 * SONNET_55.cache_write_5m + 4_000 * SONNET_55.cache_write_1h
+         + 1000 * SONNET_55.output) / 1e6)
+
+
+# -- tools -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    root = tmp_path / "ws"
+    (root / "kernels").mkdir(parents=True)
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_text("[core]\n")
+    (root / "reference.py").write_text("def reduce(x):\n    return x.sum(-1)\n")
+    (root / "kernels" / "01_rmsnorm.py").write_text("KERNEL_TYPE = 'rmsnorm'\n")
+    (root / "kernel.py").write_text("stale copy on disk\n")
+    (tmp_path / "secret.txt").write_text("outside\n")
+    (root / "escape").symlink_to(tmp_path / "secret.txt")
+    return root
+
+
+def test_reads_stay_inside_the_workspace(workspace: Path) -> None:
+    reader = WorkspaceReader(workspace, {"kernel.py": "draft\n"})
+    assert reader.read("reference.py").startswith("def reduce")
+    assert reader.read("./kernels/01_rmsnorm.py") == "KERNEL_TYPE = 'rmsnorm'\n"
+    assert reader.read("kernel.py") == "draft\n"  # the draft, not the file on disk
+    for path, why in [("../secret.txt", "outside the workspace"),
+                      (str(workspace.parent / "secret.txt"), "absolute paths"),
+                      ("escape", "outside the workspace"),
+                      ("kernels/../../secret.txt", "outside the workspace"),
+                      (".git/config", "private"),
+                      ("missing.py", "no such file")]:
+        with pytest.raises(ToolError, match=why):
+            reader.read(path)
+    listing = reader.list(".")
+    assert "kernels/" in listing and "reference.py" in listing and ".git" not in listing
+    with pytest.raises(ToolError, match="outside"):
+        reader.list("..")
+
+
+def test_read_file_pages_long_files(workspace: Path) -> None:
+    (workspace / "long.txt").write_text("".join(f"line {i}\n" for i in range(1, 101)))
+    page = WorkspaceReader(workspace).read("long.txt", start_line=10, max_lines=5)
+    assert page.startswith("line 10\n") and "line 15" not in page
+    assert "continue with start_line=15" in page
+
+
+def test_edit_must_match_exactly_once() -> None:
+    draft = KernelDraft(original=BASE_KERNEL, kernel_type="reduce")
+    with pytest.raises(ToolError, match="does not occur"):
+        draft.edit("BLOCK_M = 99", "BLOCK_M = 2", "x", "y")
+    with pytest.raises(ToolError, match="occurs 2 times"):
+        draft.edit("rows.stride(", "rows.size(", "x", "y")
+    assert not draft.changed
+    draft.edit(OLD_LOAD, OLD_LOAD.replace("other=0.0", "other=0.0, cache_modifier='.cg'"),
+               "bypass L1", "streaming")
+    assert draft.changed and draft.description == "bypass L1"
+
+
+def test_toolbox_reports_bad_calls_as_errors_not_exceptions() -> None:
+    draft = KernelDraft(original=BASE_KERNEL, kernel_type="reduce")
+    box = ToolBox(draft, WorkspaceReader(None, {"kernel.py": BASE_KERNEL}))
+    assert box.run("write_kernel", {"description": "x"}) == (
+        "write_kernel needs the complete kernel.py in `source`", True)
+    text, is_error = box.run("run_shell", {"cmd": "ls"})
+    assert is_error and "unknown tool" in text
+    text, is_error = box.run("read_file", {"path": "reference.py"})
+    assert is_error and "no workspace directory" in text
+    text, is_error = box.run("read_file", {"path": "kernel.py", "start_line": "abc"})
+    assert is_error and "bad arguments" in text
+
+
+def test_static_check_catches_what_the_harness_would_reject() -> None:
+    assert check_kernel_source(BASE_KERNEL, "reduce") == []
+    assert "this target is 'softmax'" in check_kernel_source(BASE_KERNEL, "softmax")[0]
+    two_args = BASE_KERNEL.replace("def kernel_fn(x):", "def kernel_fn(x, scale):")
+    assert "requires 2 arguments; the reference is reduce(x)" in check_kernel_source(
+        two_args, "reduce")[0]
+    off_space = BASE_KERNEL.replace("BLOCK_N = 64\n", "BLOCK_N = 96\n")
+    assert "not one of its TUNABLE_SPACE values" in check_kernel_source(off_space, "reduce")[0]
+    assert "syntax error" in check_kernel_source("def kernel_fn(:\n", "reduce")[0]
+
+
+# -- prompt ----------------------------------------------------------------------------------
+
+
+def test_prompt_has_what_the_agent_needs_and_stays_bounded() -> None:
+    history = [Attempt(0, "starter", "baseline", latency_us=50.0)]
+    history += [Attempt(i, f"idea {i}", "revert", latency_us=55.0) for i in range(1, 400)]
+    history.append(Attempt(400, "tuner: BLOCK_N=128", "revert", latency_us=51.0,
+                           tunables={"BLOCK_N": 128}))
+    history.append(Attempt(401, "tuner: BLOCK_N=32", "fail", stage="correctness",
+                           reason="max error 3.2 at [1, 1048576] fp16 " + "x" * 5000,
+                           tunables={"BLOCK_N": 32}))
+    history.append(Attempt(402, "split rows", "crash", stage="compile", reason="out of resources"))
+    best = passing(40.0)
+    best.pct_peak_measured, best.throughput, best.throughput_unit = 71.0, 2100.0, "GB/s"
+    cassette = Cassette("write_reverted")
+    claude_agent(cassette, history_limit=30).propose(
+        make_context(history=history, experiment=403, best=best))
+    prompt = "\n".join(b["text"] for b in cassette.requests[0]["messages"][0]["content"])
+    for needed in ("# Target: reduce", "benchmarked shape", "fp16", "memory-bound",
+                   "def reduce(x", "BLOCK_M = 4", "TUNABLE_SPACE", "H100", "71% of the measured",
+                   "1.25x vs PyTorch eager", "# Experiment 403", "#402 crash", "stage compile",
+                   "#400-#401 tuner sweep: 2 configurations", "fastest 51.0us [BLOCK_N=128]"):
+        assert needed in prompt, needed
+    assert "idea 5:" not in prompt  # older attempts are summarized, not listed
+    assert "403 experiments" in prompt
+    assert "x" * 300 not in prompt  # errors are cut to a line, never raw logs
+    assert len(describe_history(history, {}, 30).splitlines()) <= 30 + 12
+
+
+def test_workspace_program_md_overrides_the_packaged_one(workspace: Path) -> None:
+    (workspace / "program.md").write_text("# my own rules: only tune softmax\n")
+    cassette = Cassette("write_reverted")
+    claude_agent(cassette).propose(make_context(workspace=str(workspace)))
+    assert "only tune softmax" in cassette.requests[0]["system"][-1]["text"]
+
+
+# -- hybrid with the tuner -------------------------------------------------------------------
+
+
+def test_structure_key_ignores_tunable_values_only() -> None:
+    key = structure_key(BASE_KERNEL)
+    assert key is not None
+    retuned = BASE_KERNEL.replace("BLOCK_N = 64\n", "BLOCK_N = 128\n")
+    assert structure_key(retuned) == key
+    assert structure_key(EDITED_KERNEL) != key
+    assert structure_key("KERNEL_TYPE = 'reduce'\nBACKEND = 'triton'\nkernel_fn = None\n") is None
+
+
+class FakeHarness:
+    """Deterministic verdicts from the tunables, so keep/revert is known in advance."""
+
+    def __init__(self) -> None:
+        self.best_latency = 50.0
+
+    def __call__(self, proposal: Proposal) -> tuple[BenchResult, bool]:
+        info = parse_kernel_source(proposal.source)
+        t = info.tunables
+        if t.get("BLOCK_N") == 32:
+            return BenchResult(status=Status.FAIL, stage="correctness", reason="wrong"), False
+        latency = 30.0 + 1000.0 / t["BLOCK_N"] + 2.0 * t.get("NUM_WARPS", 1)
+        latency -= 5.0 if "evict_first" in proposal.source else 0.0
+        kept = latency < self.best_latency * 0.99
+        if kept:
+            self.best_latency = latency
+        return passing(latency), kept
+
+
+def test_hybrid_sweeps_each_new_structure_with_the_tuner_not_the_llm() -> None:
+    cassette = Cassette("edit_kept", "write_reverted", "text_only", repeat_last=True)
+    llm = claude_agent(cassette, max_turns=3, max_consecutive_failures=2)
+    hybrid = HybridAgent(llm, TunerAgent(seed=3), sweep_patience=3, max_sweep_experiments=6)
+    harness = FakeHarness()
+    best_source = BASE_KERNEL
+    history = [Attempt(0, "starter", "baseline", latency_us=50.0,
+                       tunables=parse_kernel_source(BASE_KERNEL).tunables)]
+    log: list[tuple[str, bool, int, str]] = []  # (agent, sweep, LLM requests so far, source)
+    for experiment in range(1, 60):
+        try:
+            proposal = hybrid.propose(make_context(best_source, experiment, list(history)))
+        except AgentStop:
+            break  # Claude only answers with text once the cassette's edits are used up
+        assert proposal is not None
+        log.append((proposal.agent, proposal.sweep, len(cassette.requests), proposal.source))
+        if proposal.error:
+            history.append(Attempt(experiment, proposal.description, "fail", stage="agent",
+                                   reason=proposal.error))
+            continue
+        result, kept = harness(proposal)
+        hybrid.observe(proposal, result, kept)
+        status = "keep" if kept else ("revert" if result.passed else "fail")
+        history.append(Attempt(experiment, proposal.description, status,
+                               latency_us=result.latency_us, tunables=proposal.tunables))
+        if kept:
+            best_source = proposal.source
+
+    agents = [entry[0] for entry in log]
+    llm_turns = [i for i, a in enumerate(agents) if a == "claude"]
+    assert len(llm_turns) >= 3, agents
+    first, second, third = llm_turns[:3]
+    # A new target starts with a sweep of the starter, before any LLM call.
+    assert first >= 2 and all(a == "tuner" for a in agents[:first])
+    assert log[first - 1][2] == 0
+    # Claude's kept edit is swept next, with no LLM request during the sweep.
+    assert second - first >= 2
+    for agent, sweep, requests, source in log[first + 1:second]:
+        assert agent == "tuner" and sweep and requests == log[first][2]
+        assert structure_key(source) == structure_key(EDITED_KERNEL)
+    # Claude's rewrite is slower than the best, yet its structure is swept on its own source.
+    for agent, sweep, requests, source in log[second + 1:third]:
+        assert agent == "tuner" and requests == log[second][2]
+        assert structure_key(source) == structure_key(ROW_VECTOR_KERNEL)
+    assert third - second >= 2
+    assert not any(sweep for agent, sweep, _, _ in log if agent == "claude")
+    # The best kernel is a swept configuration of one of Claude's structures, better than any
+    # configuration Claude itself wrote.
+    claude_latencies = [FakeHarness()(Proposal(log[i][3], ""))[0].latency_us
+                        for i in (first, second)]
+    assert best_source in {src for agent, sweep, _, src in log if sweep}
+    assert structure_key(best_source) != structure_key(BASE_KERNEL)
+    assert harness.best_latency < min(claude_latencies)
+
+
+# -- the playbook ----------------------------------------------------------------------------
+
+PROGRAM = Path(__file__).resolve().parents[1] / "autokernel" / "agents" / "program.md"
+
+
+def _resolve_triton_name(dotted: str) -> Any:
+    import importlib
+
+    import triton
+    import triton.language as tl
+
+    parts = dotted.split(".")
+    obj: Any = tl if parts[0] == "tl" else triton
+    module = "triton.language" if parts[0] == "tl" else "triton"
+    for part in parts[1:]:
+        module += "." + part
+        if hasattr(obj, part):
+            obj = getattr(obj, part)
+        else:
+            obj = importlib.import_module(module)  # a submodule not imported yet
+    return obj
+
+
+def program_names() -> list[str]:
+    return sorted(set(re.findall(r"\b(?:tl|triton)(?:\.[A-Za-z_]\w*)+", PROGRAM.read_text())))
+
+
+def test_every_triton_name_in_program_md_exists() -> None:
+    names = program_names()
+    assert len(names) > 25 and "tl.make_tensor_descriptor" in names
+    missing = []
+    for name in names:
+        try:
+            _resolve_triton_name(name)
+        except (AttributeError, ImportError):
+            missing.append(name)
+    assert not missing, f"program.md names Triton APIs that do not exist: {missing}"
+
+
+def test_program_md_keyword_arguments_exist() -> None:
+    calls = re.findall(r"`((?:tl|triton)(?:\.\w+)+)\(([^`]*)\)`", PROGRAM.read_text())
+    checked = 0
+    for name, arguments in calls:
+        keywords = re.findall(r"\b([A-Za-z_]\w*)=(?!=)", arguments)
+        if not keywords:
+            continue
+        parameters = inspect.signature(_resolve_triton_name(name)).parameters
+        for keyword in keywords:
+            assert keyword in parameters, f"{name} has no argument {keyword!r}"
+            checked += 1
+    assert checked >= 4
+
+
+def test_a_nonexistent_name_would_be_caught() -> None:
+    with pytest.raises((AttributeError, ImportError)):
+        _resolve_triton_name("tl.prefetch")
+    assert "tl.prefetch" not in program_names()
+
+
+def test_program_md_covers_the_playbook_and_ships_in_the_package() -> None:
+    from autokernel.agents import PROGRAM_PATH
+
+    assert PROGRAM_PATH.resolve() == PROGRAM.resolve()
+    text = PROGRAM.read_text().lower()
+    for topic in ("the loop's rules", "cheating", "tier 1", "tier 2", "coalescing", "vector width",
+                  "l2 swizzle", "tier 3", "tensor cores", "accumulation precision",
+                  "epilogue fusion", "tier 4", "split-k", "persistent", "warp specialization",
+                  "tma", "hopper", "ampere", "ada", "online softmax", "welford",
+                  "flash_attention", "cross_entropy", "rotary", "cuda c++ (later)"):
+        assert topic in text, topic
+    pyproject = (PROGRAM.parents[2] / "pyproject.toml").read_text()
+    assert '"agents/*.md"' in pyproject
+
+
+def test_agent_module_does_not_import_anthropic_at_import_time() -> None:
+    import subprocess
+    import sys
+
+    code = ("import sys, autokernel.agents.claude, autokernel.agents.hybrid; "
+            "sys.exit(1 if 'anthropic' in sys.modules else 0)")
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+@pytest.fixture(autouse=True)
+def _no_stray_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+    monkeypatch.delenv("AUTOKERNEL_CLAUDE_EFFORT", raising=False)
+    yield
