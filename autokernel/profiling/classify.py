@@ -413,6 +413,8 @@ class Context:
     root_of: dict[int, int] = field(default_factory=dict)  # op id → its root op id
     timed_roots: set[int] = field(default_factory=set)  # root ops with measured time under them
     claims: dict[int, Claim] = field(default_factory=dict)  # root op id → claim
+    position: dict[int, int] = field(default_factory=dict)  # root op id → index in roots
+    in_scope: dict[int, list[OpCall]] = field(default_factory=dict)  # module call → root ops
 
     @classmethod
     def build(cls, record: RecordedProfile) -> Context:
@@ -425,7 +427,10 @@ class Context:
                 parent = record.ops[parent].parent
             ctx.root_of[op.id] = root
             if root == op.id:
+                ctx.position[op.id] = len(ctx.roots)
                 ctx.roots.append(op)
+                for scope in op.scopes:
+                    ctx.in_scope.setdefault(scope, []).append(op)
         for row in record.rows:
             if row.op is not None and row.op in ctx.root_of and row.time_us > 0:
                 ctx.timed_roots.add(ctx.root_of[row.op])
@@ -489,8 +494,9 @@ def _significant_unclaimed(ctx: Context) -> list[OpCall]:
 
 
 def _span(ctx: Context, first: OpCall, last: OpCall) -> list[OpCall]:
-    """Every root op from first to last, views in between included."""
-    return [op for op in ctx.roots if first.id <= op.id <= last.id and op.id not in ctx.claims]
+    """Every unclaimed root op from first to last, views in between included."""
+    between = ctx.roots[ctx.position[first.id]:ctx.position[last.id] + 1]
+    return [op for op in between if op.id not in ctx.claims]
 
 
 def _is_square(op: OpCall) -> bool:
@@ -508,11 +514,7 @@ RMSNORM_OPS = frozenset({
 
 
 def _find_handwritten_rmsnorm(ctx: Context) -> None:
-    by_scope: dict[int, list[OpCall]] = {}
-    for op in ctx.roots:
-        for scope in op.scopes:
-            by_scope.setdefault(scope, []).append(op)
-    for scope, ops in by_scope.items():
+    for scope, ops in ctx.in_scope.items():
         call = ctx.record.module_calls.get(scope)
         info = ctx.record.modules.get(call.path) if call else None
         if info is None or len(info.params) != 1:
@@ -716,7 +718,7 @@ def _find_rotary_modules(ctx: Context) -> None:
         name = info.class_name
         if not ROTARY_MODULE.search(name) or NOT_ROTARY_MODULE.search(name):
             continue
-        ops = [op for op in ctx.roots if scope in op.scopes]
+        ops = ctx.in_scope.get(scope, [])
         claimed = [ctx.claims[op.id] for op in ops if op.id in ctx.claims]
         rest = [op for op in ops if op.id not in ctx.claims and ctx.significant(op)]
         rope_claims = [c for c in claimed if c.kernel_type == "rotary_embedding"]
@@ -811,16 +813,16 @@ def classify_profile(record: RecordedProfile) -> list[Attribution]:
 
     memo: dict[int, tuple[str, tuple[str, int], SiteKey | None, str]] = {}
     attributions: list[Attribution] = []
-    for row in record.rows:
+    for index, row in enumerate(record.rows):
         if row.op is None or row.op not in record.ops:
             kernel_type = classify_kernel_name(row.name)
             if kernel_type is None:
-                attributions.append(Attribution(OTHER, row.time_us, ("kernel", id(row)), None,
+                attributions.append(Attribution(OTHER, row.time_us, ("kernel", index), None,
                                                 row.name))
             else:
                 site = SiteKey("", "(no op recorded)", (), record.dtype,
                                (("kernel", row.name),))
-                attributions.append(Attribution(kernel_type, row.time_us, ("kernel", id(row)),
+                attributions.append(Attribution(kernel_type, row.time_us, ("kernel", index),
                                                 site, row.name))
             continue
         if row.op not in memo:

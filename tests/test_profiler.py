@@ -1,0 +1,492 @@
+"""`autokernel profile`: loading, counting device time once, classification, the plan, the CLI.
+
+CPU tests profile tiny models (tests/fixtures/models/, one per pattern) with CPU op self times;
+the GPU-only paths (device kernel rows, nvjet names, correlation ids) are tested from a recorded
+profile fixture and from FunctionEvent stand-ins.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from autokernel.cli import app
+from autokernel.profiling.classify import classify_kernel_name, classify_profile
+from autokernel.profiling.events import RecordedProfile
+from autokernel.profiling.model_loader import (
+    ModelLoadError,
+    import_model_file,
+    load_model_file,
+    run_forward,
+)
+from autokernel.profiling.plan import Plan, amdahl_speedup
+from autokernel.profiling.profiler import SCOPE_PREFIX, profile_model, record_from_events
+from autokernel.profiling.ranking import build_plan, format_markdown
+
+REPO = Path(__file__).resolve().parents[1]
+MODELS = REPO / "tests" / "fixtures" / "models"
+EXAMPLES = REPO / "examples" / "models"
+H100_EVENTS = REPO / "tests" / "fixtures" / "h100_block_events.json"
+RECORDED = sorted((REPO / "tests" / "fixtures" / "recorded").glob("*.json"))
+
+runner = CliRunner()
+
+
+def cpu_plan(name: str, dtype: str = "fp32", folder: Path = MODELS) -> Plan:
+    loaded = load_model_file(folder / f"{name}.py", dtype=dtype, device="cpu")
+    record = profile_model(loaded, warmup=1, iters=2)
+    return build_plan(record, model=name, class_name="Model")
+
+
+def types_of(plan: Plan) -> dict[str, object]:
+    return {t.kernel_type: t for t in plan.targets}
+
+
+def assert_shares_add_up(plan: Plan) -> None:
+    total = sum(t.share for t in plan.targets) + plan.other_share
+    assert total == pytest.approx(1.0, abs=0.01)
+    assert sum(t.time_ms for t in plan.targets) + plan.other_ms == pytest.approx(plan.total_ms)
+
+
+# ---------------------------------------------------------------------------------------------
+# Classification on small CPU models, one per pattern
+
+CASES = [
+    # model, {kernel type: calls per forward}, kernel types that must not appear
+    ("matmul_mixed", {"matmul": 4}, {"fused_mlp"}),
+    ("sdpa", {"flash_attention": 1}, {"softmax", "matmul"}),
+    ("explicit_attention", {"flash_attention": 1}, {"softmax", "matmul"}),
+    ("padded_attention", {"softmax": 1, "matmul": 2}, {"flash_attention"}),
+    ("swiglu", {"fused_mlp": 1}, {"matmul"}),
+    ("gelu_mlp", {"matmul": 2}, {"fused_mlp"}),
+    ("gated_gelu_mlp", {"matmul": 3}, {"fused_mlp"}),
+    ("rmsnorm_handwritten", {"rmsnorm": 2}, {"layernorm", "reduce"}),
+    ("rmsnorm_builtin", {"rmsnorm": 2}, {"layernorm"}),
+    ("layernorm", {"layernorm": 2}, {"rmsnorm"}),
+    ("cross_entropy", {"cross_entropy": 1}, {"softmax"}),
+    ("log_softmax_nll", {"cross_entropy": 1}, {"softmax"}),
+    ("rope_inline", {"rotary_embedding": 2}, set()),
+    ("softmax", {"softmax": 1}, set()),
+    ("reduce", {"reduce": 1}, set()),
+]
+
+
+@pytest.mark.parametrize("name, expected, forbidden", CASES, ids=[c[0] for c in CASES])
+def test_classification(name: str, expected: dict[str, int], forbidden: set[str]) -> None:
+    plan = cpu_plan(name)
+    found = types_of(plan)
+    for kernel_type, calls in expected.items():
+        assert kernel_type in found, f"{name}: no {kernel_type} target in {list(found)}"
+        assert found[kernel_type].calls == calls, (name, kernel_type)
+    assert not forbidden & set(found), f"{name}: unexpected {forbidden & set(found)}"
+    assert_shares_add_up(plan)
+
+
+def test_matmul_shapes_are_m_n_k_from_linear_and_bmm() -> None:
+    matmul = types_of(cpu_plan("matmul_mixed"))["matmul"]
+    sites = {(s.aten_op, tuple(s.shape)): s for s in matmul.call_sites}
+    # linear: input [4, 24, 96], weight [80, 96] → M = 4*24, N = 80, K = 96
+    assert sites[("aten::linear", (96, 80, 96))].params == {"bias": True}
+    assert sites[("aten::linear", (96, 72, 80))].params == {}
+    assert ("aten::matmul", (96, 40, 72)) in sites
+    assert sites[("aten::bmm", (32, 40, 48))].params == {"batch": 6}
+    assert matmul.dims == ["M", "N", "K"]
+    time_by_shape: dict[tuple[int, ...], float] = {}
+    for site in matmul.call_sites:
+        time_by_shape[tuple(site.shape)] = time_by_shape.get(tuple(site.shape), 0) + site.time_ms
+    assert matmul.shapes == [list(s) for s in sorted(time_by_shape, key=time_by_shape.get,
+                                                     reverse=True)]
+    assert matmul.bench_shape == matmul.shapes[0]
+
+
+def test_handwritten_rmsnorm_is_one_target_with_module_eps() -> None:
+    rmsnorm = types_of(cpu_plan("rmsnorm_handwritten"))["rmsnorm"]
+    # pow, mean, add, rsqrt, mul, casts of one module call are ONE call, at [M, N] = [120, 96].
+    assert rmsnorm.calls == 2 and rmsnorm.bench_shape == [120, 96]
+    assert {s.module: s.params["eps"] for s in rmsnorm.call_sites} == {"norm_a": 1e-6,
+                                                                       "norm_b": 1e-5}
+    assert all(s.calls == 1 for s in rmsnorm.call_sites)
+
+
+def test_layernorm_is_not_rmsnorm() -> None:
+    plan = cpu_plan("layernorm")
+    layernorm = types_of(plan)["layernorm"]
+    assert {s.module for s in layernorm.call_sites} == {"ln", "ln_no_bias"}
+    # The weight-only hand-written LayerNorm subtracts the mean: left as "other", never rmsnorm.
+    assert {"aten::sub", "aten::mean"} <= {o["op"] for o in plan.other_ops}
+
+
+def test_swiglu_takes_its_linears_and_shape() -> None:
+    fused = types_of(cpu_plan("swiglu"))["fused_mlp"]
+    assert fused.bench_shape == [48, 64, 160]  # M = 2*24, D = 64, H = 160
+    assert fused.call_sites[0].module == "mlp"
+
+
+def test_sdpa_and_explicit_attention_params() -> None:
+    sdpa = types_of(cpu_plan("sdpa"))["flash_attention"]
+    assert sdpa.bench_shape == [2, 4, 64, 32] and sdpa.params["causal"] is True
+    explicit = types_of(cpu_plan("explicit_attention"))["flash_attention"]
+    assert explicit.bench_shape == [2, 4, 48, 16]
+    assert explicit.params["causal"] is True
+    assert explicit.call_sites[0].aten_op.startswith("softmax(QK^T)V")
+
+
+def test_tiny_llama_ranks_every_llama_pattern() -> None:
+    plan = cpu_plan("tiny_llama", folder=EXAMPLES)
+    found = types_of(plan)
+    # 2 layers: q, k, v, o projections + the output head; RoPE on q and k per layer.
+    assert found["matmul"].calls == 9
+    assert found["fused_mlp"].calls == 2 and found["fused_mlp"].bench_shape == [32, 64, 176]
+    assert found["rmsnorm"].calls == 5
+    assert found["rotary_embedding"].calls == 4
+    assert found["flash_attention"].calls == 2 and found["flash_attention"].params["causal"]
+    assert "layernorm" not in found and "reduce" not in found
+    assert [t.rank for t in plan.targets] == list(range(1, len(plan.targets) + 1))
+    assert_shares_add_up(plan)
+
+
+def test_no_optimizable_kernel_says_so() -> None:
+    plan = cpu_plan("no_target")
+    assert plan.targets == [] and plan.other_share == pytest.approx(1.0)
+    assert "no optimizable kernel" in plan.message and "aten::conv2d" in plan.message
+
+
+# ---------------------------------------------------------------------------------------------
+# Counting time once
+
+
+def test_cpu_rows_are_op_self_times_counted_once() -> None:
+    loaded = load_model_file(MODELS / "gelu_mlp.py", device="cpu")
+    with torch.no_grad():
+        from torch.profiler import ProfilerActivity, profile
+
+        from autokernel.profiling.profiler import module_scopes
+
+        with module_scopes(loaded.model), profile(activities=[ProfilerActivity.CPU],
+                                                  record_shapes=True) as prof:
+            run_forward(loaded)
+    events = prof.events()
+    record = record_from_events(events, device="cpu", dtype="fp32", iterations=1)
+    ops = [e for e in events if not e.is_user_annotation]
+    roots = [e for e in ops if e.cpu_parent is None or e.cpu_parent.is_user_annotation]
+    inclusive = sum(e.time_range.end - e.time_range.start for e in roots)
+    # Each op's self time once: the total is the root ops' inclusive time, not the sum of every
+    # row's inclusive time (which counts aten::linear and its aten::addmm twice).
+    assert record.total_us == pytest.approx(inclusive, rel=1e-6)
+    assert record.total_us < sum(e.time_range.end - e.time_range.start for e in ops)
+    # Every op ran inside the model's scope, and inside the submodule that called it.
+    assert all(record.module_calls[op.scopes[0]].path == "" for op in record.ops.values())
+    paths = {record.module_calls[op.scopes[-1]].path for op in record.ops.values()}
+    assert paths == {"fc", "act", "proj"}
+
+
+def _fake_event(name: str, start: float, end: float, device: str = "CPU", **extra: object):
+    base = dict(
+        name=name, id=extra.pop("id", 0), time_range=SimpleNamespace(start=start, end=end),
+        device_type=SimpleNamespace(name=device), is_async=False, is_user_annotation=False,
+        activity_type=None, cpu_parent=None, cpu_children=[], kernels=[], input_shapes=[],
+        input_dtypes=[], concrete_inputs=[], linked_correlation_id=0,
+    )
+    base.update(extra)
+    return SimpleNamespace(**base)
+
+
+def test_device_time_counts_kernel_rows_only_not_the_cpu_ops_that_launched_them() -> None:
+    """The double-count trap: CPU op rows carry their kernels' device time too."""
+    gemm_us, silu_us = 500.0, 180.0
+    kernel = SimpleNamespace(name="nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_bias_TNT",
+                             duration=gemm_us)
+    scope = _fake_event(SCOPE_PREFIX + "fc", 0, 100, is_user_annotation=True,
+                        activity_type="user_annotation")
+    linear = _fake_event("aten::linear", 1, 90, id=11, activity_type="cpu_op", cpu_parent=scope,
+                         input_shapes=[[8, 512, 1024], [4096, 1024], [4096]],
+                         input_dtypes=["c10::Half"] * 3, self_device_time_total=gemm_us)
+    addmm = _fake_event("aten::addmm", 2, 80, id=12, activity_type="cpu_op", cpu_parent=linear,
+                        kernels=[kernel], self_device_time_total=gemm_us)
+    launch = _fake_event("cudaLaunchKernel", 3, 4, activity_type="cuda_runtime",
+                         cpu_parent=addmm)
+    silu = _fake_event("aten::silu", 101, 110, id=13, activity_type="cpu_op",
+                       self_device_time_total=silu_us)
+    overhead = _fake_event("Activity Buffer Request", 0, 50, activity_type="overhead",
+                           self_device_time_total=51.0)
+    gpu_kernel = _fake_event(kernel.name, 200, 200 + gemm_us, device="CUDA", activity_type="kernel",
+                             linked_correlation_id=12)
+    silu_kernel = _fake_event("void at::native::vectorized_elementwise_kernel<4, silu>", 800,
+                              800 + silu_us, device="CUDA", activity_type="kernel",
+                              linked_correlation_id=13)
+    gpu_annotation = _fake_event(SCOPE_PREFIX + "fc", 190, 800, device="CUDA",
+                                 activity_type="gpu_user_annotation")
+    memset = _fake_event("Memset (Device)", 150, 151.5, device="CUDA", activity_type="gpu_memset")
+    events = [scope, linear, addmm, launch, silu, overhead, gpu_kernel, silu_kernel,
+              gpu_annotation, memset]
+
+    record = record_from_events(events, device="cuda", dtype="fp16", iterations=1)
+    all_rows = sum(getattr(e, "self_device_time_total", 0.0) for e in events) + gemm_us + silu_us
+    assert record.total_us == pytest.approx(gemm_us + silu_us + 1.5)
+    assert all_rows > 2 * gemm_us  # what summing every row with device time would have given
+
+    by_name = {row.name: row for row in record.rows}
+    assert record.ops[by_name[kernel.name].op].name == "aten::addmm"
+    assert by_name["Memset (Device)"].op is None
+    plan = build_plan(record, model="fake", class_name="Model")
+    matmul = types_of(plan)["matmul"]
+    assert matmul.bench_shape == [4096, 4096, 1024] and matmul.call_sites[0].module == "fc"
+    assert_shares_add_up(plan)
+
+
+def test_kernels_fall_back_to_the_ops_torch_attached_them_to() -> None:
+    """A torch without linked_correlation_id: kernels are matched to op.kernels by name+time."""
+    kernel = SimpleNamespace(name="nvjet_sm90_tst_128x128_64x4_1x1_v_bz_TNT", duration=42.0)
+    mm = _fake_event("aten::mm", 0, 10, id=5, input_shapes=[[64, 32], [32, 16]], kernels=[kernel])
+    gpu = _fake_event(kernel.name, 20, 62, device="CUDA")
+    for evt in (mm, gpu):
+        del evt.activity_type, evt.linked_correlation_id
+    record = record_from_events([mm, gpu], device="cuda", dtype="fp16", iterations=1)
+    assert record.ops[record.rows[0].op].name == "aten::mm"
+    assert types_of(build_plan(record, "m", "Model"))["matmul"].bench_shape == [64, 16, 32]
+
+
+# ---------------------------------------------------------------------------------------------
+# Recorded GPU profile: nvjet names, the shared layer-norm kernel, unattributed kernels
+
+
+def test_recorded_h100_rows() -> None:
+    record = RecordedProfile.load(H100_EVENTS)
+    plan = build_plan(record, model="block", class_name="Model")
+    found = types_of(plan)
+    assert plan.total_ms == pytest.approx(1.53875)
+    # nvjet GEMMs under aten::addmm / aten::mm, plus one with no op (named by its kernel).
+    assert found["matmul"].calls == 4
+    assert found["matmul"].time_ms == pytest.approx((301.25 + 498 + 452.75 + 9.5) / 1000)
+    assert found["matmul"].bench_shape == [4096, 4096, 1024]
+    # The same vectorized_layer_norm_kernel serves both; the op decides.
+    assert found["rmsnorm"].time_ms == pytest.approx(0.035)
+    assert found["rmsnorm"].params == {"eps": 1e-6}
+    assert found["layernorm"].time_ms == pytest.approx(0.0415)
+    assert found["flash_attention"].params["causal"] is True
+    assert found["flash_attention"].bench_shape == [8, 16, 512, 64]
+    assert {o["op"] for o in plan.other_ops} == {"aten::gelu", "aten::add", "Memset (Device)"}
+    assert [t.kernel_type for t in plan.targets][0] == "matmul"
+    assert plan.gpu == "NVIDIA H100 80GB HBM3"
+    assert_shares_add_up(plan)
+
+
+@pytest.mark.parametrize("name, expected", [
+    ("nvjet_sm90_tst_128x256_64x4_1x2_h_bz_coopA_TNT", "matmul"),
+    ("sm90_xmma_gemm_f16f16_f16f32_f32_tn_n_tilesize128x128x64_warpgroupsize1x1x1", "matmul"),
+    ("cutlass3x_sm90_tensorop_gemm_f16_f16_f32_f16_f16_128x128x64_1x1x1_0_tnn_align8", "matmul"),
+    ("cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_3_64x64x64", "flash_attention"),
+    ("void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4>>",
+     "flash_attention"),
+    ("void at::native::(anonymous namespace)::vectorized_layer_norm_kernel<c10::Half, float, true>",
+     None),
+    ("sm80_xmma_fprop_implicit_gemm_f16f16_f16f32_f32_nhwckrsc_nhwc", None),
+])
+def test_kernel_names_alone(name: str, expected: str | None) -> None:
+    assert classify_kernel_name(name) == expected
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_real_recordings(path: Path) -> None:
+    """Profiles recorded on a GPU with `autokernel profile --events` (committed by the lead)."""
+    record = RecordedProfile.load(path)
+    plan = build_plan(record, model=path.stem, class_name="Model")
+    assert_shares_add_up(plan)
+    assert plan.targets and plan.targets[0].kernel_type in ("matmul", "fused_mlp")
+    gemms_as_other = [o for o in plan.other_ops if classify_kernel_name(o["op"]) == "matmul"]
+    assert not gemms_as_other
+
+
+def test_classification_is_a_pure_function_of_the_record(tmp_path: Path) -> None:
+    record = RecordedProfile.load(H100_EVENTS)
+    record.save(tmp_path / "again.json")
+    again = RecordedProfile.load(tmp_path / "again.json")
+    assert classify_profile(again) == classify_profile(record)
+
+
+# ---------------------------------------------------------------------------------------------
+# Amdahl and the plan file
+
+
+def test_amdahl_figures() -> None:
+    record = RecordedProfile.load(H100_EVENTS)
+    plan = build_plan(record, model="block", class_name="Model")
+    cumulative = 0.0
+    for target in plan.targets:
+        cumulative += target.share
+        assert target.amdahl_2x == pytest.approx(1 / (1 - target.share / 2))
+        assert target.cumulative_2x == pytest.approx(1 / (1 - cumulative / 2))
+        assert target.cumulative_limit == pytest.approx(1 / (1 - cumulative))
+    shares = [t.share for t in plan.targets]
+    assert shares == sorted(shares, reverse=True)
+    assert amdahl_speedup(1.0) == pytest.approx(2.0) and amdahl_speedup(0.0) == 1.0
+
+
+def test_plan_json_round_trip(tmp_path: Path) -> None:
+    out = tmp_path / "plan.json"
+    trace = tmp_path / "trace.json"
+    events = tmp_path / "events.json"
+    result = runner.invoke(app, ["profile", str(MODELS / "swiglu.py"), "--device", "cpu",
+                                 "--warmup", "1", "--iters", "2", "--json", str(out),
+                                 "--trace", str(trace), "--events", str(events)])
+    assert result.exit_code == 0, result.output
+    assert "fused_mlp" in result.output
+    data = json.loads(out.read_text())
+    for target in data["targets"]:
+        for key in ("rank", "kernel_type", "shapes", "dtype", "calls", "time_ms", "share"):
+            assert key in target
+        assert 0.0 <= target["share"] <= 1.0
+    plan = Plan.load(out)
+    assert plan.to_dict() == data
+    assert plan.targets[0].call_sites[0].shape == [48, 64, 160]
+    assert "traceEvents" in json.loads(trace.read_text())
+    replayed = build_plan(RecordedProfile.load(events), model=plan.model, class_name="Model",
+                          warmup=1)
+    assert replayed.to_dict() == data
+
+
+def test_markdown_rendering_lists_every_target_and_other() -> None:
+    plan = build_plan(RecordedProfile.load(H100_EVENTS), model="block", class_name="Model")
+    text = format_markdown(plan)
+    for target in plan.targets:
+        assert f"| {target.rank} | {target.kernel_type} |" in text
+    assert "| other |" in text and "NVIDIA H100" in text
+
+
+# ---------------------------------------------------------------------------------------------
+# The loader
+
+
+def test_loader_casts_floats_and_keeps_token_ids() -> None:
+    loaded = load_model_file(EXAMPLES / "tiny_llama.py", dtype="bf16", device="cpu")
+    assert {p.dtype for p in loaded.model.parameters()} == {torch.bfloat16}
+    (ids,) = loaded.inputs
+    assert ids.dtype == torch.int64 and int(ids.max()) < 256
+    assert not loaded.model.training
+    mixed = load_model_file(MODELS / "cross_entropy.py", dtype="fp16", device="cpu",
+                            check_forward=False)
+    assert [t.dtype for t in mixed.inputs] == [torch.float16, torch.int64]
+
+
+def test_loader_is_deterministic() -> None:
+    a = load_model_file(MODELS / "swiglu.py", device="cpu")
+    b = load_model_file(MODELS / "swiglu.py", device="cpu")
+    assert torch.equal(a.model.mlp.gate.weight, b.model.mlp.gate.weight)
+    assert torch.equal(a.inputs[0], b.inputs[0])
+    assert torch.equal(run_forward(a), run_forward(b))
+
+
+def test_loader_class_name(tmp_path: Path) -> None:
+    loaded = load_model_file(MODELS / "no_model.py", class_name="Encoder", device="cpu")
+    assert loaded.class_name == "Encoder"
+    with pytest.raises(ModelLoadError, match="no nn.Module class 'Decoder'.*found: Encoder"):
+        load_model_file(MODELS / "no_model.py", class_name="Decoder", device="cpu")
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama", "llama_7b_layers", "tiny_llama"])
+def test_example_models_are_valid(name: str) -> None:
+    """Every example builds and runs its forward on its own inputs (on the meta device: shapes
+    and dtypes only, so GPT-2 and the 7B layers cost nothing), with token ids inside the vocab."""
+    loaded = load_model_file(EXAMPLES / f"{name}.py", dtype="fp16", device="meta")
+    (ids,) = loaded.inputs
+    assert ids.dtype == torch.int64
+    cpu_ids = import_model_file(EXAMPLES / f"{name}.py").get_inputs()[0]
+    vocab = loaded.model.lm_head.out_features if hasattr(loaded.model, "lm_head") else (
+        loaded.model.word_embeddings.num_embeddings)
+    assert 0 <= int(cpu_ids.min()) and int(cpu_ids.max()) < vocab
+    out = run_forward(loaded)
+    assert out.shape[:2] == ids.shape and out.dtype == torch.float16
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad input through the CLI: one line, exit 2, no traceback
+
+BAD_INPUTS = [
+    ("missing", ["profile", str(MODELS / "does_not_exist.py")], "not found"),
+    ("syntax", ["profile", str(MODELS / "syntax_error.py")], "syntax error in .* line 7"),
+    ("no_model", ["profile", str(MODELS / "no_model.py")], "no nn.Module class 'Model'"),
+    ("bad_class_name", ["profile", str(MODELS / "swiglu.py"), "--class-name", "Nope"],
+     "no nn.Module class 'Nope'"),
+    ("get_inputs_raises", ["profile", str(MODELS / "get_inputs_raises.py")],
+     r"get_inputs\(\) .* raised RuntimeError: dataset not found"),
+    ("inputs_mismatch", ["profile", str(MODELS / "inputs_mismatch.py")],
+     "do not fit Model.forward"),
+    ("bad_dtype", ["profile", str(MODELS / "swiglu.py"), "--dtype", "fp8"], "unknown dtype"),
+    ("bad_iters", ["profile", str(MODELS / "swiglu.py"), "--iters", "0"], "--iters"),
+]
+
+
+@pytest.mark.parametrize("case, argv, message", BAD_INPUTS, ids=[c[0] for c in BAD_INPUTS])
+def test_bad_input_is_one_line_and_exit_2(case: str, argv: list[str], message: str) -> None:
+    result = runner.invoke(app, [*argv, "--device", "cpu"])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    text = result.output.strip()
+    assert "Traceback" not in text
+    assert len(text.splitlines()) == 1, text
+    assert text.startswith("error:")
+    assert re.search(message, text), text
+    assert "second line" not in text
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without a GPU")
+def test_cuda_without_gpu_is_exit_2() -> None:
+    result = runner.invoke(app, ["profile", str(MODELS / "swiglu.py"), "--device", "cuda"])
+    assert result.exit_code == 2
+    assert "no CUDA GPU" in result.output and len(result.output.strip().splitlines()) == 1
+
+
+def test_no_target_model_exits_0_with_message() -> None:
+    result = runner.invoke(app, ["profile", str(MODELS / "no_target.py"), "--device", "cpu",
+                                 "--warmup", "0", "--iters", "1"])
+    assert result.exit_code == 0, result.output
+    assert "no optimizable kernel" in result.output
+
+
+def test_bad_input_in_a_real_process_prints_no_traceback() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "autokernel", "profile", str(MODELS / "inputs_mismatch.py"),
+         "--device", "cpu"],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr + done.stdout
+    error_lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and "do not fit" in error_lines[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# On a GPU
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name, expected_top", [
+    ("gpt2", {"matmul"}), ("bert", {"matmul"}), ("llama", {"matmul", "fused_mlp"}),
+    ("llama_7b_layers", {"fused_mlp", "matmul"}),
+])
+def test_examples_on_gpu(name: str, expected_top: set[str]) -> None:
+    start = time.perf_counter()
+    loaded = load_model_file(EXAMPLES / f"{name}.py", dtype="fp16", device="cuda")
+    record = profile_model(loaded, warmup=3, iters=5)
+    plan = build_plan(record, model=name, class_name="Model", warmup=3)
+    assert time.perf_counter() - start < 60
+    assert_shares_add_up(plan)
+    assert plan.targets[0].kernel_type in expected_top
+    found = types_of(plan)
+    assert "flash_attention" in found
+    if name.startswith("llama"):
+        assert {"rmsnorm", "rotary_embedding", "fused_mlp"} <= set(found)
+        assert "layernorm" not in found
+    else:
+        assert "layernorm" in found and "rmsnorm" not in found
+    # Every GEMM kernel is counted as matmul or fused_mlp, never "other".
+    assert not [o for o in plan.other_ops if classify_kernel_name(o["op"]) == "matmul"]
