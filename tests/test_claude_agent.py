@@ -172,8 +172,9 @@ def test_tool_use_edit_is_proposed_then_kept_and_remembered() -> None:
     assert "L2" in proposal.hypothesis
     assert proposal.tunables == {"BLOCK_M": 4, "BLOCK_N": 64, "NUM_WARPS": 4}
     assert proposal.agent == "claude" and proposal.llm_calls == 3
-    assert (proposal.input_tokens, proposal.output_tokens) == (1210 + 2350 + 260, 160 + 420 + 60)
     assert (proposal.cache_read_tokens, proposal.cache_write_tokens) == (5400 + 7750, 5400)
+    assert proposal.input_tokens == 1210 + 2350 + 260 + 5400 + 7750 + 5400  # every prompt token
+    assert proposal.output_tokens == 160 + 420 + 60
     assert proposal.cost_usd == pytest.approx(
         expected_cost(SONNET_55, 3820, 640, read=13150, write=5400))
 
@@ -226,7 +227,7 @@ def test_text_only_reply_is_a_failed_experiment_not_exhaustion() -> None:
     assert proposal is not None, "no kernel this time is not 'search exhausted'"
     assert proposal.error.startswith("no kernel: Claude answered with text only")
     assert proposal.source == BASE_KERNEL and proposal.llm_calls == 2
-    assert proposal.input_tokens == 2 * 1250
+    assert proposal.input_tokens == 2 * (1250 + 5400)
     # The second request asked for the edit explicitly.
     assert "You have not changed kernel.py" in json.dumps(cassette.requests[1]["messages"][-1])
 
@@ -295,6 +296,25 @@ def test_cost_cap_stops_before_the_call_that_would_cross_it() -> None:
         agent.propose(make_context(experiment=2))
     assert len(cassette.requests) == 2
     assert agent.total.cost_usd == pytest.approx(0.09)
+
+
+def test_caps_count_the_whole_run_across_resume(tmp_path: Path) -> None:
+    workspace = tmp_path / "run"
+    workspace.mkdir()
+    first_session = claude_agent(Cassette("cost_cap"), max_cost=0.10)
+    assert not first_session.propose(make_context(workspace=str(workspace))).error  # type: ignore
+    ledger = json.loads((workspace / ".cache" / "claude_usage.json").read_text())
+    assert ledger["calls"] == 2 and ledger["cost_usd"] == pytest.approx(0.09)
+
+    resumed = Cassette("cost_cap")
+    with pytest.raises(AgentStop, match=r"--max-cost \$0.10 reached: \$0.0900 spent"):
+        claude_agent(resumed, max_cost=0.10).propose(make_context(workspace=str(workspace)))
+    assert resumed.requests == []
+    raised = claude_agent(resumed, max_cost=0.25)  # `autokernel resume DIR --max-cost 0.25`
+    assert not raised.propose(make_context(workspace=str(workspace))).error  # type: ignore
+    assert json.loads((workspace / ".cache" / "claude_usage.json").read_text())["calls"] == 4
+    with pytest.raises(ToolError, match="private"):
+        WorkspaceReader(workspace).read(".cache/claude_usage.json")
 
 
 def test_llm_call_cap_keeps_the_kernel_already_paid_for() -> None:
@@ -500,6 +520,8 @@ def test_static_check_catches_what_the_harness_would_reject() -> None:
     off_space = BASE_KERNEL.replace("BLOCK_N = 64\n", "BLOCK_N = 96\n")
     assert "not one of its TUNABLE_SPACE values" in check_kernel_source(off_space, "reduce")[0]
     assert "syntax error" in check_kernel_source("def kernel_fn(:\n", "reduce")[0]
+    escaping = BASE_KERNEL.replace("import torch\n", "import os\nimport torch\n")
+    assert any("[import-not-allowed]" in p for p in check_kernel_source(escaping, "reduce"))
 
 
 # -- prompt ----------------------------------------------------------------------------------

@@ -57,7 +57,9 @@ class Proposal:
     description: str  # one line, goes into results.tsv and the commit message
     hypothesis: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
-    input_tokens: int = 0  # uncached input tokens, summed over the LLM calls behind this proposal
+    # Tokens summed over the LLM calls behind this proposal. input_tokens counts every prompt
+    # token (cache reads and writes included); the cache_* fields break it down.
+    input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0  # None: tokens were spent but the model's price is unknown
     cache_read_tokens: int = 0

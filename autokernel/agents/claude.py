@@ -15,13 +15,16 @@ What makes it safe to leave running overnight:
 - The stable prefix (tools, playbook, then target + reference) carries `cache_control`, so an
   overnight run pays full price for it about once per target.
 - Every request's usage (input, output, cache read and write tokens) is priced from `PRICES`;
-  `--max-cost` and `--max-llm-calls` are checked before each request.
+  `--max-cost` and `--max-llm-calls` are checked before each request. They cap the whole run: the
+  spend so far is kept in the workspace (`.cache/claude_usage.json`, which reverts never touch),
+  so a resumed run goes on counting from there.
 
 `anthropic` is imported only inside this module's functions: the GPU machines may not have it.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -48,6 +51,7 @@ MODEL_ENV = "AUTOKERNEL_CLAUDE_MODEL"
 EFFORT_ENV = "AUTOKERNEL_CLAUDE_EFFORT"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 PROGRAM_FILE = "program.md"
+LEDGER_FILE = ".cache/claude_usage.json"  # the workspace's .cache/ survives reverts and resume
 PACKAGED_PROGRAM = Path(__file__).resolve().parent / PROGRAM_FILE
 
 
@@ -135,6 +139,23 @@ class Spend:
     def add(self, other: Spend) -> None:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def prompt_tokens(self) -> int:
+        """Every input token processed: uncached, read from the cache, and written to it."""
+        return self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+
+    def to_dict(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Spend:
+        spend = cls()
+        for name in cls.__dataclass_fields__:
+            value = data.get(name)
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                setattr(spend, name, type(getattr(spend, name))(value))
+        return spend
 
     @property
     def cost_or_none(self) -> float | None:
@@ -517,12 +538,39 @@ class ClaudeAgent:
             )
 
         self.total = Spend()
+        self._ledger: Path | None = None
         self._largest_call_usd = 0.0
         self._consecutive_failures = 0
         self._transient_failures = 0
         self._stop_reason = ""
         self._memory: _TargetMemory | None = None
         self._pending: tuple[int, str] | None = None  # (experiment, hypothesis) awaiting observe
+
+    # -- the run's ledger -----------------------------------------------------------------
+
+    def _open_ledger(self, workspace: str | None) -> None:
+        """Count what earlier sessions of this run spent, once, and record every call from now."""
+        if workspace is None or self._ledger is not None:
+            return
+        self._ledger = Path(workspace) / LEDGER_FILE
+        try:
+            earlier = Spend.from_dict(json.loads(self._ledger.read_text()))
+        except (OSError, ValueError, AttributeError):
+            return  # no earlier session (or an unreadable ledger: start counting afresh)
+        self.total.add(earlier)
+        if earlier.calls:
+            self._largest_call_usd = max(self._largest_call_usd, earlier.cost_usd / earlier.calls)
+
+    def _save_ledger(self) -> None:
+        if self._ledger is None:
+            return
+        try:
+            self._ledger.parent.mkdir(parents=True, exist_ok=True)
+            scratch = self._ledger.with_suffix(".tmp")
+            scratch.write_text(json.dumps(self.total.to_dict(), indent=1) + "\n")
+            os.replace(scratch, self._ledger)
+        except OSError:
+            pass  # the caps still hold for this session; only a resume would forget the spend
 
     # -- budget ---------------------------------------------------------------------------
 
@@ -654,6 +702,7 @@ class ClaudeAgent:
             )
             spend.add(call)
             self.total.add(call)
+            self._save_ledger()
             self._largest_call_usd = max(self._largest_call_usd, call.cost_usd)
 
             blocks = list(getattr(response, "content", None) or [])
@@ -698,6 +747,7 @@ class ClaudeAgent:
     def propose(self, context: AgentContext) -> Proposal | None:
         if self._stop_reason:
             raise AgentStop(self._stop_reason)
+        self._open_ledger(context.workspace)
         stop = self.budget_stop_reason()
         if stop:
             raise AgentStop(stop)
@@ -736,7 +786,7 @@ class ClaudeAgent:
             description=draft.description
             or one_line(outcome.final_text or "claude edit (no description given)"),
             hypothesis=draft.hypothesis or one_line(outcome.final_text, 400),
-            input_tokens=spend.input_tokens,
+            input_tokens=spend.prompt_tokens,
             output_tokens=spend.output_tokens,
             cost_usd=spend.cost_or_none,
             cache_read_tokens=spend.cache_read_tokens,

@@ -22,7 +22,7 @@ from autokernel.kernelfile import ENTRY_POINT, KernelFileError, parse_kernel_sou
 KERNEL_FILE = "kernel.py"
 MAX_READ_CHARS = 40_000  # one tool result; a whole kernel file is far smaller
 MAX_LIST_ENTRIES = 200
-HIDDEN_DIRS = frozenset({".git", "__pycache__"})
+HIDDEN_DIRS = frozenset({".git", ".cache", "__pycache__"})  # private or noise
 DESCRIPTION_CHARS = 160
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
