@@ -30,6 +30,14 @@ class ShapeTiming:
     gbps: float | None = None
     pct_peak_datasheet: float | None = None
     pct_peak_measured: float | None = None
+    samples: int = 0  # timed calls per contestant
+    eager_iqr_us: float | None = None
+    compile_iqr_us: float | None = None
+    compile_cached: bool = False  # compile_us comes from the run's baseline cache
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    throughput: float | None = None
+    throughput_unit: str | None = None
 
 
 @dataclass
@@ -59,6 +67,14 @@ class BenchResult:
     timing_meaningful: bool = True  # False on the CPU interpreter
     timings: list[ShapeTiming] = field(default_factory=list)
     stages: dict[str, str] = field(default_factory=dict)  # stage name -> "pass"/"fail"/"skip"
+    rule: str | None = None  # machine-readable cause of REJECTED, e.g. "library-fallback"
+    correctness_dtypes: list[str] = field(default_factory=list)
+    stage_cases: dict[str, int] = field(default_factory=dict)  # inputs checked per stage
+    gpu: str | None = None  # device name as the worker saw it
+    torch_version: str | None = None
+    triton_version: str | None = None
+    notes: list[str] = field(default_factory=list)
+    phase_seconds: dict[str, float] = field(default_factory=dict)  # the worker's time by phase
 
     @property
     def passed(self) -> bool:
@@ -67,6 +83,9 @@ class BenchResult:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["status"] = self.status.value
+        # The "pct_peak (datasheet and measured)", as one object beside the flat fields.
+        data["pct_peak"] = {"datasheet": self.pct_peak_datasheet,
+                            "measured": self.pct_peak_measured}
         return data
 
     def to_json(self) -> str:

@@ -1,0 +1,105 @@
+"""Which inputs each of the five correctness stages feeds the candidate.
+
+1. smoke: one small input (the registry's smoke shape), to fail fast.
+2. shape_sweep: the registry's sweep (its `cpu_sweep` on the interpreter), plus the timed shapes
+   and the model's own shapes, in every correctness dtype.
+3. stability: the op's adversarial inputs and the four distributions (normal, signed uniform,
+   non-negative, large magnitude), in every correctness dtype, at one realistic shape.
+4. determinism: the same input three times (bitwise equal outputs), then the same buffers
+   refilled with new values that agree with the old ones at the first and last elements (a cache
+   keyed on pointers or on a fingerprint of a few values replays a stale answer here), then new
+   buffers of the same shape.
+5. edge_sizes: the registry's non-power-of-two and single-row/column shapes.
+
+Every case gets its own seed, derived from the run's secret seed; the plan itself is public.
+`quick` trims the number of shapes (never a detector) to keep the adversarial test suite fast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from autokernel.ops.spec import DISTRIBUTIONS, OpSpec, Shape, dtype_name
+
+STAGES: tuple[str, ...] = ("smoke", "shape_sweep", "stability", "determinism", "edge_sizes")
+DETERMINISM_REPEATS = 3
+SEED_STRIDE = 1_000_003
+
+
+@dataclass(frozen=True)
+class Case:
+    stage: str
+    shape: Shape
+    dtype: torch.dtype
+    label: str = ""  # e.g. "normal", "adversarial:equal_large", "refill"
+    distribution: str = "normal"
+    adversarial: str | None = None
+    splice_from: int | None = None  # index of the case whose first/last values this one reuses
+
+    def describe(self, spec: OpSpec) -> str:
+        what = f" {self.label}" if self.label else ""
+        return f"{self.stage}{what} [{spec.format_shape(self.shape)}] {dtype_name(self.dtype)}"
+
+
+def case_seed(master_seed: int, index: int) -> int:
+    return (master_seed + SEED_STRIDE * (index + 1)) % (2**63 - 1)
+
+
+def _unique(shapes: list[Shape]) -> list[Shape]:
+    seen: dict[Shape, None] = {}
+    for shape in shapes:
+        seen.setdefault(tuple(shape), None)
+    return list(seen)
+
+
+def default_timing_shapes(spec: OpSpec, device: str) -> list[Shape]:
+    """The registry's first bench shape on a GPU; on the interpreter, where a bench shape would
+    take minutes, the middle of the CPU sweep."""
+    if device == "cuda":
+        return [spec.bench_shapes[0]]
+    return [spec.cpu_sweep[len(spec.cpu_sweep) // 2]]
+
+
+def default_timing_dtypes(spec: OpSpec, device: str) -> list[torch.dtype]:
+    preferred = torch.float16 if device == "cuda" else torch.float32
+    return [preferred if preferred in spec.dtypes else spec.dtypes[0]]
+
+
+def plan_cases(
+    spec: OpSpec,
+    device: str,
+    correctness_dtypes: list[torch.dtype],
+    timing_shapes: list[Shape],
+    model_shapes: list[Shape],
+    quick: bool = False,
+) -> list[Case]:
+    on_gpu = device == "cuda"
+    sweep = list(spec.sweep if on_gpu else spec.cpu_sweep)
+    edges = list(spec.edge_shapes if on_gpu else spec.cpu_edge_shapes)
+    if quick:
+        sweep, edges = sweep[:2], edges[:2]
+    sweep = _unique(sweep + list(timing_shapes) + list(model_shapes))
+    stability_shape = timing_shapes[0] if on_gpu else spec.smoke_shape
+    determinism_shape = timing_shapes[0] if on_gpu else spec.smoke_shape
+
+    cases = [Case("smoke", spec.smoke_shape, correctness_dtypes[0])]
+    for shape in sweep:
+        label = "model" if shape in model_shapes else ("timed" if shape in timing_shapes else "")
+        cases.extend(Case("shape_sweep", shape, dtype, label) for dtype in correctness_dtypes)
+    for dtype in correctness_dtypes:
+        for adversarial in spec.adversarial:
+            cases.append(Case("stability", stability_shape, dtype,
+                              f"adversarial:{adversarial.name}", adversarial=adversarial.name))
+        for distribution in DISTRIBUTIONS:
+            cases.append(Case("stability", stability_shape, dtype, distribution,
+                              distribution=distribution))
+    for dtype in correctness_dtypes:
+        base = len(cases)
+        cases.append(Case("determinism", determinism_shape, dtype, "repeat"))
+        cases.append(Case("determinism", determinism_shape, dtype, "refill", splice_from=base))
+        cases.append(Case("determinism", determinism_shape, dtype, "new_buffers"))
+    for shape in _unique(edges):
+        cases.extend(Case("edge_sizes", shape, dtype) for dtype in correctness_dtypes)
+    return cases

@@ -1,0 +1,348 @@
+"""Cheat detectors that run inside the worker, around every call of the candidate.
+
+They are installed before the candidate is imported, and everything they rely on is captured
+then too, so a candidate that replaces a torch function, the timer or one of these hooks is caught
+by `IdentitySnapshot` rather than silently believed.
+
+- `IdentitySnapshot`: the functions and classes of torch, triton, the clock and the harness itself,
+  by identity. Any replacement (`torch.softmax = f`, `triton.testing.do_bench = f`,
+  `time.perf_counter = f`, `torch.cuda.Event.elapsed_time = f`) is tampering.
+- `LaunchMonitor`: wraps Triton's launch paths (`JITFunction.run`, the interpreter's
+  `InterpretedFunction.run`, `CompiledKernel[grid]`) to count the candidate's own launches, to
+  check that each runs on the harness's CUDA stream, and, in ghost mode, to skip them: a
+  candidate whose output is still right with every launch skipped did not compute it in Triton
+  (the "ghost replay" defence against token launches plus a host-side answer).
+- `FallbackRecorder`: a TorchDispatchMode that records every aten op the candidate runs outside
+  its Triton launches. Only allocation, layout and copy ops are allowed (`ALLOWED_ATEN_OPS`);
+  anything that computes is a library fallback.
+- `poison_allocator` / `poison_free_cache`: fill the memory the candidate's output will come from
+  with 0xFF bytes (NaN in every float dtype), so an output element the kernel never writes can
+  be seen, and a freed buffer holding a reference answer can never be handed to the candidate.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from autokernel.harness.compare import POISON_BYTE
+
+# aten ops a kernel_fn may run around its Triton launches, by overload-packet name. None of them
+# computes a value from the inputs' values: they allocate, initialise, reshape, or move bytes.
+ALLOWED_ATEN_OPS: frozenset[str] = frozenset({
+    # Allocation and initialisation of outputs and scratch buffers (torch.empty/zeros/full...).
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros",
+    "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
+    "fill_", "zero_", "scalar_tensor", "lift_fresh", "lift_fresh_copy", "resize_",
+    # Views and layout metadata: no data is read.
+    "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand",
+    "slice", "select", "unsqueeze", "squeeze", "narrow", "split", "split_with_sizes", "chunk",
+    "unbind", "alias", "detach", "view_as", "unflatten", "flatten", "movedim",
+    # Copies: making an input contiguous, or casting dtype (same device only, checked below).
+    "contiguous", "clone", "copy_", "_to_copy", "to",
+})
+
+# Allocations whose memory is uninitialised: the recorder fills them with poison as they are
+# made, so an output element the kernel never writes is always visible, whatever the allocator
+# hands out (a stale buffer may hold an earlier answer: the reference's, or the kernel's own).
+POISONED_ALLOCATIONS: frozenset[str] = frozenset({
+    "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+})
+
+# Ops that may move data between devices: allowed only when every tensor stays on the device.
+DEVICE_CHECKED_OPS: frozenset[str] = frozenset({"copy_", "_to_copy", "to"})
+
+_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
+_THIS_FILE = str(Path(__file__).resolve())
+
+
+class LaunchMonitor:
+    """Counts Triton launches, checks their stream, and can skip them (ghost mode)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.launches = 0
+        self.in_launch = 0
+        self.ghost = False
+        self.stream_violations: list[str] = []
+        self.expected_stream: int | None = None
+        self._last_result: dict[int, Any] = {}
+        self.installed: dict[str, tuple[type, str, Callable[..., Any]]] = {}
+        self.triton_dir = ""
+
+    # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
+    # reach the monitor's state through them without private attribute access.
+    def install(self) -> None:
+        import triton
+        from triton.runtime.jit import JITFunction
+
+        self.triton_dir = str(Path(triton.__file__).resolve().parent)
+        if self.device == "cuda":
+            self.expected_stream = torch.cuda.current_stream().cuda_stream
+        self._wrap_run(JITFunction, "JITFunction.run")
+        try:
+            from triton.runtime.interpreter import InterpretedFunction
+        except ImportError:  # pragma: no cover - every triton 3.x has the interpreter
+            InterpretedFunction = None  # noqa: N806
+        if InterpretedFunction is not None:
+            self._wrap_run(InterpretedFunction, "InterpretedFunction.run")
+        try:
+            from triton.compiler.compiler import CompiledKernel
+        except ImportError:  # pragma: no cover
+            CompiledKernel = None  # noqa: N806
+        if CompiledKernel is not None:
+            self._wrap_getitem(CompiledKernel, "CompiledKernel.__getitem__")
+
+    def _check_stream(self, explicit: Any = None) -> None:
+        if self.device != "cuda":
+            return
+        current = explicit if explicit is not None else torch.cuda.current_stream().cuda_stream
+        if current != self.expected_stream:
+            self.stream_violations.append(
+                f"a Triton kernel was launched on stream {current:#x}, not the harness's stream"
+            )
+
+    def _wrap_run(self, cls: type, label: str) -> None:
+        original = cls.run
+        monitor = self
+
+        def run(fn: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
+            if warmup:
+                return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            monitor.launches += 1
+            monitor._check_stream()
+            if monitor.ghost:
+                return monitor._last_result.get(id(fn))
+            monitor.in_launch += 1
+            try:
+                result = original(fn, *args, grid=grid, warmup=warmup, **kwargs)
+            finally:
+                monitor.in_launch -= 1
+            monitor._last_result[id(fn)] = result
+            return result
+
+        run.__qualname__ = original.__qualname__
+        cls.run = run
+        self.installed[label] = (cls, "run", run)
+
+    def _wrap_getitem(self, cls: type, label: str) -> None:
+        original = cls.__getitem__
+        monitor = self
+
+        def getitem(kernel: Any, grid: Any) -> Callable[..., Any]:
+            runner = original(kernel, grid)
+
+            def launch(*args: Any, stream: Any = None) -> Any:
+                monitor.launches += 1
+                monitor._check_stream(stream)
+                if monitor.ghost:
+                    return None
+                monitor.in_launch += 1
+                try:
+                    return runner(*args, stream=stream)
+                finally:
+                    monitor.in_launch -= 1
+
+            return launch
+
+        cls.__getitem__ = getitem
+        self.installed[label] = (cls, "__getitem__", getitem)
+
+    def tampered(self) -> list[str]:
+        """Hooks the candidate removed or replaced."""
+        return [label for label, (cls, attr, hook) in self.installed.items()
+                if cls.__dict__.get(attr) is not hook]
+
+    def launch_origin_is_triton(self, frame: types.FrameType | None) -> bool:
+        """While inside a launch: does the op come from Triton's own code (not a hook of the
+        candidate's)? The first frame outside torch and this file decides."""
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if filename.startswith(_TORCH_DIR) or filename == _THIS_FILE:
+                frame = frame.f_back
+                continue
+            return filename.startswith(self.triton_dir)
+        return False
+
+
+class FallbackRecorder(TorchDispatchMode):
+    """Records aten ops that the candidate runs itself, outside Triton's launch machinery, and
+    poisons the uninitialised memory it allocates."""
+
+    def __init__(self, monitor: LaunchMonitor, device: torch.device) -> None:
+        super().__init__()
+        self.monitor = monitor
+        self.device = device
+        self.violations: list[str] = []
+
+    def reset(self) -> None:
+        self.violations = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if self.monitor.in_launch and self.monitor.launch_origin_is_triton(sys._getframe(1)):
+            return result
+        name = func.overloadpacket.__name__
+        if name in POISONED_ALLOCATIONS and isinstance(result, torch.Tensor):
+            result.untyped_storage().fill_(POISON_BYTE)
+        if name not in ALLOWED_ATEN_OPS:
+            self.violations.append(str(func).removeprefix("aten."))
+        elif name in DEVICE_CHECKED_OPS:
+            tensors = [a for a in (*args, *kwargs.values(), result) if isinstance(a, torch.Tensor)]
+            if any(t.device.type != self.device.type for t in tensors):
+                self.violations.append(f"{str(func).removeprefix('aten.')} (device transfer)")
+        return result
+
+
+@dataclass
+class IdentitySnapshot:
+    """The callables of a set of namespaces, by identity, to catch replacement."""
+
+    entries: dict[str, tuple[Any, dict[str, Any], bool]] = field(default_factory=dict)
+
+    @classmethod
+    def take(cls, namespaces: dict[str, Any]) -> IdentitySnapshot:
+        snapshot = cls()
+        for label, namespace in namespaces.items():
+            if namespace is None:
+                continue
+            is_class = isinstance(namespace, type)
+            saved = {k: v for k, v in vars(namespace).items()
+                     if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+            snapshot.entries[label] = (namespace, saved, is_class)
+        return snapshot
+
+    def changes(self) -> list[str]:
+        """'torch.softmax replaced', ... (empty when nothing changed)."""
+        missing = object()
+        found: list[str] = []
+        for label, (namespace, saved, is_class) in self.entries.items():
+            current = vars(namespace)
+            for name, value in saved.items():
+                now = current.get(name, missing)
+                if now is missing:
+                    found.append(f"{label}.{name} deleted")
+                elif now is not value:
+                    found.append(f"{label}.{name} replaced")
+            if is_class:
+                # A new class attribute can shadow an inherited method (Tensor.add = f).
+                added = [k for k, v in current.items() if k not in saved and callable(v)]
+                found.extend(f"{label}.{name} added" for name in added)
+        return found
+
+
+def harness_namespaces(kernel_type: str) -> dict[str, Any]:
+    """What the reference, the stock baselines and the timer rely on."""
+    import math
+    import time
+    import builtins
+
+    import triton
+    import triton.testing
+    import torch.nn.functional as F
+    from triton.runtime import autotuner, jit
+
+    import autokernel.harness.compare as compare_module
+    import autokernel.harness.guards as guards_module
+    import autokernel.harness.timing as timing_module
+    import autokernel.harness.worker as worker_module
+    import autokernel.ops.spec as spec_module
+    import autokernel.reference as reference_module
+    from autokernel.ops import get_spec
+
+    op_module = sys.modules[get_spec(kernel_type).stock.__module__]
+    namespaces: dict[str, Any] = {
+        "builtins": builtins, "time": time, "math": math, "threading": threading,
+        "torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor,
+        "torch.TensorBase": torch._C.TensorBase, "torch.linalg": torch.linalg,
+        "torch.special": torch.special, "torch.cuda": torch.cuda,
+        "torch.cuda.Event": torch.cuda.Event, "torch.Generator": torch.Generator,
+        "TorchDispatchMode": TorchDispatchMode,
+        "triton": triton, "triton.testing": triton.testing, "triton.runtime.jit": jit,
+        "triton.runtime.autotuner": autotuner, "JITFunction": jit.JITFunction,
+        "Autotuner": autotuner.Autotuner,
+        "autokernel.reference": reference_module, "autokernel.ops.spec": spec_module,
+        op_module.__name__: op_module,
+        "autokernel.harness.compare": compare_module, "autokernel.harness.guards": guards_module,
+        "autokernel.harness.timing": timing_module, "autokernel.harness.worker": worker_module,
+        "LaunchMonitor": LaunchMonitor, "FallbackRecorder": FallbackRecorder,
+    }
+    try:
+        from triton.runtime import interpreter
+        namespaces["triton.runtime.interpreter"] = interpreter
+        namespaces["InterpretedFunction"] = interpreter.InterpretedFunction
+        namespaces["GridExecutor"] = interpreter.GridExecutor
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        from triton.compiler import compiler
+        namespaces["CompiledKernel"] = compiler.CompiledKernel
+    except ImportError:  # pragma: no cover
+        pass
+    return namespaces
+
+
+def live_threads() -> set[int]:
+    return {t.ident for t in threading.enumerate() if t.ident is not None and t.is_alive()}
+
+
+def new_threads(before: set[int]) -> list[str]:
+    return [f"{t.name} ({type(t).__name__})" for t in threading.enumerate()
+            if t.ident not in before and t.is_alive()]
+
+
+def poison_allocator(nbytes: int, device: torch.device, blocks: int = 2,
+                     pattern: int = POISON_BYTE) -> None:
+    """Leave poisoned free blocks of `nbytes` where the candidate's next allocation comes from.
+
+    CUDA's caching allocator hands out the best-fitting cached block, so every cached free block
+    of this size is taken (and poisoned) until fresh memory is needed; glibc hands a freed chunk
+    of the same size straight back. Either way the output starts as 0xFF bytes, not as a stale
+    answer.
+    """
+    if nbytes <= 0:
+        return
+    held = []
+    if device.type == "cuda":
+        reserved = torch.cuda.memory_reserved(device)
+        for _ in range(64):
+            block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            block.fill_(pattern)
+            held.append(block)
+            if len(held) >= blocks and torch.cuda.memory_reserved(device) > reserved:
+                break
+    else:
+        for _ in range(blocks):
+            block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            block.fill_(pattern)
+            held.append(block)
+    del held
+
+
+def poison_free_cache(device: torch.device) -> int:
+    """Fill every free block of CUDA's caching allocator with poison (after the reference
+    phase, so no intermediate of an oracle survives in memory the candidate may be handed).
+    Returns the bytes poisoned; 0 on CPU, where freed memory is not cached by torch."""
+    if device.type != "cuda":
+        return 0
+    sizes = [block["size"] for segment in torch.cuda.memory_snapshot()
+             if segment.get("device", device.index or 0) == (device.index or 0)
+             for block in segment.get("blocks", []) if block.get("state") == "inactive"]
+    held = []
+    total = 0
+    for size in sorted(sizes, reverse=True):
+        block = torch.empty(size, dtype=torch.uint8, device=device)
+        block.fill_(POISON_BYTE)
+        held.append(block)
+        total += size
+    del held
+    return total

@@ -1,0 +1,438 @@
+"""`run_bench`: judge one kernel file, from the harness process, without ever importing it.
+
+The harness process reads the file as text (format check, static scan), then spawns a fresh
+worker (`autokernel.harness.worker`) for everything that executes it:
+
+- spawned with `subprocess.Popen` (fork + exec of a new interpreter: nothing of this process,
+  CUDA context included, is inherited), in a new session, so a wall-clock timeout kills the
+  whole process group, grandchildren included;
+- the job (with the secret seed and nonce) on stdin; the report on a private pipe;
+- a scrubbed environment (`candidate_env`): no API keys or other secrets, HOME and TMPDIR in a
+  fresh temporary directory, persistent Triton/Inductor caches so compiles are reused;
+- the working directory is a temporary directory holding a copy of the kernel file, deleted
+  afterwards: the candidate has no path into the run's workspace.
+
+Then this process turns the worker's raw timings into throughput and % of peak (through
+`autokernel.gpu.roofline`, the one place that computes them), quarantines impossible results, and
+caches the compiled-stock timings for the next call.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from autokernel.harness.protocol import (
+    ChannelError, Job, WorkerReport, decode_report,
+)
+from autokernel.harness.result import BenchResult, ShapeTiming, Status
+
+DEFAULT_TIMEOUT_S = 600.0
+OUTPUT_TAIL_BYTES = 16_384
+BASELINE_CACHE_FILE = "harness-baselines.json"
+
+# Environment entries the worker keeps (by exact name or prefix), unless they look secret.
+KEEP_ENV_NAMES: frozenset[str] = frozenset({
+    "PATH", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CC", "CXX",
+    "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+})
+KEEP_ENV_PREFIXES: tuple[str, ...] = (
+    "LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "TORCHINDUCTOR_", "HIP_", "ROCM_", "HSA_",
+    "AUTOKERNEL_",
+)
+SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
+
+
+class BenchInputError(ValueError):
+    """The caller asked for something impossible (no such file, unknown shape or dtype)."""
+
+
+def default_cache_dir() -> Path:
+    from autokernel.gpu.calibrate import cache_dir
+
+    return cache_dir()
+
+
+def candidate_env(device: str, workdir: Path, cache_dir: Path) -> dict[str, str]:
+    """The worker's environment: the scrubbed parent environment plus private HOME/TMPDIR and
+    the persistent compile caches."""
+    env = {k: v for k, v in os.environ.items()
+           if (k in KEEP_ENV_NAMES or k.startswith(KEEP_ENV_PREFIXES)) and not SECRET_ENV.search(k)}
+    home, tmp = workdir / "home", workdir / "tmp"
+    home.mkdir(exist_ok=True)
+    tmp.mkdir(exist_ok=True)
+    env.update({
+        "HOME": str(home),
+        "TMPDIR": str(tmp),
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+        # Compile the torch.compile baseline in-process: no pool of helper processes or threads.
+        "TORCHINDUCTOR_COMPILE_THREADS": "1",
+        # Measured ceilings are per machine, in the user's cache, wherever this run caches.
+        "AUTOKERNEL_CACHE_DIR": str(default_cache_dir()),
+    })
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+class _Drain(threading.Thread):
+    """Reads a pipe to EOF, keeping everything (result) or only the tail (candidate output)."""
+
+    def __init__(self, fd: int, keep_tail: int | None) -> None:
+        super().__init__(daemon=True)
+        self.fd = fd
+        self.chunks: deque[bytes] = deque()
+        self.size = 0
+        self.keep_tail = keep_tail
+
+    def run(self) -> None:
+        try:
+            while chunk := os.read(self.fd, 65536):
+                self.chunks.append(chunk)
+                self.size += len(chunk)
+                while self.keep_tail is not None and self.size - len(self.chunks[0]) \
+                        >= self.keep_tail:
+                    self.size -= len(self.chunks.popleft())
+        except OSError:
+            pass
+        finally:
+            os.close(self.fd)
+
+    def data(self) -> bytes:
+        raw = b"".join(self.chunks)
+        return raw[-self.keep_tail:] if self.keep_tail is not None else raw
+
+
+def _worker_command() -> list[str]:
+    # -c keeps the worker module importable under its own name (the guards snapshot it), and
+    # -P (3.11+) keeps the temporary working directory off sys.path.
+    safe_path = ["-P"] if sys.version_info >= (3, 11) else []
+    return [sys.executable, *safe_path, "-c",
+            "from autokernel.harness.worker import main; main()"]
+
+
+def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
+                 timeout_s: float) -> tuple[int | None, bytes, str, bool]:
+    """Run one worker: (returncode, result bytes, output tail, timed out)."""
+    read_fd, write_fd = os.pipe()
+    job.result_fd = write_fd
+    try:
+        proc = subprocess.Popen(
+            _worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, cwd=cwd, env=env, pass_fds=(write_fd,),
+            start_new_session=True, close_fds=True,
+        )
+    finally:
+        os.close(write_fd)
+    assert proc.stdin is not None and proc.stdout is not None
+    result = _Drain(read_fd, None)
+    output = _Drain(os.dup(proc.stdout.fileno()), OUTPUT_TAIL_BYTES)
+    proc.stdout.close()
+    result.start()
+    output.start()
+    try:
+        proc.stdin.write(job.to_json().encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+    finally:
+        # The whole group: a worker that timed out, or anything it left behind.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+    result.join(timeout=10)
+    output.join(timeout=10)
+    tail = output.data().decode("utf-8", "replace")
+    return proc.returncode, result.data(), tail, timed_out
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def _last_lines(text: str, count: int = 3, width: int = 600) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return " | ".join(lines[-count:])[-width:]
+
+
+# -- baseline cache ---------------------------------------------------------------------------------
+
+def read_baseline_cache(cache_dir: Path) -> dict[str, dict[str, Any]]:
+    try:
+        data = json.loads((cache_dir / BASELINE_CACHE_FILE).read_text())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def write_baseline_cache(cache_dir: Path, new_entries: dict[str, dict[str, Any]]) -> None:
+    if not new_entries:
+        return
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    entries = read_baseline_cache(cache_dir)
+    entries.update(new_entries)
+    fd, tmp = tempfile.mkstemp(prefix=".baselines-", suffix=".tmp", dir=cache_dir)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            json.dump(entries, handle, indent=1, sort_keys=True)
+        os.replace(tmp, cache_dir / BASELINE_CACHE_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# -- turning a report into a BenchResult ----------------------------------------------------------
+
+def _gpu_objects(report: WorkerReport) -> tuple[Any, Any]:
+    from autokernel.gpu.calibrate import Ceilings
+    from autokernel.gpu.database import GPUSpec
+
+    gpu = ceilings = None
+    if report.gpu_spec:
+        data = dict(report.gpu_spec)
+        for key in ("compute_capability", "torch_names"):
+            if isinstance(data.get(key), list):
+                data[key] = tuple(data[key])
+        gpu = GPUSpec(**data)
+    if report.ceilings:
+        ceilings = Ceilings(**report.ceilings)
+    return gpu, ceilings
+
+
+def _ratio(numerator: float | None, denominator: float | None) -> float | None:
+    if numerator is None or not denominator:
+        return None
+    return numerator / denominator
+
+
+def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: str) -> None:
+    """Fill `result` from the worker's report: verdict, timings, roofline, plausibility."""
+    from autokernel.gpu.roofline import roofline
+    from autokernel.harness.timing import impossible_reason
+    from autokernel.ops.spec import parse_dtype
+
+    result.status = Status(report.status)
+    result.stage, result.reason, result.rule = report.stage, report.reason, report.rule
+    result.stages = dict(report.stages)
+    result.stage_cases = dict(report.stage_cases)
+    result.peak_vram_mb = report.peak_vram_mb
+    result.gpu = report.device_name or None
+    result.torch_version, result.triton_version = report.torch_version, report.triton_version
+    result.notes.extend(report.notes)
+    result.phase_seconds = dict(report.phase_seconds)
+    gpu, ceilings = _gpu_objects(report) if device == "cuda" else (None, None)
+
+    for timed in report.timings:
+        shape, dtype = tuple(timed.shape), parse_dtype(timed.dtype)
+        line = roofline(spec, shape, dtype, timed.latency_us, gpu, ceilings)
+        result.timings.append(ShapeTiming(
+            shape=list(shape), dtype=timed.dtype, latency_us=timed.latency_us,
+            iqr_us=timed.iqr_us, eager_us=timed.eager_us, compile_us=timed.compile_us,
+            tflops=line.tflops, gbps=line.gbps, pct_peak_datasheet=line.pct_peak_datasheet,
+            pct_peak_measured=line.pct_peak_measured, samples=timed.samples,
+            eager_iqr_us=timed.eager_iqr_us, compile_iqr_us=timed.compile_iqr_us,
+            compile_cached=timed.compile_cached,
+            speedup_vs_eager=_ratio(timed.eager_us, timed.latency_us),
+            speedup_vs_compile=_ratio(timed.compile_us, timed.latency_us),
+            throughput=line.throughput, throughput_unit=line.throughput_unit,
+        ))
+    if result.timings:
+        primary = result.timings[0]
+        result.latency_us, result.iqr_us = primary.latency_us, primary.iqr_us
+        result.throughput, result.throughput_unit = primary.throughput, primary.throughput_unit
+        result.tflops, result.gbps = primary.tflops, primary.gbps
+        result.pct_peak_datasheet = primary.pct_peak_datasheet
+        result.pct_peak_measured = primary.pct_peak_measured
+        result.eager_latency_us, result.compile_latency_us = primary.eager_us, primary.compile_us
+        result.speedup_vs_eager = primary.speedup_vs_eager
+        result.speedup_vs_compile = primary.speedup_vs_compile
+    if any(t.compile_cached for t in result.timings):
+        result.notes.append("torch.compile latency from this run's baseline cache (measured "
+                            "interleaved with the candidate in an earlier call)")
+
+    if device != "cuda":
+        result.timing_meaningful = False
+        return
+    if result.status is not Status.PASS:
+        return
+    for timing in result.timings:
+        baselines = [t for t in (timing.eager_us, timing.compile_us) if t]
+        reason = impossible_reason(timing.latency_us, timing.pct_peak_datasheet,
+                                   min(baselines) if baselines else None)
+        if reason is not None:
+            result.status, result.stage, result.rule = Status.REJECTED, "timing", "impossible"
+            where = f"{spec.format_shape(tuple(timing.shape))} {timing.dtype}"
+            result.reason = f"{reason} at {where}; quarantined for a person to look at"
+            return
+
+
+# -- the API --------------------------------------------------------------------------------------
+
+def run_bench(
+    kernel_path: str | Path,
+    *,
+    device: str = "cuda",
+    shapes: list[Any] | None = None,
+    dtypes: list[Any] | None = None,
+    correctness_dtypes: list[Any] | None = None,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    cache_dir: str | Path | None = None,
+    model_shapes: list[Any] | None = None,
+    params: dict[str, Any] | None = None,
+    quick: bool = False,
+    timing_budget_s: float = 1.0,
+    static_scan: bool = True,
+) -> BenchResult:
+    """Judge one kernel file: static scan, five correctness stages, anti-cheat, timing.
+
+    - `shapes`: timed shapes ("4096x4096" or tuples), primary first; default: the registry's first
+      bench shape (on the CPU interpreter, the middle of the CPU sweep). They join the sweep.
+    - `dtypes`: timed dtypes; default fp16 on cuda, fp32 on cpu.
+    - `correctness_dtypes`: dtypes of the correctness stages; default every dtype of the op.
+    - `model_shapes`: the profiled model's shapes, added to the shape sweep.
+    - `params`: extra op parameters for the input generator (e.g. {"eps": 1e-5}).
+    - `cache_dir`: where compiled-stock timings and Triton/Inductor caches persist across calls.
+    - `quick`: fewer sweep and edge shapes (every detector still runs); for tests.
+    - `static_scan=False` skips the AST scan, to exercise the dynamic detectors alone (tests).
+
+    Raises BenchInputError for a missing file or an impossible shape or dtype; every judgement
+    of the kernel itself, including "not a kernel file", is a BenchResult.
+    """
+    from autokernel.harness.cases import default_timing_dtypes, default_timing_shapes
+    from autokernel.harness.static_scan import scan_source, summarize
+    from autokernel.kernelfile import KernelFileError, parse_kernel_source
+    from autokernel.ops import get_spec
+    from autokernel.ops.spec import dtype_name, parse_dtype
+
+    started = time.perf_counter()
+    path = Path(kernel_path)
+    if not path.is_file():
+        raise BenchInputError(f"no such kernel file: {path}")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BenchInputError(f"cannot read {path}: {exc}") from exc
+
+    def finish(result: BenchResult) -> BenchResult:
+        result.harness_seconds = round(time.perf_counter() - started, 3)
+        return result
+
+    try:
+        info = parse_kernel_source(source)
+    except KernelFileError as exc:
+        return finish(BenchResult(status=Status.REJECTED, stage="static_scan",
+                                  reason=f"not a valid kernel file: {exc}", rule="kernel-format",
+                                  device=device, stages={"static_scan": "fail"}))
+    spec = get_spec(info.kernel_type)
+    try:
+        timing_shapes = ([spec.parse_shape(s) for s in shapes] if shapes
+                         else default_timing_shapes(spec, device))
+        extra_shapes = [spec.parse_shape(s) for s in (model_shapes or [])]
+        timing_dtypes = ([parse_dtype(d) for d in dtypes] if dtypes
+                         else default_timing_dtypes(spec, device))
+        checked_dtypes = ([parse_dtype(d) for d in correctness_dtypes] if correctness_dtypes
+                          else list(spec.dtypes))
+    except ValueError as exc:
+        raise BenchInputError(str(exc)) from exc
+    unsupported = [dtype_name(d) for d in (*timing_dtypes, *checked_dtypes) if d not in spec.dtypes]
+    if unsupported:
+        raise BenchInputError(f"{spec.name} does not support {', '.join(unsupported)}; it "
+                              f"supports {', '.join(dtype_name(d) for d in spec.dtypes)}")
+    for dtype in timing_dtypes:  # timed dtypes are always checked for correctness too
+        if dtype not in checked_dtypes:
+            checked_dtypes.append(dtype)
+
+    result = BenchResult(
+        status=Status.PASS, kernel_type=info.kernel_type, backend=info.backend, device=device,
+        shapes=[list(s) for s in timing_shapes], dtypes=[dtype_name(d) for d in timing_dtypes],
+        correctness_dtypes=[dtype_name(d) for d in checked_dtypes],
+        timing_meaningful=device == "cuda",
+    )
+    if info.backend != "triton":
+        result.status, result.stage, result.rule = Status.REJECTED, "static_scan", "backend"
+        result.reason = f"backend {info.backend!r} is not supported by the harness yet (triton)"
+        return finish(result)
+    if static_scan:
+        violations = scan_source(source)
+        if violations:
+            result.status, result.stage = Status.REJECTED, "static_scan"
+            result.rule, result.reason = violations[0].rule, "static scan: " + summarize(violations)
+            result.stages = {"static_scan": "fail"}
+            return finish(result)
+        result.stages["static_scan"] = "pass"
+    else:
+        result.stages["static_scan"] = "skip"
+        result.notes.append("static scan skipped (dynamic detectors only)")
+
+    caches = Path(cache_dir) if cache_dir is not None else default_cache_dir()
+    caches.mkdir(parents=True, exist_ok=True)
+    cached = {k: v for k, v in read_baseline_cache(caches).items()
+              if k.startswith(f"{info.kernel_type}|")}
+    workdir = Path(tempfile.mkdtemp(prefix="autokernel-bench-"))
+    try:
+        kernel_copy = workdir / "kernel.py"
+        kernel_copy.write_text(source, encoding="utf-8")
+        job = Job(
+            kernel_path=str(kernel_copy), kernel_type=info.kernel_type, device=device,
+            timing_shapes=[list(s) for s in timing_shapes],
+            timing_dtypes=[dtype_name(d) for d in timing_dtypes],
+            correctness_dtypes=[dtype_name(d) for d in checked_dtypes],
+            model_shapes=[list(s) for s in extra_shapes], params=dict(params or {}),
+            seed=secrets.randbelow(2**62), nonce=secrets.token_hex(16), result_fd=-1,
+            quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
+        )
+        env = candidate_env(device, workdir, caches)
+        returncode, raw, output_tail, timed_out = spawn_worker(job, env, workdir, timeout_s)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    if timed_out:
+        result.status, result.stage = Status.TIMEOUT, "timeout"
+        result.reason = (f"no verdict within {timeout_s:g} s; the worker's process group was "
+                         "killed")
+        return finish(result)
+    try:
+        report = decode_report(raw, job.nonce)
+    except ChannelError as exc:
+        result.status, result.stage, result.rule = Status.REJECTED, "worker", "result-channel"
+        result.reason = f"the result channel was tampered with: {exc}"
+        return finish(result)
+    if report is None:
+        result.status, result.stage = Status.CRASH, "worker"
+        if returncode is not None and returncode < 0:
+            result.reason = f"worker killed by {_signal_name(returncode)}"
+        else:
+            result.reason = f"worker exited with status {returncode} before giving a verdict"
+        if output_tail.strip():
+            result.reason += f": {_last_lines(output_tail)}"
+        return finish(result)
+    apply_report(result, report, spec, device)
+    write_baseline_cache(caches, report.new_baselines)
+    return finish(result)
+

@@ -1,0 +1,662 @@
+"""The worker: the only process that ever imports a candidate `kernel.py`.
+
+`autokernel.harness.runner` spawns one per `autokernel bench` call (`python -m
+autokernel.harness.worker`, in a new session, with a scrubbed environment, in a temporary directory
+holding a copy of the kernel file), sends the job on stdin and reads one report from a private
+pipe. The order inside is what makes the verdict trustworthy:
+
+1. Read the job. Generate every input of every stage from the secret seed and compute the
+   reference outputs (on upcast inputs) BEFORE the candidate exists; keep the references alive so
+   their memory can never be handed to the candidate. Compile and warm the torch.compile baseline.
+   Fill the allocator's free memory with poison.
+2. Install the launch monitor, snapshot the identities of torch/triton/clock/harness functions,
+   import the candidate, and verify nothing was replaced.
+3. Run the five stages (`cases.STAGES`). Every call of the candidate is guarded: allocator
+   poisoned, inputs checksummed, aten ops recorded, Triton launches counted and their stream
+   checked, threads compared, identities re-verified; every output is compared with the registry's
+   tolerance; then the call is replayed with every Triton launch skipped ("ghost"), which must not
+   still produce the right answer.
+4. Time candidate, eager and compiled stock, interleaved (`timing`), re-checking a secret sample of
+   the outputs produced while timing against references computed in step 1.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import secrets
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from autokernel.harness.cases import (
+    DETERMINISM_REPEATS, STAGES, Case, case_seed, plan_cases,
+)
+from autokernel.harness.compare import bits, bitwise_equal, check_output
+from autokernel.harness.guards import (
+    FallbackRecorder, IdentitySnapshot, LaunchMonitor, harness_namespaces, live_threads,
+    new_threads, poison_allocator, poison_free_cache,
+)
+from autokernel.harness.probe import self_test
+from autokernel.harness.protocol import Job, TimedShape, WorkerReport, baseline_key, encode_report
+from autokernel.harness.timing import (
+    Samples, hidden_work_reason, host_seconds, iqr, make_flush_buffer, median, rounds_for,
+    time_interleaved,
+)
+from autokernel.ops import get_spec
+from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
+
+# References are computed in float64 when all inputs together are at most this many elements.
+FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
+TIMING_INPUT_SETS = 3  # buffers rotated through while timing
+AUDITS_PER_TIMED_SHAPE = 3  # timed outputs re-checked against a trusted reference
+RECORDER_AUDITS_PER_TIMED_SHAPE = 2  # untimed calls under the op recorder, at secret rounds
+SPLICE_ELEMENTS = 4  # elements kept from the old input at each end in the "refill" probe
+CANDIDATE_MODULE = "candidate_kernel"
+
+_perf_counter = time.perf_counter
+
+
+class Verdict(Exception):
+    """Ends the run with a non-PASS status."""
+
+    def __init__(self, status: str, stage: str, reason: str, rule: str | None = None) -> None:
+        super().__init__(reason)
+        self.status, self.stage, self.reason, self.rule = status, stage, reason, rule
+
+
+@dataclass
+class Prepared:
+    """A case whose inputs can be regenerated and whose reference is already known."""
+
+    case: Case
+    seed: int
+    fingerprint: int
+    ref: torch.Tensor
+    out_shape: tuple[int, ...]
+    out_dtype: torch.dtype
+
+    @property
+    def out_nbytes(self) -> int:
+        numel = 1
+        for d in self.out_shape:
+            numel *= d
+        return numel * torch.empty((), dtype=self.out_dtype).element_size()
+
+
+def _tensors(inputs: Inputs) -> list[torch.Tensor]:
+    return [t for t in inputs if isinstance(t, torch.Tensor)]
+
+
+def fingerprint(inputs: Inputs) -> int:
+    """Exact integer digest of the inputs' bits (regenerated inputs must match it)."""
+    digest = 0
+    for t in _tensors(inputs):
+        digest = (digest * 1_000_003 + int(bits(t).to(torch.int64).sum())) % (2**61 - 1)
+    return digest
+
+
+def _call_maker(maker: Callable[..., Inputs], shape: Shape, dtype: torch.dtype,
+                device: torch.device, generator: torch.Generator, distribution: str,
+                params: dict[str, Any]) -> Inputs:
+    """make_inputs(shape, dtype, device, generator, distribution, **params it accepts)."""
+    accepted = inspect.signature(maker).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    extra = {k: v for k, v in params.items() if takes_any or k in accepted}
+    return maker(shape, dtype, device, generator, distribution, **extra)
+
+
+def _splice(inputs: Inputs, old: Inputs) -> Inputs:
+    """`inputs` with the first and last few elements of every tensor copied from `old`."""
+    for new_t, old_t in zip(_tensors(inputs), _tensors(old)):
+        k = min(SPLICE_ELEMENTS, new_t.numel() // 4)
+        if k == 0 or new_t.shape != old_t.shape:
+            continue
+        flat_new, flat_old = new_t.view(-1), old_t.contiguous().view(-1)
+        flat_new[:k] = flat_old[:k]
+        flat_new[-k:] = flat_old[-k:]
+    return inputs
+
+
+def _exception_summary(exc: BaseException, kernel_path: str) -> str:
+    """'RuntimeError: message (kernel.py line 42)', the line being the candidate's last frame."""
+    line = None
+    for frame, lineno in traceback.walk_tb(exc.__traceback__):
+        if frame.f_code.co_filename == kernel_path:
+            line = lineno
+    cause = exc.__cause__ or exc.__context__
+    if line is None and cause is not None:
+        for frame, lineno in traceback.walk_tb(cause.__traceback__):
+            if frame.f_code.co_filename == kernel_path:
+                line = lineno
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    where = f" (kernel.py line {line})" if line is not None else ""
+    return f"{type(exc).__name__}: {message[:400]}{where}"
+
+
+class Worker:
+    def __init__(self, job: Job) -> None:
+        self.job = job
+        self.report = WorkerReport(status="PASS")
+        self.stage = "setup"
+        self.kernel_fn: Callable[..., Any] | None = None
+        self.phase_started = _perf_counter()
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def _phase(self, name: str) -> None:
+        now = _perf_counter()
+        self.report.phase_seconds[name] = round(now - self.phase_started, 3)
+        self.phase_started = now
+
+    def _sync(self) -> None:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+
+    def run(self) -> WorkerReport:
+        try:
+            self._setup()
+            self._prepare_references()
+            self._prepare_timing()
+            self._load_candidate()
+            for stage in STAGES:
+                self.stage = stage
+                self._run_stage(stage)
+                self.report.stages[stage] = "pass"
+            self._phase("correctness")
+            self.stage = "timing"
+            self._run_timing()
+            self.report.stages["timing"] = "pass"
+            self._phase("timing")
+        except Verdict as verdict:
+            self.report.status = verdict.status
+            self.report.stage = verdict.stage
+            self.report.reason = verdict.reason
+            self.report.rule = verdict.rule
+            self.report.stages[verdict.stage] = "fail"
+            for stage in (*STAGES, "timing"):
+                self.report.stages.setdefault(stage, "skip")
+        return self.report
+
+    # -- step 1: everything trusted, before the candidate exists ----------------------------------
+
+    def _setup(self) -> None:
+        import triton
+
+        job = self.job
+        self.device = torch.device("cuda", 0) if job.device == "cuda" else torch.device("cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        self.spec = get_spec(job.kernel_type)
+        self.params = dict(job.params)
+        self.dtypes = [parse_dtype(d) for d in job.correctness_dtypes]
+        self.timing_dtypes = [parse_dtype(d) for d in job.timing_dtypes]
+        self.timing_shapes = [tuple(s) for s in job.timing_shapes]
+        self.model_shapes = [tuple(s) for s in job.model_shapes]
+        self.cases = plan_cases(self.spec, job.device, self.dtypes, self.timing_shapes,
+                                self.model_shapes, job.quick)
+        self.report.torch_version = torch.__version__
+        self.report.triton_version = triton.__version__
+        self.gpu_name = "cpu"
+        if self.device.type == "cuda":
+            from autokernel.gpu.calibrate import get_ceilings
+            from autokernel.gpu.database import detect_gpu
+
+            self.gpu_name = torch.cuda.get_device_name(self.device)
+            self.report.device_name = self.gpu_name
+            gpu = detect_gpu(self.device.index or 0)
+            self.report.gpu_spec = asdict(gpu) if gpu is not None else None
+            try:
+                ceilings = get_ceilings(self.device.index or 0)
+                self.report.ceilings = asdict(ceilings) if ceilings is not None else None
+            except Exception as exc:  # a failed calibration must not cost the verdict
+                self.report.notes.append(f"measured ceilings unavailable: {exc}")
+        else:
+            self.report.device_name = "cpu (Triton interpreter)"
+        self._phase("setup")
+
+    def _generator(self, seed: int) -> torch.Generator:
+        return torch.Generator(device=self.device).manual_seed(seed)
+
+    def _make(self, shape: Shape, dtype: torch.dtype, generator: torch.Generator,
+              distribution: str = "normal", adversarial: str | None = None) -> Inputs:
+        maker = self.spec.make_inputs
+        if adversarial is not None:
+            maker = next(a.make_inputs for a in self.spec.adversarial if a.name == adversarial)
+        return _call_maker(maker, shape, dtype, self.device, generator, distribution,
+                           self.params)
+
+    def _case_inputs(self, case: Case, seed: int) -> Inputs:
+        inputs = self._make(case.shape, case.dtype, self._generator(seed), case.distribution,
+                            case.adversarial)
+        if case.splice_from is not None:
+            base = self.cases[case.splice_from]
+            old = self._make(base.shape, base.dtype,
+                             self._generator(case_seed(self.job.seed, case.splice_from)),
+                             base.distribution, base.adversarial)
+            inputs = _splice(inputs, old)
+        return inputs
+
+    def _reference(self, inputs: Inputs) -> torch.Tensor:
+        floats = [t for t in _tensors(inputs) if t.dtype.is_floating_point]
+        wide = sum(t.numel() for t in floats) <= FP64_REFERENCE_MAX_ELEMENTS
+        target = torch.float64 if wide else torch.float32
+        upcast = tuple(t.to(target) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
+                       else t for t in inputs)
+        with torch.no_grad():
+            return self.spec.reference(*upcast).detach()
+
+    def _expected(self, inputs: Inputs) -> tuple[tuple[int, ...], torch.dtype]:
+        """The output's shape and dtype: the reference on meta tensors of the real dtypes."""
+        meta = tuple(torch.empty_like(t, device="meta") if isinstance(t, torch.Tensor) else t
+                     for t in inputs)
+        try:
+            out = self.spec.reference(*meta)
+        except Exception:  # an op meta tensors cannot run: use the real inputs (still trusted)
+            with torch.no_grad():
+                out = self.spec.reference(*inputs)
+        return tuple(out.shape), out.dtype
+
+    def _prepare(self, case: Case, seed: int) -> Prepared:
+        inputs = self._case_inputs(case, seed)
+        shape, dtype = self._expected(inputs)
+        return Prepared(case, seed, fingerprint(inputs), self._reference(inputs), shape, dtype)
+
+    def _prepare_references(self) -> None:
+        self.prepared = [self._prepare(case, case_seed(self.job.seed, i))
+                         for i, case in enumerate(self.cases)]
+        self._sync()
+        self._phase("references")
+
+    def _prepare_timing(self) -> None:
+        job = self.job
+        self.timed = [(shape, dtype) for shape in self.timing_shapes
+                      for dtype in self.timing_dtypes]
+        self.audits: dict[tuple[Shape, torch.dtype], list[Prepared]] = {}
+        self.compiled: dict[tuple[Shape, torch.dtype], Callable[..., Any]] = {}
+        self.cached_compile: dict[tuple[Shape, torch.dtype], dict[str, Any]] = {}
+        for k, (shape, dtype) in enumerate(self.timed):
+            self.audits[(shape, dtype)] = [
+                self._prepare(Case("timing", shape, dtype, f"audit {j}"),
+                              case_seed(job.seed, 10_000 + 10 * k + j))
+                for j in range(AUDITS_PER_TIMED_SHAPE)
+            ]
+        if self.device.type == "cuda":
+            for shape, dtype in self.timed:
+                key = self._baseline_key(shape, dtype)
+                if key in job.cached_baselines:
+                    self.cached_compile[(shape, dtype)] = job.cached_baselines[key]
+                    continue
+                compiled = self._compile_stock(shape, dtype)
+                if compiled is not None:
+                    self.compiled[(shape, dtype)] = compiled
+        else:
+            self.report.notes.append("torch.compile baseline skipped on the CPU interpreter")
+        self._sync()
+        poisoned = poison_free_cache(self.device)
+        if poisoned:
+            self.report.notes.append(f"poisoned {poisoned / 2**20:.0f} MiB of free cached memory")
+        self._phase("baselines")
+
+    def _baseline_key(self, shape: Shape, dtype: torch.dtype) -> str:
+        return baseline_key(self.job.kernel_type, list(shape), dtype_name(dtype), self.gpu_name,
+                            torch.__version__, self.params)
+
+    def _compile_stock(self, shape: Shape, dtype: torch.dtype) -> Callable[..., Any] | None:
+        """torch.compile of the stock path (dynamic=False), compiled once and warmed."""
+        try:
+            import torch._dynamo
+
+            for limit in ("cache_size_limit", "recompile_limit"):
+                if hasattr(torch._dynamo.config, limit):
+                    setattr(torch._dynamo.config, limit, max(64, getattr(torch._dynamo.config,
+                                                                         limit)))
+            compiled = torch.compile(self.spec.stock, dynamic=False)
+            inputs = self._make(shape, dtype, self._generator(case_seed(self.job.seed, 30_000)))
+            for _ in range(2):
+                compiled(*inputs)
+            torch.cuda.synchronize()
+            return compiled
+        except Exception as exc:
+            self.report.notes.append(f"torch.compile baseline unavailable at "
+                                     f"{self.spec.format_shape(shape)} {dtype_name(dtype)}: "
+                                     f"{type(exc).__name__}: {str(exc)[:200]}")
+            return None
+
+    # -- step 2: import the candidate --------------------------------------------------------------
+
+    def _load_candidate(self) -> None:
+        self.stage = "import"
+        self.monitor = LaunchMonitor(self.job.device)
+        self.monitor.install()
+        self.recorder = FallbackRecorder(self.monitor, self.device)
+        self_test(self.monitor, self.recorder, self.device)
+        self.snapshot = IdentitySnapshot.take(harness_namespaces(self.job.kernel_type))
+        threads = live_threads()
+        path = self.job.kernel_path
+        module_spec = importlib.util.spec_from_file_location(CANDIDATE_MODULE, path)
+        if module_spec is None or module_spec.loader is None:
+            raise Verdict("CRASH", "import", f"cannot load {path}")
+        module = importlib.util.module_from_spec(module_spec)
+        sys.modules[CANDIDATE_MODULE] = module
+        try:
+            module_spec.loader.exec_module(module)
+        except BaseException as exc:
+            raise Verdict("CRASH", "import", "importing kernel.py raised "
+                          + _exception_summary(exc, path)) from None
+        self._check_integrity("import", threads, "while importing kernel.py")
+        kernel_fn = getattr(module, "kernel_fn", None)
+        if not callable(kernel_fn):
+            raise Verdict("CRASH", "import", "kernel.py defines no callable kernel_fn")
+        self.kernel_fn = kernel_fn
+        self._phase("import")
+
+    def _check_integrity(self, stage: str, threads_before: set[int], where: str) -> None:
+        tampered = self.snapshot.changes() + [f"{h} hook removed"
+                                              for h in self.monitor.tampered()]
+        if tampered:
+            raise Verdict("REJECTED", stage, f"tampering {where}: {', '.join(tampered[:5])}",
+                          "tampering")
+        if self.monitor.stream_violations:
+            raise Verdict("REJECTED", stage, f"side stream {where}: "
+                          f"{self.monitor.stream_violations[0]}", "side-stream")
+        started = new_threads(threads_before)
+        if started:
+            raise Verdict("REJECTED", stage, f"background thread {where}: still running after "
+                          f"the call returned: {', '.join(started[:3])}", "thread")
+
+    # -- step 3: the five stages -------------------------------------------------------------------
+
+    def _where(self, prepared: Prepared) -> str:
+        return prepared.case.describe(self.spec)
+
+    def _regenerate(self, prepared: Prepared) -> Inputs:
+        inputs = self._case_inputs(prepared.case, prepared.seed)
+        if fingerprint(inputs) != prepared.fingerprint:
+            raise Verdict("REJECTED", self.stage, "tampering: the harness's input generator "
+                          "gives different values since kernel.py was imported", "tampering")
+        return inputs
+
+    def _guarded_call(self, inputs: Inputs, out_nbytes: int, where: str) -> Any:
+        """One call of kernel_fn with every detector armed; returns its output unchecked."""
+        assert self.kernel_fn is not None
+        poison_allocator(out_nbytes, self.device)
+        saved = [bits(t).clone() for t in _tensors(inputs)]
+        threads = live_threads()
+        launches = self.monitor.launches
+        self.recorder.reset()
+        try:
+            with self.recorder:
+                out = self.kernel_fn(*inputs)
+            self._sync()
+        except BaseException as exc:
+            raise Verdict("CRASH", self.stage, f"{where}: "
+                          + _exception_summary(exc, self.job.kernel_path)) from None
+        self._check_integrity(self.stage, threads, f"at {where}")
+        if self.recorder.violations:
+            ops = sorted(set(self.recorder.violations))
+            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn ran "
+                          f"torch compute op(s) {', '.join(ops[:6])} instead of its own Triton "
+                          "kernel (only allocation, view and copy ops are allowed)",
+                          "library-fallback")
+        if self.monitor.launches == launches:
+            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn "
+                          "launched no Triton kernel", "library-fallback")
+        for position, (tensor, before) in enumerate(zip(_tensors(inputs), saved)):
+            if not torch.equal(bits(tensor), before):
+                raise Verdict("REJECTED", self.stage, f"input mutation at {where}: kernel_fn "
+                              f"modified its tensor argument #{position}", "input-mutation")
+        return out
+
+    def _check(self, prepared: Prepared, out: Any, where: str) -> None:
+        mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
+                                self.device, self.spec.tolerance(prepared.case.dtype))
+        if mismatch is None:
+            return
+        if mismatch.kind == "type":
+            raise Verdict("REJECTED", self.stage, f"lazy output at {where}: {mismatch.detail}",
+                          "tensor-subclass")
+        raise Verdict("FAIL", self.stage, f"{where}: {mismatch.detail}")
+
+    def _ghost_replay(self, prepared: Prepared, inputs: Inputs, where: str) -> None:
+        """Call again with every Triton launch skipped: the output must then be wrong."""
+        assert self.kernel_fn is not None
+        poison_allocator(prepared.out_nbytes, self.device)
+        threads = live_threads()
+        self.recorder.reset()
+        self.monitor.ghost = True
+        try:
+            with self.recorder:
+                out = self.kernel_fn(*inputs)
+            self._sync()
+        except Exception:
+            return  # code that needs its launches' results cannot run without them: fine
+        finally:
+            self.monitor.ghost = False
+        self._check_integrity(self.stage, threads, f"at {where}")
+        if self.recorder.violations:
+            ops = sorted(set(self.recorder.violations))
+            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn ran "
+                          f"torch compute op(s) {', '.join(ops[:6])}", "library-fallback")
+        mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
+                                self.device, self.spec.tolerance(prepared.case.dtype))
+        if mismatch is None:
+            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: the output is "
+                          "still correct with every Triton launch skipped, so the answer is not "
+                          "computed by the file's Triton kernels", "library-fallback")
+
+    def _run_stage(self, stage: str) -> None:
+        cases = [p for p in self.prepared if p.case.stage == stage]
+        if stage == "determinism":
+            self._run_determinism(cases)
+        else:
+            for prepared in cases:
+                where = self._where(prepared)
+                inputs = self._regenerate(prepared)
+                out = self._guarded_call(inputs, prepared.out_nbytes, where)
+                self._check(prepared, out, where)
+                del out
+                self._ghost_replay(prepared, inputs, where)
+                del inputs
+        self.report.stage_cases[stage] = len(cases)
+
+    def _run_determinism(self, cases: list[Prepared]) -> None:
+        by_dtype: dict[torch.dtype, dict[str, Prepared]] = {}
+        for prepared in cases:
+            by_dtype.setdefault(prepared.case.dtype, {})[prepared.case.label] = prepared
+        for group in by_dtype.values():
+            repeat, refill, fresh = group["repeat"], group["refill"], group["new_buffers"]
+            where = self._where(repeat)
+            inputs = self._regenerate(repeat)
+            outputs = []
+            for attempt in range(DETERMINISM_REPEATS):
+                out = self._guarded_call(inputs, repeat.out_nbytes, f"{where} call {attempt + 1}")
+                self._check(repeat, out, f"{where} call {attempt + 1}")
+                outputs.append(out)
+            storages = {o.untyped_storage().data_ptr() for o in outputs}
+            if len(storages) != len(outputs):
+                raise Verdict("FAIL", self.stage, f"{where}: kernel_fn returned the same buffer "
+                              "from different calls (outputs must be fresh tensors)")
+            for attempt, out in enumerate(outputs[1:], start=2):
+                if not bitwise_equal(outputs[0], out):
+                    raise Verdict("FAIL", self.stage, f"{where}: call {attempt} differs bitwise "
+                                  "from call 1 on the same input (nondeterministic, or reads "
+                                  "uninitialised memory)")
+            del outputs
+
+            # The same tensor objects, refilled: a pointer- or fingerprint-keyed cache replays.
+            where = self._where(refill)
+            new_values = self._regenerate(refill)
+            for buffer, value in zip(_tensors(inputs), _tensors(new_values)):
+                buffer.copy_(value)
+            out = self._guarded_call(inputs, refill.out_nbytes, where)
+            self._check(refill, out, f"{where} (same buffers, new values)")
+            del out, inputs, new_values
+
+            where = self._where(fresh)
+            inputs = self._regenerate(fresh)
+            out = self._guarded_call(inputs, fresh.out_nbytes, where)
+            self._check(fresh, out, where)
+            del out, inputs
+
+    # -- step 4: timing ----------------------------------------------------------------------------
+
+    def _run_timing(self) -> None:
+        flush = make_flush_buffer(self.device)
+        for k, (shape, dtype) in enumerate(self.timed):
+            budget = self.job.timing_budget_s if k == 0 else self.job.timing_budget_s / 2
+            self.report.timings.append(self._time_shape(k, shape, dtype, flush, budget))
+        if self.device.type != "cuda":
+            self.report.notes.append("timings come from a host clock on the Triton interpreter "
+                                     "and are not meaningful")
+
+    def _time_shape(self, k: int, shape: Shape, dtype: torch.dtype,
+                    flush: torch.Tensor | None, budget_s: float) -> TimedShape:
+        assert self.kernel_fn is not None
+        spec = self.spec
+        where = f"timing [{spec.format_shape(shape)}] {dtype_name(dtype)}"
+        generator = self._generator(case_seed(self.job.seed, 20_000 + k))
+        sets = [self._make(shape, dtype, generator) for _ in range(TIMING_INPUT_SETS)]
+        audits = self.audits[(shape, dtype)]
+        out_nbytes = audits[0].out_nbytes
+        threads = live_threads()
+
+        # Warm-up, which also measures the candidate's peak memory at the primary shape.
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+            allocated = torch.cuda.memory_allocated(self.device)
+        out = self._guarded_call(sets[0], out_nbytes, where)
+        if self.device.type == "cuda" and k == 0:
+            peak = torch.cuda.max_memory_allocated(self.device) - allocated
+            self.report.peak_vram_mb = round(peak / 2**20, 3)
+        del out
+        kernel_fn, kernel_path = self.kernel_fn, self.job.kernel_path
+
+        def candidate(*args: Any) -> Any:
+            try:
+                return kernel_fn(*args)
+            except BaseException as exc:
+                raise Verdict("CRASH", "timing", f"{where}: "
+                              + _exception_summary(exc, kernel_path)) from None
+
+        contestants: list[tuple[str, Callable[..., Any]]] = [("candidate", candidate)]
+        baselines = [("eager", spec.stock)]
+        if (shape, dtype) in self.compiled:
+            baselines.append(("compile", self.compiled[(shape, dtype)]))
+        for name, fn in baselines:
+            try:
+                fn(*sets[0])
+                contestants.append((name, fn))
+            except Exception as exc:
+                self.report.notes.append(f"{name} baseline failed at {where}: "
+                                         f"{type(exc).__name__}: {str(exc)[:200]}")
+        round_s = sum(host_seconds(lambda fn=fn: fn(*sets[0]), self.device)
+                      for _, fn in contestants)
+        refill_s = host_seconds(lambda: self._make(shape, dtype, generator), self.device)
+        rounds = rounds_for(budget_s, round_s + 2 * len(contestants) * refill_s, self.device,
+                            self.job.quick)
+
+        chooser = secrets.SystemRandom()
+        audit_rounds = sorted(chooser.sample(range(rounds - 1), len(audits) - 1)) + [rounds - 1] \
+            if rounds > len(audits) else list(range(rounds))[-len(audits):]
+        audit_at = dict(zip(audit_rounds, audits))
+        recorder_rounds = set(chooser.sample(range(rounds),
+                                             min(RECORDER_AUDITS_PER_TIMED_SHAPE, rounds)))
+        produced: list[tuple[Prepared, torch.Tensor]] = []
+        launches_before = [0]
+
+        def prepare(r: int, name: str) -> tuple[Any, ...]:
+            buffers = sets[r % TIMING_INPUT_SETS]
+            if name == "candidate" and r in audit_at:
+                values = self._regenerate(audit_at[r])
+            else:
+                values = self._make(shape, dtype, generator)
+            for buffer, value in zip(_tensors(buffers), _tensors(values)):
+                buffer.copy_(value)
+            launches_before[0] = self.monitor.launches
+            return buffers
+
+        def after(r: int, name: str, out: Any) -> None:
+            if name != "candidate":
+                return
+            if self.monitor.launches == launches_before[0]:
+                raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
+                              "launched no Triton kernel", "library-fallback")
+            if type(out) is not torch.Tensor:  # noqa: E721
+                raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
+                              f"{type(out).__qualname__}", "tensor-subclass")
+            if r in audit_at:
+                produced.append((audit_at[r], out.clone()))
+            if r in recorder_rounds:
+                spare = sets[(r + 1) % TIMING_INPUT_SETS]
+                values = self._make(shape, dtype, generator)
+                for buffer, value in zip(_tensors(spare), _tensors(values)):
+                    buffer.copy_(value)
+                del values
+                extra = self._guarded_call(spare, out_nbytes, f"{where} (audit call)")
+                del extra
+
+        samples = time_interleaved(contestants, rounds, prepare, after, self.device, flush)
+        self._check_integrity("timing", threads, f"during {where}")
+        for prepared, out in produced:
+            mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
+                                    self.device, spec.tolerance(dtype))
+            if mismatch is not None:
+                raise Verdict("FAIL", "timing", f"an output produced while timing is wrong "
+                              f"(replayed or drifting results) at {where}: {mismatch.detail}",
+                              "replay")
+        del produced, sets
+
+        candidate = samples["candidate"]
+        if "eager" in samples:
+            reason = hidden_work_reason(candidate, samples["eager"])
+            if reason is not None:
+                raise Verdict("REJECTED", "timing", f"{reason} ({where})", "side-stream")
+        timed = TimedShape(shape=list(shape), dtype=dtype_name(dtype),
+                           latency_us=candidate.median_us, iqr_us=candidate.iqr_us,
+                           samples=len(candidate.latency_us))
+        if "eager" in samples:
+            timed.eager_us, timed.eager_iqr_us = _stats(samples["eager"])
+        if "compile" in samples:
+            timed.compile_us, timed.compile_iqr_us = _stats(samples["compile"])
+            self.report.new_baselines[self._baseline_key(shape, dtype)] = {
+                "compile_us": timed.compile_us, "compile_iqr_us": timed.compile_iqr_us,
+                "eager_us": timed.eager_us, "samples": timed.samples,
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        elif (shape, dtype) in self.cached_compile:
+            cached = self.cached_compile[(shape, dtype)]
+            timed.compile_us = cached.get("compile_us")
+            timed.compile_iqr_us = cached.get("compile_iqr_us")
+            timed.compile_cached = True
+        return timed
+
+
+def _stats(samples: Samples) -> tuple[float, float]:
+    return median(samples.latency_us), iqr(samples.latency_us)
+
+
+def main() -> None:
+    job = Job.from_json(sys.stdin.buffer.read())
+    channel = os.fdopen(job.result_fd, "w", encoding="utf-8")
+    try:
+        report = Worker(job).run()
+    except BaseException:  # a bug in the harness, not a verdict on the candidate
+        report = WorkerReport(status="CRASH", stage="harness",
+                              reason="internal harness error: "
+                                     + traceback.format_exc(limit=-3).strip()[-1500:])
+    channel.write(encode_report(job.nonce, report))
+    channel.flush()
+    # Skip interpreter teardown: the candidate's atexit handlers or CUDA teardown must not be
+    # able to change or delay the verdict once it is written.
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main()
