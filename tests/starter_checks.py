@@ -131,3 +131,39 @@ def assert_deterministic(fn: Callable[..., torch.Tensor], args: Inputs, runs: in
     first = bits(fn(*args))
     for _ in range(runs - 1):
         assert torch.equal(first, bits(fn(*args))), "two runs on the same input differ bitwise"
+
+
+
+def hopper_compile_problems(
+    kernel_type: str,
+    combinations: list[dict[str, Any]],
+    calls: list[tuple[tuple[int, ...], torch.dtype]],
+    directory: Path,
+    forbid_spills: bool = False,
+) -> list[str]:
+    """Compile what the starter launches, under each tunable combination and call, for sm_90.
+
+    Launches are recorded in this (interpreting) process without running them, then compiled
+    together in one child process by autokernel.aot. That is sound because the combinations
+    differ only in launcher literals: the @triton.jit source is the starter's for all of them.
+    Returns one line per failure (and per spilling build when `forbid_spills`).
+    """
+    from autokernel.aot import compile_requests, format_result, record_call, triton_interprets
+    from autokernel.ops import get_spec
+
+    assert triton_interprets(), "launches are recorded under the Triton interpreter"
+    spec = get_spec(kernel_type)
+    requests, problems = [], []
+    for tunables in combinations:
+        module = load_starter_with(kernel_type, tunables, directory) if tunables else \
+            load_starter(kernel_type)
+        for shape, dtype in calls:
+            args = spec.make_inputs(shape, dtype, "cpu", torch.Generator().manual_seed(0))
+            found, failed = record_call(module.kernel_fn, args, execute=False,
+                                        context=f"{tunables or 'defaults'} {shape} {dtype}")
+            requests += found
+            problems += [format_result(r) for r in failed]
+    for result in compile_requests(starter_path(kernel_type), requests):
+        if not result.ok or (forbid_spills and result.local_bytes):
+            problems.append(format_result(result))
+    return problems

@@ -11,6 +11,7 @@ from starter_checks import (
     assert_deterministic,
     assert_matches_reference,
     covering_sample,
+    hopper_compile_problems,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
@@ -30,6 +31,11 @@ DTYPE_TOLERANCES = [
 # single-pass limit: every tunable combination meets all three code paths.
 TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000))
 TUNABLE_COMBINATIONS = covering_sample(starter_space("layernorm"), count=12, seed=0)
+# Each distinct row length of the GPU sweep and edge shapes, with a few rows (compiling depends on
+# N; 1-row inputs stay 1-row because Triton specializes an argument equal to 1).
+GPU_ROW_SHAPES = sorted({(min(m, 16), n) for m, n in SPEC.sweep + SPEC.edge_shapes})
+# On a GPU machine the GPU tests compile for real; these checks record launches interpreted.
+NEEDS_INTERPRETER = pytest.mark.skipif(torch.cuda.is_available(), reason="checked by GPU tests")
 
 
 def _inputs(shape, dtype, device, distribution="normal", seed=0):
@@ -116,6 +122,22 @@ def test_tunable_sample_covers_every_value() -> None:
     space = starter_space("layernorm")
     for name, values in space.items():
         assert {t[name] for t in TUNABLE_COMBINATIONS} == set(values), name
+
+
+@NEEDS_INTERPRETER
+def test_default_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
+    """What the starter launches at every GPU sweep row length, in every dtype, builds for sm_90
+    (H100/H200) with no register spills (checked without a GPU, through Triton's compiler)."""
+    calls = [(shape, dtype) for shape in GPU_ROW_SHAPES for dtype in SPEC.dtypes]
+    problems = hopper_compile_problems("layernorm", [{}], calls, tmp_path, forbid_spills=True)
+    assert not problems, "\n".join(problems)
+
+
+@NEEDS_INTERPRETER
+def test_tunable_combinations_compile_for_hopper(tmp_path: Path) -> None:
+    calls = [(shape, torch.float16) for shape in TUNABLE_SHAPES]
+    problems = hopper_compile_problems("layernorm", TUNABLE_COMBINATIONS, calls, tmp_path)
+    assert not problems, "\n".join(problems)
 
 
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)

@@ -24,6 +24,8 @@ Tunables:
 - NUM_STAGES: software-pipelining depth of the "online" loops.
 """
 
+from typing import Any
+
 import torch
 import triton
 import triton.language as tl
@@ -118,6 +120,22 @@ def _num_warps(tile_elements: int, requested: int) -> int:
     return max(1, min(32, max(fewest, min(requested, most))))
 
 
+def _plan(n_rows: int, n_cols: int) -> tuple[Any, tuple[int], dict[str, Any]]:
+    """The kernel, grid and meta-parameters (constexprs, num_warps) the tunables give for x[n_rows,
+    n_cols]: the one place where tunables become a launch."""
+    row_block = triton.next_power_of_2(n_cols)
+    if VARIANT == "single_pass" and row_block <= SINGLE_PASS_MAX_N:
+        rows = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block))
+        meta = {"BLOCK_M": rows, "BLOCK_N": row_block}
+        kernel = softmax_single_pass_kernel
+    else:
+        rows = ROWS_PER_PROGRAM
+        meta = {"BLOCK_M": rows, "BLOCK_N": min(BLOCK_N, row_block), "NUM_STAGES": NUM_STAGES}
+        kernel = softmax_online_kernel
+    meta["num_warps"] = _num_warps(rows * meta["BLOCK_N"], NUM_WARPS)
+    return kernel, (triton.cdiv(n_rows, rows),), meta
+
+
 def softmax(x: torch.Tensor) -> torch.Tensor:
     n_cols = x.shape[-1]
     x2d = x.reshape(-1, n_cols)
@@ -128,22 +146,8 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     if y.numel() == 0:
         return y.view(x.shape)
 
-    row_block = triton.next_power_of_2(n_cols)
-    if VARIANT == "single_pass" and row_block <= SINGLE_PASS_MAX_N:
-        rows = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block))
-        softmax_single_pass_kernel[(triton.cdiv(n_rows, rows),)](
-            x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0),
-            BLOCK_M=rows, BLOCK_N=row_block,
-            num_warps=_num_warps(rows * row_block, NUM_WARPS),
-        )
-    else:
-        block_n = min(BLOCK_N, row_block)
-        rows = ROWS_PER_PROGRAM
-        softmax_online_kernel[(triton.cdiv(n_rows, rows),)](
-            x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0),
-            BLOCK_M=rows, BLOCK_N=block_n, NUM_STAGES=NUM_STAGES,
-            num_warps=_num_warps(rows * block_n, NUM_WARPS),
-        )
+    kernel, grid, meta = _plan(n_rows, n_cols)
+    kernel[grid](x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0), **meta)
     return y.view(x.shape)
 
 
