@@ -218,26 +218,44 @@ def record_call(fn: Callable[..., Any], args: Sequence[Any], *, context: str = "
     return requests, failures
 
 
-def _record_kernel_file(path: Path, shapes: list[tuple[int, ...]] | None,
-                        dtypes: list[torch.dtype] | None, execute: bool, arch: int
-                        ) -> tuple[list[CompileRequest], list[AotResult]]:
-    from autokernel.kernelfile import ENTRY_POINT, read_kernel_file
-    from autokernel.ops import get_spec
-    from autokernel.ops.spec import dtype_name
+@dataclass(frozen=True)
+class OpInputs:
+    """The inputs of a registered op, built in the process that uses them (so GPU-sized ones are
+    never pickled between the phases)."""
 
-    spec = get_spec(read_kernel_file(path).kernel_type)
-    kernel_fn = getattr(load_module(path), ENTRY_POINT)
+    kernel_type: str
+    shape: tuple[int, ...]
+    dtype: torch.dtype
+
+    def build(self) -> tuple[Any, ...]:
+        from autokernel.ops import get_spec
+
+        spec = get_spec(self.kernel_type)
+        return spec.make_inputs(self.shape, self.dtype, "cpu", torch.Generator().manual_seed(0))
+
+    @property
+    def context(self) -> str:
+        from autokernel.ops.spec import dtype_name
+
+        return f"{dtype_name(self.dtype)} {'x'.join(map(str, self.shape))}"
+
+
+Call = tuple[str, "tuple[Any, ...] | OpInputs"]
+"""(context, arguments) of one call to check."""
+
+
+def _record_file_calls(path: Path, function_name: str, calls: list[Call], execute: bool,
+                       arch: int) -> tuple[list[CompileRequest], list[AotResult]]:
+    fn = getattr(load_module(path), function_name)
     requests: list[CompileRequest] = []
     failures: list[AotResult] = []
-    for shape in shapes or [spec.smoke_shape]:
-        shape = spec.parse_shape(tuple(shape))
-        for dtype in dtypes or list(spec.dtypes):
-            inputs = spec.make_inputs(shape, dtype, "cpu", torch.Generator().manual_seed(0))
-            context = f"{dtype_name(dtype)} {'x'.join(map(str, shape))}"
-            found, failed = record_call(kernel_fn, inputs, context=context, execute=execute,
-                                        target=gpu_target(arch))
-            requests += found
-            failures += failed
+    for context, args in calls:
+        if isinstance(args, OpInputs):
+            args = args.build()
+        found, failed = record_call(fn, args, context=context, execute=execute,
+                                    target=gpu_target(arch))
+        requests += found
+        failures += failed
     return requests, failures
 
 
@@ -333,7 +351,7 @@ def _compile_requests(path: Path, requests: list[CompileRequest], arch: int) -> 
 
 # The two phases, each run in a process whose Triton suits it.
 _PHASES: dict[str, tuple[bool, Callable[..., Any]]] = {
-    "record": (True, _record_kernel_file),
+    "record": (True, _record_file_calls),
     "compile": (False, _compile_requests),
 }
 
@@ -362,6 +380,15 @@ def compile_requests(path: str | Path, requests: Sequence[CompileRequest],
     return _run_phase("compile", Path(path).resolve(), list(requests), arch)
 
 
+def check_file(path: str | Path, function_name: str, calls: Sequence[Call], *,
+               execute: bool = True, arch: int = HOPPER_ARCH) -> list[AotResult]:
+    """Compile-check every Triton kernel that `function_name` in file `path` launches when called
+    with each of `calls`. Never empty: a call that raises or launches nothing is a failed result."""
+    path = Path(path).resolve()
+    requests, failures = _run_phase("record", path, function_name, list(calls), execute, arch)
+    return failures + (compile_requests(path, requests, arch) if requests else [])
+
+
 def check_kernel_file(
     path: str | Path,
     *,
@@ -370,14 +397,19 @@ def check_kernel_file(
     execute: bool = True,
     arch: int = HOPPER_ARCH,
 ) -> list[AotResult]:
-    """Compile-check every kernel a kernel.py launches, per dtype and shape (default: the op's
-    smoke shape in each of its dtypes). Never empty: a kernel_fn that raises or launches nothing
-    is reported as a failed result."""
-    path = Path(path).resolve()
-    shape_list = [tuple(int(d) for d in s) for s in shapes] if shapes else None
-    requests, failures = _run_phase("record", path, shape_list,
-                                    list(dtypes) if dtypes else None, execute, arch)
-    return failures + (compile_requests(path, requests, arch) if requests else [])
+    """Compile-check a kernel.py's `kernel_fn` per shape and dtype (default: the op's smoke
+    shape in each of its dtypes)."""
+    from autokernel.kernelfile import ENTRY_POINT, read_kernel_file
+    from autokernel.ops import get_spec
+
+    kernel_type = read_kernel_file(path).kernel_type
+    spec = get_spec(kernel_type)
+    calls: list[Call] = []
+    for shape in shapes or [spec.smoke_shape]:
+        for dtype in dtypes or spec.dtypes:
+            inputs = OpInputs(kernel_type, spec.parse_shape(tuple(shape)), dtype)
+            calls.append((inputs.context, inputs))
+    return check_file(path, ENTRY_POINT, calls, execute=execute, arch=arch)
 
 
 def format_result(result: AotResult) -> str:

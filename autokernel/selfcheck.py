@@ -1,7 +1,7 @@
 """A tiny Triton kernel that `autokernel doctor` runs in a subprocess to prove the toolchain works.
 
     TRITON_INTERPRET=1 python -m autokernel.selfcheck interpreter   # run it, compare to torch
-    TRITON_INTERPRET=1 python -m autokernel.selfcheck aot           # compile it for Hopper
+    python -m autokernel.selfcheck aot           # compile it for Hopper (autokernel.aot)
 
 Each prints one JSON object {"ok": bool, "detail": str} and exits 0 when ok. A subprocess, because
 the interpreter must be chosen before Triton decorates a kernel, and because a toolchain crash
@@ -56,15 +56,11 @@ def check_interpreter() -> dict[str, object]:
 
 
 def check_aot() -> dict[str, object]:
-    from autokernel.aot import compile_requests, record_call
+    from autokernel.aot import check_file
 
-    if not triton.knobs.runtime.interpret:
-        return {"ok": False, "detail": "TRITON_INTERPRET=1 was not set for this process"}
-    requests, failures = record_call(scaled_add, probe_inputs())
-    results = failures + compile_requests(Path(__file__), requests)
-    ok = bool(results) and all(r.ok for r in results)
-    if not ok:
-        return {"ok": False, "detail": "; ".join(r.error for r in results if r.error)}
+    results = check_file(Path(__file__), "scaled_add", [(f"fp32 {PROBE_SIZE}", probe_inputs())])
+    if not all(r.ok for r in results):
+        return {"ok": False, "detail": "; ".join(f"{r.kernel}: {r.error}" for r in results)}
     r = results[0]
     return {"ok": True, "detail": f"{r.kernel} compiled for sm_90: {r.n_regs} registers, "
                                   f"{r.shared_bytes} B shared"}

@@ -201,14 +201,14 @@ def match_gpu(
     clock_khz: int | None = None,
 ) -> GPUSpec | None:
     """The table entry for a device, or None. See the module docstring for the rules."""
+    base = _arch_base(arch)
     spec = _BY_NAME.get(_normalize(name))
     if spec is not None:
         if spec.vendor == "nvidia" and cc is not None and tuple(cc) != spec.compute_capability:
             return None
-        if spec.vendor == "amd" and _arch_base(arch) not in (None, spec.arch):
-            return None
-        return spec
-    base = _arch_base(arch)
+        if spec.vendor == "nvidia" or base in (None, spec.arch):
+            return spec
+        # An AMD name that contradicts the architecture: trust the architecture below.
     if base == "gfx942" and total_memory_bytes is not None:
         gib = total_memory_bytes / 2**30
         if gib > 224:
