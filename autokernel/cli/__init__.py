@@ -11,6 +11,7 @@ from autokernel import __version__
 # Each module defines `register(app)`. Kept as names so that `autokernel --help` stays fast:
 # heavy imports (triton, the harness, gitpython) happen inside the commands.
 COMMAND_MODULES: tuple[str, ...] = (
+    "bench",
     "doctor",
     "profile",
     "run",

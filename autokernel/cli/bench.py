@@ -1,0 +1,159 @@
+"""`autokernel bench KERNEL.py`: the correctness + anti-cheat + timing harness on one kernel file.
+
+Exit status 0 only for PASS; 1 for FAIL, REJECTED, CRASH or TIMEOUT; 2 for bad input (no such
+file, not a kernel file, unknown shape or dtype). With --json the last stdout line is the
+BenchResult as one JSON object.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+
+STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "REJECTED": "bold magenta",
+                "CRASH": "bold red", "TIMEOUT": "bold yellow"}
+STAGE_STYLE = {"pass": "green", "fail": "red", "skip": "dim"}
+
+
+def _split(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    return [part.strip() for part in text.replace(";", ",").split(",") if part.strip()]
+
+
+def _number(value: float | None, digits: int = 2, suffix: str = "") -> str:
+    return "-" if value is None else f"{value:,.{digits}f}{suffix}"
+
+
+def _speedup(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def print_summary(result: Any, kernel_path: Path) -> None:
+    """The human-readable verdict: header, stages table, timing table, notes."""
+    from rich.table import Table
+
+    status = result.status.value
+    console.print(f"[bold]{kernel_path}[/]  {result.kernel_type or '?'} / "
+                  f"{result.backend or '?'} on {result.gpu or result.device}", highlight=False)
+    verdict = f"[{STATUS_STYLE.get(status, 'bold')}]{status}[/]"
+    if result.stage and status != "PASS":
+        verdict += f" at [bold]{result.stage}[/]"
+    if result.rule:
+        verdict += f" [dim]({result.rule})[/]"
+    console.print(verdict, highlight=False)
+    if result.reason:
+        console.print(f"  {result.reason}", highlight=False, soft_wrap=True)
+
+    if result.stages:
+        stages = Table(title="Stages", title_justify="left")
+        stages.add_column("stage")
+        stages.add_column("result")
+        stages.add_column("inputs checked", justify="right")
+        for name, outcome in result.stages.items():
+            count = result.stage_cases.get(name)
+            if name == "timing" and result.timings:
+                count = sum(t.samples for t in result.timings)
+            stages.add_row(name, f"[{STAGE_STYLE.get(outcome, '')}]{outcome}[/]",
+                           "-" if count is None else str(count))
+        console.print(stages)
+
+    if result.timings:
+        meaningful = result.timing_meaningful
+        title = "Timing (median, CUDA events, L2 flushed, fresh inputs, interleaved)" \
+            if meaningful else "Timing (host clock, Triton interpreter: NOT meaningful)"
+        timing = Table(title=title, title_justify="left")
+        for column, justify in (("shape", "left"), ("dtype", "left"), ("latency us", "right"),
+                                ("eager us", "right"), ("compile us", "right"),
+                                ("speedup eager/compile", "right"), ("throughput", "right"),
+                                ("% peak datasheet/measured", "right")):
+            timing.add_column(column, justify=justify)
+        for t in result.timings:
+            compile_us = _number(t.compile_us) + ("*" if t.compile_cached else "")
+            throughput = "-" if t.throughput is None \
+                else f"{t.throughput:,.4g} {t.throughput_unit or ''}"
+            timing.add_row(
+                "x".join(str(d) for d in t.shape), t.dtype,
+                f"{_number(t.latency_us)} ±{_number(t.iqr_us)}", _number(t.eager_us), compile_us,
+                f"{_speedup(t.speedup_vs_eager)} / {_speedup(t.speedup_vs_compile)}", throughput,
+                f"{_number(t.pct_peak_datasheet, 1)} / {_number(t.pct_peak_measured, 1)}",
+            )
+        console.print(timing)
+        if any(t.compile_cached for t in result.timings):
+            console.print("* compile latency from the baseline cache", style="dim")
+        if not meaningful:
+            console.print("[yellow]Timings on the CPU interpreter are not meaningful;[/] run on "
+                          "a GPU (--device cuda) to measure.", highlight=False)
+
+    footer = [f"harness {result.harness_seconds:.1f} s" if result.harness_seconds else ""]
+    if result.peak_vram_mb is not None:
+        footer.append(f"peak VRAM {result.peak_vram_mb:,.1f} MB")
+    console.print("  ".join(part for part in footer if part), style="dim", highlight=False)
+    for note in result.notes:
+        console.print(f"  note: {note}", style="dim", highlight=False, soft_wrap=True)
+
+
+def bench(
+    kernel: Path = typer.Argument(..., help="The kernel.py to judge."),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    shapes: str = typer.Option(None, "--shapes",
+                               help="Timed shapes, primary first, e.g. 4096x4096,1024x50257. "
+                                    "Default: the op's first bench shape."),
+    dtypes: str = typer.Option(None, "--dtypes",
+                               help="Timed dtypes, e.g. fp16,bf16. Default: fp16 on cuda, fp32 "
+                                    "on cpu. Correctness always covers every dtype of the op."),
+    timeout: float = typer.Option(600.0, "--timeout", min=1.0,
+                                  help="Wall-clock limit in seconds; the worker is then killed."),
+    json_output: bool = typer.Option(False, "--json",
+                                     help="Print the result as one JSON object (last line)."),
+    quick: bool = typer.Option(False, "--quick",
+                               help="Fewer sweep and edge shapes (every detector still runs)."),
+    cache_dir: Path = typer.Option(None, "--cache-dir",
+                                   help="Where compile baselines and Triton caches persist. "
+                                        "Default: $AUTOKERNEL_CACHE_DIR or ~/.cache/autokernel."),
+) -> None:
+    """Judge KERNEL.py: static scan, five correctness stages, anti-cheat, timing vs PyTorch.
+
+    Exit status 0 only for PASS.
+    """
+    from autokernel.harness.runner import BenchInputError, run_bench
+    from autokernel.kernelfile import KernelFileError, read_kernel_file
+    from autokernel.ops import get_spec
+    from autokernel.ops.spec import parse_dtype
+
+    if not kernel.is_file():
+        fail(f"no such kernel file: {kernel}")
+    try:
+        info = read_kernel_file(kernel)
+    except (KernelFileError, UnicodeDecodeError) as exc:
+        fail(f"{kernel} is not a kernel file: {exc}")
+    except OSError as exc:
+        fail(f"cannot read {kernel}: {exc}")
+    spec = get_spec(info.kernel_type)
+    shape_list, dtype_list = _split(shapes), _split(dtypes)
+    try:
+        for text in shape_list or []:
+            spec.parse_shape(text)
+        for text in dtype_list or []:
+            parse_dtype(text)
+    except ValueError as exc:
+        fail(str(exc))
+    resolved = device_or_fail(device)
+    try:
+        result = run_bench(kernel, device=resolved, shapes=shape_list, dtypes=dtype_list,
+                           timeout_s=timeout, cache_dir=cache_dir, quick=quick)
+    except BenchInputError as exc:
+        fail(str(exc))
+    if json_output:
+        typer.echo(result.to_json())
+    else:
+        print_summary(result, kernel)
+    raise typer.Exit(0 if result.passed else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("bench")(bench)
