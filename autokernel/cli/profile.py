@@ -97,17 +97,17 @@ def print_plan(plan: Plan, top: int | None = None) -> None:
         table.add_column(column, justify="right" if column in ("share", "ms/fwd", "calls")
                          else "left", overflow="fold")
     for row in plan_rows(plan, top):
-        table.add_row(*row, style="dim" if row[1] == "other" else None)
+        table.add_row(*row, style="dim" if not row[0] else None)
     # Logs and pipes get a wide table rather than rich's 80-column default.
     out = console if console.is_terminal else Console(width=max(console.width, 150))
     out.print(table)
     if plan.other_ops:
         listed = ", ".join(f"{o['op'][:60]} {o['share']:.1%}" for o in plan.other_ops[:5])
-        console.print(f"largest \"other\": {listed}", highlight=False)
+        out.print(f"largest \"other\": {listed}", highlight=False)
     if plan.device == "cpu":
-        console.print("[yellow]cpu: times are CPU op self times, not GPU kernel times[/]")
+        out.print("[yellow]cpu: times are CPU op self times, not GPU kernel times[/]")
     if plan.message:
-        console.print(f"[bold]{plan.message}[/]")
+        out.print(f"[bold]{plan.message}[/]")
 
 
 def register(app: typer.Typer) -> None:

@@ -39,8 +39,10 @@ from autokernel.profiling.model_loader import LoadedModel, call_forward
 SCOPE_PREFIX = "autokernel.module:"
 """Name prefix of the annotation ranges that mark module calls."""
 
-# Activity types (torch >= 2.5 names them) whose rows are device work worth counting.
+# Activity types (recent torch names them) whose rows are device work worth counting.
 DEVICE_WORK_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# Profiler bookkeeping that shows up with device time attached (seen on torch 2.11 + H200).
+PROFILER_OVERHEAD_NAMES = frozenset({"Activity Buffer Request"})
 # Scalar attributes a kernel's parameters can come from (eps of a norm, causal of an attention).
 SCALAR_ATTRS = ("eps", "epsilon", "variance_epsilon", "norm_eps", "causal", "is_causal", "scale")
 
@@ -135,7 +137,7 @@ def _is_op(evt: Any) -> bool:
 
 
 def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
-    if _is_cpu(evt) or _is_annotation(evt):
+    if _is_cpu(evt) or _is_annotation(evt) or evt.name in PROFILER_OVERHEAD_NAMES:
         return False
     activity = _activity(evt)
     if activity is not None:

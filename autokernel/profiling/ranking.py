@@ -177,6 +177,10 @@ def plan_rows(plan: Plan, top: int | None = None) -> list[list[str]]:
             shapes, t.dtype, format_params(t.params), f"{t.amdahl_2x:.3f}x",
             f"{t.cumulative_2x:.3f}x", limit,
         ])
+    hidden = plan.targets[top:] if top is not None else []
+    if hidden:
+        rows.append(["", f"{len(hidden)} more target(s)", f"{sum(t.share for t in hidden):.1%}",
+                     f"{sum(t.time_ms for t in hidden):.3f}", "", "", "", "", "", "", ""])
     rows.append(["", OTHER, f"{plan.other_share:.1%}", f"{plan.other_ms:.3f}", "", "", "", "",
                  "", "", ""])
     return rows
