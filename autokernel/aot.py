@@ -27,7 +27,8 @@ interpreting them, which makes GPU-sized shapes affordable (outputs stay uniniti
 launcher that reads a result on the host to plan its next launch is not supported that way).
 
 Command line (used by `autokernel doctor`):
-    python -m autokernel.aot check path/to/kernel.py [--shape 8x1000] [--dtype bf16] [--no-execute] [--json]
+    python -m autokernel.aot check path/to/kernel.py [--shape 8x1000] [--dtype bf16]
+        [--no-execute] [--json]
 """
 
 from __future__ import annotations
@@ -356,6 +357,10 @@ _PHASES: dict[str, tuple[bool, Callable[..., Any]]] = {
 }
 
 
+class PhaseCrash(RuntimeError):
+    """The child process running a phase died (a compiler segfault, say) or timed out."""
+
+
 def _run_phase(phase: str, *payload: Any) -> Any:
     interpret, function = _PHASES[phase]
     if triton_interprets() == interpret:
@@ -364,20 +369,28 @@ def _run_phase(phase: str, *payload: Any) -> Any:
         inbox, outbox = Path(tmp) / "in.pkl", Path(tmp) / "out.pkl"
         inbox.write_bytes(pickle.dumps(payload))
         env = dict(os.environ, TRITON_INTERPRET="1" if interpret else "0")
-        done = subprocess.run(
-            [sys.executable, "-m", "autokernel.aot", "_phase", phase, str(inbox), str(outbox)],
-            env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+        try:
+            done = subprocess.run(
+                [sys.executable, "-m", "autokernel.aot", "_phase", phase, str(inbox),
+                 str(outbox)],
+                env=env, capture_output=True, text=True, timeout=SUBPROCESS_TIMEOUT_S)
+        except subprocess.TimeoutExpired as exc:
+            raise PhaseCrash(f"{phase} phase timed out after {SUBPROCESS_TIMEOUT_S} s") from exc
         if done.returncode != 0 or not outbox.exists():
-            raise RuntimeError(f"{phase} phase failed (exit {done.returncode}): "
-                               f"{_first_lines(done.stderr[-4000:])}")
+            raise PhaseCrash(f"{phase} phase died (exit {done.returncode}): "
+                             f"{_first_lines(done.stderr[-4000:])}")
         return pickle.loads(outbox.read_bytes())
 
 
 def compile_requests(path: str | Path, requests: Sequence[CompileRequest],
                      arch: int = HOPPER_ARCH) -> list[AotResult]:
     """Compile recorded launches of the kernels in `path` (in a child process if this one
-    interprets)."""
-    return _run_phase("compile", Path(path).resolve(), list(requests), arch)
+    interprets). A crashed child is reported as one failed result."""
+    try:
+        return _run_phase("compile", Path(path).resolve(), list(requests), arch)
+    except PhaseCrash as exc:
+        kernels = ", ".join(sorted({r.kernel for r in requests}))
+        return [AotResult(kernels, ok=False, error=str(exc))]
 
 
 def check_file(path: str | Path, function_name: str, calls: Sequence[Call], *,
@@ -385,7 +398,11 @@ def check_file(path: str | Path, function_name: str, calls: Sequence[Call], *,
     """Compile-check every Triton kernel that `function_name` in file `path` launches when called
     with each of `calls`. Never empty: a call that raises or launches nothing is a failed result."""
     path = Path(path).resolve()
-    requests, failures = _run_phase("record", path, function_name, list(calls), execute, arch)
+    try:
+        requests, failures = _run_phase("record", path, function_name, list(calls), execute,
+                                        arch)
+    except PhaseCrash as exc:
+        return [AotResult(function_name, ok=False, error=str(exc))]
     return failures + (compile_requests(path, requests, arch) if requests else [])
 
 

@@ -88,7 +88,8 @@ KERNELS = textwrap.dedent('''
             a = tl.load(a_ptr + rm[:, None] * K + (k + rk)[None, :], mask=a_mask, other=0.0)
             b = tl.load(b_ptr + (k + rk)[:, None] * N + rn[None, :], mask=b_mask, other=0.0)
             acc += tl.dot(a, b)
-        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=(rm[:, None] < M) & (rn[None, :] < N))
+        c_mask = (rm[:, None] < M) & (rn[None, :] < N)
+        tl.store(c_ptr + rm[:, None] * N + rn[None, :], acc, mask=c_mask)
 
 
     def dot(a, b, block_m, block_k, num_stages):
@@ -206,6 +207,19 @@ def test_launchers_that_launch_nothing_or_raise_fail(kernels_file: Path) -> None
     assert not r.ok and "launched no Triton kernel" in r.error
     r = _only(check_file(kernels_file, "raises", [("x", (torch.randn(8),))]))
     assert not r.ok and "bad launcher" in r.error
+
+
+@pytest.mark.skipif(not triton_interprets(), reason="the compile phase must run in a child")
+def test_a_dead_compile_child_is_a_failed_result(kernels_file: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import autokernel.aot as aot
+
+    requests, failures = aot.record_call(aot.load_module(kernels_file).scale,
+                                         (torch.randn(64),), execute=False)
+    assert requests and not failures
+    monkeypatch.setattr(aot, "SUBPROCESS_TIMEOUT_S", 0.01)
+    r = _only(aot.compile_requests(kernels_file, requests))
+    assert not r.ok and r.kernel == "scale_kernel" and "timed out" in r.error
 
 
 @pytest.mark.skipif(not triton_interprets(), reason="needs the interpreter in this process")

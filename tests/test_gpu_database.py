@@ -106,14 +106,16 @@ def test_compute_capability_cross_check() -> None:
 
 
 def test_amd_by_architecture_and_memory() -> None:
-    assert match_gpu("", None, arch="gfx942:sramecc+:xnack-", total_memory_bytes=192 * GiB).key == "mi300x"
+    gfx942 = "gfx942:sramecc+:xnack-"
+    assert match_gpu("", None, arch=gfx942, total_memory_bytes=192 * GiB).key == "mi300x"
     assert match_gpu("", None, arch="gfx942", total_memory_bytes=256 * GiB).key == "mi325x"
     assert match_gpu("", None, arch="gfx942", total_memory_bytes=128 * GiB) is None  # MI300A
     assert match_gpu("AMD Instinct MI350X VF", None, arch="gfx950").key == "mi350x"
-    assert match_gpu("AMD Radeon Graphics", None, arch="gfx950", clock_khz=2_200_000).key == "mi350x"
-    assert match_gpu("AMD Radeon Graphics", None, arch="gfx950", clock_khz=2_400_000).key == "mi355x"
+    generic = "AMD Radeon Graphics"
+    assert match_gpu(generic, None, arch="gfx950", clock_khz=2_200_000).key == "mi350x"
+    assert match_gpu(generic, None, arch="gfx950", clock_khz=2_400_000).key == "mi355x"
     # Undecidable: the faster part, so that "% of peak" is never overstated.
-    assert match_gpu("AMD Radeon Graphics", None, arch="gfx950").key == "mi355x"
+    assert match_gpu(generic, None, arch="gfx950").key == "mi355x"
     # A name that contradicts the architecture is not trusted.
     assert match_gpu("AMD Instinct MI300X", None, arch="gfx950").key == "mi355x"
 

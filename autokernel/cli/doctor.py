@@ -91,7 +91,8 @@ def _gpu_report(device_index: int, calibrate: bool | None) -> tuple[list[Check],
 
     info: dict[str, Any] = {"gpu": None, "datasheet": None, "ceilings": None}
     if not torch.cuda.is_available():
-        return [Check("gpu", "info", "no GPU: kernels run on the CPU in the Triton interpreter")], info
+        no_gpu = Check("gpu", "info", "no GPU: kernels run on the CPU in the Triton interpreter")
+        return [no_gpu], info
     checks = []
     props = torch.cuda.get_device_properties(device_index)
     info["gpu"] = {"index": device_index, "name": props.name,
@@ -118,8 +119,9 @@ def _gpu_report(device_index: int, calibrate: bool | None) -> tuple[list[Check],
         spec = None
     else:
         if spec is None:
-            checks.append(Check("datasheet", "warn", "GPU not in the table and not estimable: set "
-                                                     "AUTOKERNEL_GPU_PEAKS=bf16_tflops=...,gbps=..."))
+            checks.append(Check("datasheet", "warn",
+                                "GPU not in the table and not estimable: set "
+                                "AUTOKERNEL_GPU_PEAKS=bf16_tflops=...,gbps=..."))
         else:
             info["datasheet"] = asdict(spec)
             tf32 = f"{spec.tf32_tflops:g}" if spec.tf32_tflops else "-"

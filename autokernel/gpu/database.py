@@ -330,7 +330,8 @@ def parse_overrides(text: str) -> dict[str, float]:
         try:
             value = float(raw)
         except ValueError as exc:
-            raise OverrideError(f"{OVERRIDE_ENV}: {key} needs a number, got {raw.strip()!r}") from exc
+            raise OverrideError(
+                f"{OVERRIDE_ENV}: {key} needs a number, got {raw.strip()!r}") from exc
         if not value > 0:
             raise OverrideError(f"{OVERRIDE_ENV}: {key} must be positive, got {value}")
         values[key] = value
