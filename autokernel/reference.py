@@ -76,9 +76,15 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 def layernorm(
     x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, eps: float = 1e-5
 ) -> torch.Tensor:
-    """LayerNorm over the last dimension with affine weight and bias of shape [N]."""
+    """LayerNorm over the last dimension with affine weight and bias of shape [N].
+
+    Rows are shifted by their first element first: layer norm does not change under a per-row
+    shift, and it keeps a float32 oracle accurate on rows with a large mean (1e4 + noise), where
+    torch's float32 statistics are off by up to 30x the float32 tolerance.
+    """
     ct = _compute_dtype(x)
-    out = F.layer_norm(x.to(ct), (x.shape[-1],), weight.to(ct), bias.to(ct), eps)
+    xc = x.to(ct)
+    out = F.layer_norm(xc - xc[..., :1], (x.shape[-1],), weight.to(ct), bias.to(ct), eps)
     return out.to(x.dtype)
 
 

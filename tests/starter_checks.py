@@ -24,9 +24,9 @@ from autokernel.ops.spec import Inputs, OpSpec
 def upcast(args: Inputs) -> Inputs:
     """Floating tensors to float64; everything else unchanged.
 
-    Always float64, even for GPU-sized inputs: torch's own float32 layer_norm is off by 4e-3 on
-    rows of 1e4 + N(0, 1) and by 0.5 on rows with a 1e4 offset and 1e-3 spread (measured on CPU),
-    so a float32 oracle would fail kernels that are more accurate than it.
+    Always float64, even at GPU sizes where the harness settles for float32: the strictest oracle
+    (torch's float32 layer_norm alone was off by up to 30x the float32 tolerance on large-mean rows
+    before reference.layernorm learnt to shift them).
     """
     return tuple(
         a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args
