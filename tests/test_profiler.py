@@ -95,10 +95,12 @@ def test_matmul_shapes_are_m_n_k_from_linear_and_bmm() -> None:
     matmul = types_of(cpu_plan("matmul_mixed"))["matmul"]
     sites = {(s.aten_op, tuple(s.shape)): s for s in matmul.call_sites}
     # linear: input [4, 24, 96], weight [80, 96] → M = 4*24, N = 80, K = 96
-    assert sites[("aten::linear", (96, 80, 96))].params == {"bias": True}
-    assert sites[("aten::linear", (96, 72, 80))].params == {}
+    # What the matmul reference cannot take (a bias, a batch) is a note, not a parameter.
+    assert sites[("aten::linear", (96, 80, 96))].notes == {"bias": True}
+    assert sites[("aten::linear", (96, 72, 80))].notes == {}
     assert ("aten::matmul", (96, 40, 72)) in sites
-    assert sites[("aten::bmm", (32, 40, 48))].params == {"batch": 6}
+    assert sites[("aten::bmm", (32, 40, 48))].notes == {"batch": 6}
+    assert all(site.params == {} for site in matmul.call_sites)
     assert matmul.dims == ["M", "N", "K"]
     time_by_shape: dict[tuple[int, ...], float] = {}
     for site in matmul.call_sites:
@@ -152,6 +154,26 @@ def test_tiny_llama_ranks_every_llama_pattern() -> None:
     assert "layernorm" not in found and "reduce" not in found
     assert [t.rank for t in plan.targets] == list(range(1, len(plan.targets) + 1))
     assert_shares_add_up(plan)
+
+
+def test_target_params_are_what_the_ops_input_generator_takes() -> None:
+    """The loop hands Target.params to the harness, which calls make_inputs(**params)."""
+    from autokernel.ops import get_spec
+    from autokernel.ops.spec import parse_dtype
+
+    plans = [cpu_plan(name) for name, _, _ in CASES]
+    plans.append(build_plan(RecordedProfile.load(H100_EVENTS), model="block", class_name="M"))
+    checked = set()
+    for plan in plans:
+        for target in plan.targets:
+            spec = get_spec(target.kernel_type)
+            shape = tuple(min(d, 64) for d in target.bench_shape)
+            generator = torch.Generator().manual_seed(0)
+            inputs = spec.make_inputs(shape, parse_dtype(target.dtype), "cpu", generator,
+                                      "normal", **target.params)
+            assert inputs, target.kernel_type
+            checked.add(target.kernel_type)
+    assert len(checked) == 9
 
 
 def test_no_optimizable_kernel_says_so() -> None:

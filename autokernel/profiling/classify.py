@@ -95,7 +95,8 @@ class SiteKey:
     aten_op: str
     shape: tuple[int, ...]  # registry dims; () when the profile did not record shapes
     dtype: str
-    params: tuple[tuple[str, Any], ...] = ()
+    params: tuple[tuple[str, Any], ...] = ()  # the reference's own arguments (eps, causal, scale)
+    notes: tuple[tuple[str, Any], ...] = ()  # what else differs from the reference (bias, batch)
 
 
 @dataclass
@@ -124,6 +125,21 @@ def registry_dims(kernel_type: str) -> tuple[str, ...]:
     except (ImportError, AttributeError, KeyError):
         return canonical
     return dims if len(dims) == len(canonical) else canonical
+
+
+@lru_cache(maxsize=None)
+def reference_arguments(kernel_type: str) -> frozenset[str]:
+    """Names of the reference's arguments: the parameters a kernel of this type can be given.
+
+    Everything else the profiler learns about a call site (a linear's bias, a batched GEMM's
+    batch, a mask) is a note: the harness feeds params to the op's input generator, which takes
+    exactly the reference's arguments.
+    """
+    import inspect
+
+    from autokernel.reference import REFERENCES
+
+    return frozenset(inspect.signature(REFERENCES[kernel_type]).parameters)
 
 
 def to_registry_shape(kernel_type: str, named: dict[str, int]) -> tuple[int, ...]:
@@ -304,8 +320,9 @@ def _layernorm_shape(op: OpCall, ctx: Context) -> Extracted:
     eps = _arg(op, 4)
     if isinstance(eps, (int, float)) and not isinstance(eps, bool):
         params["eps"] = eps
-    params["affine"] = _has_tensor(op, 2)
-    params["bias"] = _has_tensor(op, 3)
+    # Names the reference's arguments do not use, so these stay notes.
+    params["elementwise_affine"] = _has_tensor(op, 2)
+    params["with_bias"] = _has_tensor(op, 3)
     return {"M": _numel(x) // n, "N": n}, params
 
 
@@ -320,7 +337,7 @@ def _rmsnorm_shape(op: OpCall, ctx: Context) -> Extracted:
         eps = FINFO_EPS.get(_dtype(op, ctx.record.dtype))
     params: dict[str, Any] = {"eps": eps} if eps is not None else {}
     if not _has_tensor(op, 2):
-        params["weight"] = False
+        params["elementwise_affine"] = False
     return {"M": _numel(x) // n, "N": n}, params
 
 
@@ -477,7 +494,11 @@ class Context:
     def site(self, kernel_type: str, module: str, aten_op: str, named: dict[str, int] | None,
              params: dict[str, Any], dtype: str) -> SiteKey:
         shape = to_registry_shape(kernel_type, named) if named else ()
-        return SiteKey(module, aten_op, shape, dtype, tuple(sorted(params.items())))
+        arguments = reference_arguments(kernel_type)
+        kernel_params = {k: v for k, v in params.items() if k in arguments}
+        notes = {k: v for k, v in params.items() if k not in arguments}
+        return SiteKey(module, aten_op, shape, dtype, tuple(sorted(kernel_params.items())),
+                       tuple(sorted(notes.items())))
 
     def claim(self, ops: Sequence[OpCall], kernel_type: str, call: tuple[str, int],
               site: SiteKey) -> None:
@@ -821,7 +842,7 @@ def classify_profile(record: RecordedProfile) -> list[Attribution]:
                                                 row.name))
             else:
                 site = SiteKey("", "(no op recorded)", (), record.dtype,
-                               (("kernel", row.name),))
+                               notes=(("kernel", row.name),))
                 attributions.append(Attribution(kernel_type, row.time_us, ("kernel", index),
                                                 site, row.name))
             continue

@@ -26,6 +26,8 @@ class CallSite:
     calls: int
     time_ms: float  # device time per profiled forward
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"eps": 1e-5, "causal": True}
+    # What the reference does not take but a person should know: {"bias": True}, {"batch": 12}.
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -41,7 +43,7 @@ class Target:
     amdahl_2x: float  # end-to-end speedup if this kernel alone got 2x faster
     cumulative_2x: float  # the same with this and every higher-ranked target 2x faster
     call_sites: list[CallSite] = field(default_factory=list)
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = field(default_factory=dict)  # reference arguments at bench_shape
     dims: list[str] = field(default_factory=list)  # names of the shape dims (OpSpec.dims)
     # End-to-end ceiling if this and every higher-ranked target took no time; None: unbounded.
     cumulative_limit: float | None = None

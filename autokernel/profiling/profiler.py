@@ -95,7 +95,11 @@ def module_scopes(model: Any) -> Iterator[None]:
     try:
         for path, module in model.named_modules():
             pre_hook, post_hook = make_hooks(path)
-            handles.append(module.register_forward_pre_hook(pre_hook))
+            try:
+                pre = module.register_forward_pre_hook(pre_hook)
+            except (RuntimeError, TypeError):
+                continue  # a module that refuses hooks (TorchScript): its ops go to its parent
+            handles.append(pre)
             handles.append(module.register_forward_hook(post_hook))
         yield
     finally:

@@ -46,6 +46,7 @@ def _target(kernel_type: str, sites: dict[SiteKey, _Tally], iterations: int,
             calls=_per_forward(len(tally.calls), iterations),
             time_ms=tally.time_us * per_ms,
             params=dict(key.params),
+            notes=dict(key.notes),
         )
         for key, tally in ranked_sites
     ]
