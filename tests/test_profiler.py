@@ -65,6 +65,7 @@ CASES = [
     ("matmul_mixed", {"matmul": 4}, {"fused_mlp"}),
     ("sdpa", {"flash_attention": 1}, {"softmax", "matmul"}),
     ("explicit_attention", {"flash_attention": 1}, {"softmax", "matmul"}),
+    ("explicit_attention_where", {"flash_attention": 1}, {"softmax", "matmul"}),
     ("padded_attention", {"softmax": 1, "matmul": 2}, {"flash_attention"}),
     ("swiglu", {"fused_mlp": 1}, {"matmul"}),
     ("gelu_mlp", {"matmul": 2}, {"fused_mlp"}),
@@ -140,6 +141,9 @@ def test_sdpa_and_explicit_attention_params() -> None:
     assert explicit.bench_shape == [2, 4, 48, 16]
     assert explicit.params["causal"] is True
     assert explicit.call_sites[0].aten_op.startswith("softmax(QK^T)V")
+    hf_style = types_of(cpu_plan("explicit_attention_where"))["flash_attention"]
+    assert hf_style.params == {"causal": True, "scale": pytest.approx(0.25)}  # / full([], 4.0)
+    assert hf_style.call_sites[0].module == "attn"
 
 
 def test_tiny_llama_ranks_every_llama_pattern() -> None:

@@ -9,7 +9,7 @@ profiler could not tie to an op. In order:
    - a SwiGLU MLP: linear, linear, silu, mul, linear in a row with gate/up [H, D], down [D, H]
      and no biases (silu(gate(x)) * up(x) → down) → fused_mlp. Anything less (a GELU MLP, a
      biased projection) stays matmul + other;
-   - explicit attention, matmul(Q, Kᵀ) → [scale] → [masked_fill with an [S, S] mask] → softmax →
+   - explicit attention, matmul(Q, Kᵀ) → [scale] → [masked_fill/where, [S, S] mask] → softmax →
      matmul(P, V) → flash_attention. With an additive or per-batch mask the pattern is not
      reliable, so its softmax stays a softmax target and its matmuls matmul;
    - rotate-half RoPE (neg → cat between the two muls and the add), and every op inside a module
@@ -622,6 +622,15 @@ def _find_swiglu(ctx: Context) -> None:
 ATTENTION_MATMULS = ("aten::matmul", "aten::bmm")
 
 
+def _makes_a_scalar(op: OpCall) -> bool:
+    """torch.full([], v) / scalar_tensor: the scale or mask value, made on the fly."""
+    return op.name == "aten::scalar_tensor" or (op.name == "aten::full" and _arg(op, 0) == [])
+
+
+def _scalar_value(op: OpCall) -> Any:
+    return _arg(op, 0 if op.name == "aten::scalar_tensor" else 1)
+
+
 def _find_explicit_attention(ctx: Context) -> None:
     seq = _significant_unclaimed(ctx)
     for s, softmax in enumerate(seq):
@@ -636,16 +645,19 @@ def _find_explicit_attention(ctx: Context) -> None:
         j = s - 1
         while j >= 0 and seq[j].name not in ATTENTION_MATMULS:
             op = seq[j]
-            if op.name in CAST_OPS:
+            if op.name in CAST_OPS or _makes_a_scalar(op):
                 pass
             elif op.name in ("aten::mul", "aten::div", "aten::mul_", "aten::div_") and not (
                 _has_tensor(op, 1)
             ):
                 value = _arg(op, 1)
+                if value is None and j > 0 and _makes_a_scalar(seq[j - 1]):
+                    value = _scalar_value(seq[j - 1])  # scores / torch.full([], sqrt(d))
                 if isinstance(value, (int, float)) and value:
                     scale = float(value) if "mul" in op.name else 1.0 / float(value)
-            elif op.name in ("aten::masked_fill", "aten::masked_fill_"):
-                mask = _shape(op, 1)
+            elif op.name in ("aten::masked_fill", "aten::masked_fill_", "aten::where"):
+                # masked_fill(scores, mask, value) or where(keep, scores, value)
+                mask = _shape(op, 0 if op.name == "aten::where" else 1)
                 # An [S, S] mask broadcast over batch and heads is the causal triangle; a
                 # per-batch padding mask is not something a causal kernel can reproduce.
                 if mask[-2:] != p[-2:] or _numel(mask[:-2]) != 1:
