@@ -241,6 +241,9 @@ def run(
             max_experiments=max_experiments_per_target,
         ),
         bench_timeout_s=bench_timeout or (60.0 if resolved_device == "cuda" else 300.0),
+        # The interpreter is ~1000x slower than a GPU: the harness's smaller sweep keeps a cpu
+        # run (CI's end-to-end test) in minutes; every detector still runs.
+        harness_quick=resolved_device == "cpu",
         seed=seed,
     )
     workspace, state = _create_workspace(root, run_tag, model_file, class_name, plan, chosen,

@@ -71,7 +71,10 @@ class LoopConfig:
     min_keep_margin: float = 0.01  # a keep must beat the best by at least this fraction...
     # ...and by more than the measured noise: hypot(IQR_new, IQR_best) / best latency.
     bench_timeout_s: float = 120.0
-    max_shapes: int = 3  # profiled shapes timed per experiment (most time first)
+    max_shapes: int = 2  # profiled shapes timed per experiment (most time first); every profiled
+    # shape is checked for correctness
+    harness_quick: bool = False  # the harness's smaller shape sweep (the cpu default: CI time)
+    timing_budget_s: float = 1.0  # the harness's timing budget per shape
     revisit: bool = True
     max_rounds_without_keep: int = 2  # stop revisiting after this many rounds with no keep
     seed: int = 0
@@ -92,7 +95,7 @@ class RunInconsistent(RuntimeError):
 
 
 def default_bench() -> BenchFn:
-    from autokernel.harness import run_bench
+    from autokernel.harness.runner import run_bench
 
     return run_bench
 
@@ -267,6 +270,7 @@ class Runner:
         self._history: dict[int, list[Attempt]] = {}
         self._best_results: dict[int, BenchResult] = {}
         self._reference_sources: dict[str, str] = {}
+        self._last_result: BenchResult | None = None
 
     # -- the time accounts ---------------------------------------------------------------------
     def _tick(self) -> None:
@@ -560,6 +564,13 @@ class Runner:
         proposal = Proposal(source=source, description=f"baseline: the {target.kernel_type} "
                             "starter", agent="starter")
         self._start_experiment(target, proposal, baseline=True)
+        failed = self._last_result
+        if (target.baseline is not None and failed is not None and not failed.passed
+                and failed.stage == "harness"):
+            # The harness itself cannot judge this target (e.g. a shape or dtype it refuses):
+            # every experiment would fail the same way.
+            self._finish_target(target, Decision(True, "harness-error",
+                                                 f"harness-error: {failed.reason}"))
 
     def _run_agent_experiment(self, target: TargetState) -> None:
         started = self.clock()
@@ -617,16 +628,10 @@ class Runner:
         target = self.state.targets[flight.target]
         started = self.clock()
         if flight.phase == "written":
+            # The harness runs candidates in their own session: a Ctrl-C in the terminal reaches
+            # only this process, so the verdict below is the kernel's, also when stopping.
             result = self._bench(target)
-            if self.stop_requested and not result.passed:
-                # The stop signal most likely reached the harness's process too: this verdict is
-                # not the kernel's. Leave the journal at "written" so resume benchmarks it again.
-                flight.bench_attempts -= 1
-                self.ws.reset_to(self.state.head)
-                self._save()
-                return
-            commit_placeholder = ""
-            new = measure(result, flight.experiment, commit_placeholder,
+            new = measure(result, flight.experiment, "",
                           shape_weights(self._plan_target(target), self._timed_shapes(target)))
             if flight.baseline:
                 verdict, reason = "baseline", result.reason if not result.passed else ""
@@ -655,6 +660,7 @@ class Runner:
             self.results.append(row)
         if flight.verdict not in COMMITTED_STATUSES:
             self.ws.reset_to(self.state.head)
+        self._last_result = result
         self._conclude(target, flight.experiment, row, result, flight.sweep)
         if proposal is not None:
             try:
@@ -681,9 +687,14 @@ class Runner:
                 device=self.config.device,
                 shapes=self._timed_shapes(target),
                 dtypes=[plan_target.dtype],
+                # Correct at the dtype the model runs; other dtypes are not this target's job.
+                correctness_dtypes=[plan_target.dtype],
+                model_shapes=[list(s) for s in plan_target.shapes],
                 params=dict(plan_target.params),
                 timeout_s=self.config.bench_timeout_s,
                 cache_dir=cache,
+                quick=self.config.harness_quick,
+                timing_budget_s=self.config.timing_budget_s,
             )
         except KeyboardInterrupt:
             raise
