@@ -264,7 +264,8 @@ def test_only_overloaded_ends_cleanly_after_bounded_failures() -> None:
         proposal = agent.propose(make_context(experiment=experiment))
         assert proposal is not None and "overloaded (529)" in proposal.error
         assert proposal.llm_calls == 0 and proposal.cost_usd == 0.0
-    with pytest.raises(AgentStop, match="no kernel in 3 experiments in a row.*overloaded"):
+    with pytest.raises(AgentStop, match="API failed in 3 experiments in a row.*overloaded.*"
+                                        "autokernel resume"):
         agent.propose(make_context(experiment=4))
     assert waits == [5.0, 10.0]  # backing off between experiments, doubling
     assert len(cassette.requests) == 3 * 2  # each experiment: 1 try + 1 SDK retry
@@ -275,7 +276,8 @@ def test_only_text_ends_cleanly_after_bounded_failures() -> None:
                          max_consecutive_failures=2)
     assert agent.propose(make_context()).error  # type: ignore[union-attr]
     assert agent.propose(make_context(experiment=2)).error  # type: ignore[union-attr]
-    with pytest.raises(AgentStop, match="no kernel in 2 experiments in a row.*text only"):
+    with pytest.raises(AgentStop, match="Claude produced no kernel in 2 experiments in a row"
+                                        ".*text only"):
         agent.propose(make_context(experiment=3))
 
 
@@ -734,3 +736,177 @@ def _no_stray_environment(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
     monkeypatch.delenv("AUTOKERNEL_CLAUDE_EFFORT", raising=False)
     yield
+
+
+# -- the whole loop, on the CPU interpreter ---------------------------------------------------
+
+# The starter walks each row in 32-column chunks: in the interpreter every chunk costs a loop
+# iteration, so Claude's replayed edit (one chunk per row) is ~8x faster and is kept for sure, and
+# its replayed rewrite (64-wide chunks, one program per row) is ~4x slower and is reverted.
+SLOW_STARTER = BASE_KERNEL.replace("BLOCK_M = 4\nBLOCK_N = 64\n", "BLOCK_M = 1\nBLOCK_N = 32\n")
+LOOP_SHAPE = [64, 256]
+
+
+def night_plan() -> Any:
+    from autokernel.profiling.plan import Plan
+
+    target = Target(rank=1, kernel_type="reduce", shapes=[LOOP_SHAPE], dtype="fp32", calls=4,
+                    time_ms=0.5, share=0.5, bench_shape=LOOP_SHAPE, amdahl_2x=1.33,
+                    cumulative_2x=1.33)
+    return Plan(model="model.py", class_name="Model", device="cpu", dtype="fp32", gpu=None,
+                total_ms=1.0, targets=[target])
+
+
+@pytest.mark.slow
+def test_full_claude_loop_on_the_cpu_interpreter(tmp_path: Path) -> None:
+    import functools
+    import io
+    import subprocess
+
+    from autokernel.harness.runner import run_bench
+    from autokernel.loop.dashboard import PlainDashboard
+    from autokernel.loop.results import ResultsLog, read_rows
+    from autokernel.loop.runner import LoopConfig, Runner
+    from autokernel.loop.state import RunState, TargetState
+    from autokernel.loop.workspace import BRANCH_PREFIX, Workspace
+    from autokernel.orchestrate import MoveOnConfig
+
+    assert SLOW_STARTER != BASE_KERNEL
+    plan = night_plan()
+    model = tmp_path / "model.py"
+    model.write_text("# the model\n")
+    ws = Workspace.create(tmp_path / "run", run_tag="night-1", run_info={"config": {}},
+                          plan_json=json.dumps(plan.to_dict()), model_path=model,
+                          program_md=PROGRAM.read_text(),
+                          reference_source=Path(reference.__file__).read_text())
+    state = RunState(run_tag="night-1", branch=BRANCH_PREFIX + "night-1", head=ws.head(),
+                     targets=[TargetState(index=0, rank=1, kernel_type="reduce", tag="01_reduce")],
+                     hours=None)
+    ResultsLog.create(ws.results_path)
+    state.save(ws.state_path)
+    config = LoopConfig(device="cpu", dtype="fp32", agent="claude", hours=None, revisit=False,
+                        bench_timeout_s=300.0,
+                        move_on=MoveOnConfig(max_consecutive_reverts=5, peak_fraction=None,
+                                             target_seconds=None, target_speedup=None))
+    cassette = Cassette("loop_night")
+    llm = claude_agent(cassette, max_turns=2, max_llm_calls=6)
+    agent = HybridAgent(llm, TunerAgent(seed=1), sweep_patience=1, max_sweep_experiments=1,
+                        initial_sweep=False)
+    log = io.StringIO()
+    runner = Runner(ws, plan, state, config, agent,
+                    bench=functools.partial(run_bench, quick=True),
+                    dashboard=PlainDashboard(stream=log), starter_source=lambda kind: SLOW_STARTER)
+
+    reason = runner.run()
+
+    assert "the agent stopped: --max-llm-calls 6 reached" in reason, log.getvalue()
+    rows = read_rows(ws.results_path)
+    summary = [(r["experiment"], r["status"], r["agent"], r["stage"]) for r in rows]
+    assert [r["status"] for r in rows][:2] == ["baseline", "keep"], summary
+    assert [r["agent"] for r in rows] == ["starter", "claude", "tuner", "claude", "tuner",
+                                          "claude"], summary
+    assert rows[3]["status"] == "revert", summary
+    assert rows[5]["status"] == "fail" and rows[5]["stage"] == "agent", summary
+    assert rows[5]["correctness"] == "ERROR" and "text only" in rows[5]["reason"]
+    # Tokens and cost per experiment; the tuner's sweep steps cost nothing.
+    assert int(rows[1]["input_tokens"]) == 1400 + 6100 + 450 + 7500
+    assert int(rows[1]["output_tokens"]) == 350 + 40 and float(rows[1]["cost_usd"]) > 0
+    assert rows[2]["input_tokens"] == "0" and rows[4]["input_tokens"] == "0"
+    assert int(rows[5]["input_tokens"]) == 1600 + 6100 + 1700 + 7700
+    spent = sum(float(r["cost_usd"] or 0) for r in rows)
+    assert spent == pytest.approx(llm.total.cost_usd)
+    ledger = json.loads((ws.cache_dir / "claude_usage.json").read_text())
+    assert ledger["calls"] == 6 and ledger["cost_usd"] == pytest.approx(spent)
+    # git: the keep is a commit saying what was tried; the finished target's best is saved.
+    subjects = subprocess.run(["git", "-C", str(ws.root), "log", "--format=%s"], check=True,
+                              capture_output=True, text=True).stdout
+    assert "exp 1 01_reduce: one chunk per row: BLOCK_N covers the whole row" in subjects
+    assert "exp 3 " not in subjects  # reverted, not committed
+    best = (ws.root / "kernels" / "01_reduce.py").read_text()
+    assert "triton.next_power_of_2(n_cols))" in best
+    assert ws.read_kernel() == best
+    runner.check_consistency()
+
+
+class _UselessAPI(http.server.BaseHTTPRequestHandler):
+    """Stands in for an API that is only ever overloaded, or only ever answers in prose."""
+
+    answer = "overloaded"
+    requests: list[str] = []
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        self.rfile.read(int(self.headers["Content-Length"]))
+        type(self).requests.append(self.path)
+        if self.answer == "overloaded":
+            status, headers = 529, {"retry-after-ms": "1"}
+            body: dict[str, Any] = {"type": "error", "error": {"type": "overloaded_error",
+                                                               "message": "Overloaded"}}
+        else:
+            status, headers = 200, {}
+            body = {"id": "msg_01Prose", "type": "message", "role": "assistant",
+                    "model": "claude-sonnet-5-5", "stop_reason": "end_turn",
+                    "content": [{"type": "text", "text": "This kernel is already optimal."}],
+                    "usage": {"input_tokens": 900, "output_tokens": 12}}
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        for name, value in {"Content-Type": "application/json",
+                            "Content-Length": str(len(payload)), **headers}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: Any) -> None:
+        return None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("answer", ["overloaded", "text"])
+def test_run_against_a_useless_api_ends_cleanly(answer: str, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import functools
+
+    from typer.testing import CliRunner
+
+    import autokernel.agents.claude as claude_module
+    from autokernel.cli import app
+    from autokernel.loop.results import read_rows
+
+    handler = type("Handler", (_UselessAPI,), {"answer": answer, "requests": []})
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loopback")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    # Only the waiting is shortened (and the starter's initial tuner sweep skipped); everything
+    # else is what `autokernel run --agent claude` builds.
+    monkeypatch.setattr(claude_module, "make_claude_agent", functools.partial(
+        claude_module.make_claude_agent, failure_backoff_s=0.0, initial_sweep=False))
+    plan_path, model = tmp_path / "plan.json", tmp_path / "model.py"
+    night_plan().save(plan_path)
+    model.write_text("# the model\n")
+    out = tmp_path / "run"
+    try:
+        result = CliRunner().invoke(app, [
+            "run", str(model), "--plan", str(plan_path), "--device", "cpu", "--agent", "claude",
+            "--out", str(out), "--no-live", "--top", "1"])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    output = result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), output
+    assert "Traceback" not in output
+    assert result.exit_code == 0, output
+    why = "overloaded (529)" if answer == "overloaded" else "text only"
+    stop = ("the Claude API failed in 4 experiments in a row" if answer == "overloaded"
+            else "Claude produced no kernel in 4 experiments in a row")
+    assert re.search(r"stopped: the agent stopped: " + re.escape(stop) + r".*\(last: .*"
+                     + re.escape(why), " ".join(output.split())), output
+    rows = read_rows(out / "results.tsv")
+    assert [r["status"] for r in rows] == ["baseline"] + ["fail"] * 4
+    assert all(r["stage"] == "agent" and why in r["reason"] for r in rows[1:])
+    label = "claude: no candidate (API failure)" if answer == "overloaded" else \
+        "claude: no kernel in the reply"
+    assert all(r["description"] == label for r in rows[1:])
+    assert json.loads((out / "state.json").read_text())["finished"] is True
+    assert handler.requests and set(handler.requests) == {"/v1/messages"}

@@ -808,17 +808,25 @@ class ClaudeAgent:
 
         self._consecutive_failures += 1
         self._transient_failures = self._transient_failures + 1 if outcome.transient else 0
+        streak = self._consecutive_failures
         if outcome.fatal:
             self._stop_reason = outcome.fatal
-        elif self._consecutive_failures >= self.max_consecutive_failures and not self._stop_reason:
-            self._stop_reason = (
-                f"the claude agent produced no kernel in {self._consecutive_failures} experiments "
-                f"in a row (last: {error}); stopping"
-            )
+        elif streak >= self.max_consecutive_failures and not self._stop_reason:
+            if self._transient_failures == streak:
+                self._stop_reason = (
+                    f"the Claude API failed in {streak} experiments in a row, each after the "
+                    f"SDK's retries (last: {error}); stopping - `autokernel resume` continues "
+                    "the run once the API answers again"
+                )
+            else:
+                self._stop_reason = (
+                    f"Claude produced no kernel in {streak} experiments in a row "
+                    f"(last: {error}); stopping"
+                )
         if outcome.fatal and spend.calls == 0:
             raise AgentStop(self._stop_reason)  # nothing was spent: no row to record
         proposal.source = context.best_source
-        proposal.description = "claude: " + one_line(error, 120)
+        proposal.description = "claude: " + _failure_label(error, outcome)
         proposal.error = one_line(error, 400)
         return proposal
 
@@ -839,6 +847,21 @@ _CUT_OFF = (
     "Your reply was cut off at the output-token limit. Use edit_kernel for smaller, focused "
     "edits instead of rewriting the whole file."
 )
+
+
+def _failure_label(error: str, outcome: _Outcome) -> str:
+    """A short description for the results.tsv row of an experiment without a candidate."""
+    if outcome.transient or error.startswith("Claude API"):
+        return "no candidate (API failure)"
+    for prefix, label in (
+        ("malformed API reply", "no candidate (malformed reply)"),
+        ("no kernel", "no kernel in the reply"),
+        ("kernel.py fails the static check", "kernel fails the static check"),
+        ("stopped before an LLM call", "budget reached before a kernel"),
+    ):
+        if error.startswith(prefix):
+            return label
+    return "no candidate"
 
 
 def _block_param(block: Any) -> dict[str, Any]:
@@ -865,6 +888,7 @@ def make_claude_agent(
     seed: int = 0,
     sweep_patience: int = 8,
     max_sweep_experiments: int = 24,
+    initial_sweep: bool = True,
     **options: Any,
 ) -> Agent:
     """The agent behind `--agent claude`: Claude, with the tuner sweeping each new structure.
@@ -886,4 +910,5 @@ def make_claude_agent(
         TunerAgent(seed=seed),
         sweep_patience=sweep_patience,
         max_sweep_experiments=max_sweep_experiments,
+        initial_sweep=initial_sweep,
     )
