@@ -189,6 +189,11 @@ def _rows_and_cols(x: Sequence[int], dim: Any = -1) -> tuple[int, int] | None:
     return (_numel(x) // n if n else 0), n
 
 
+def _maybe_last_dim(dim: Any, ndim: int) -> bool:
+    """The last dim, or not recorded (a torch that keeps no scalar-list arguments)."""
+    return dim is None or _is_last_dim(dim, ndim)
+
+
 def _is_last_dim(dim: Any, ndim: int) -> bool:
     if isinstance(dim, list) and len(dim) == 1:
         dim = dim[0]
@@ -556,7 +561,7 @@ def _find_handwritten_rmsnorm(ctx: Context) -> None:
             continue
         mean = next(op for op in work if op.name == "aten::mean")
         x = _shape(mean, 0)
-        if not x or x[-1] != weight_shape[0] or not _is_last_dim(_arg(mean, 1), len(x)):
+        if not x or x[-1] != weight_shape[0] or not _maybe_last_dim(_arg(mean, 1), len(x)):
             continue
         params: dict[str, Any] = {}
         eps = ctx.module_eps(mean)
@@ -578,17 +583,20 @@ def _is_plain_linear(op: OpCall) -> bool:
     return op.name == "aten::linear" and len(_shape(op, 1)) == 2 and not _has_tensor(op, 2)
 
 
+# silu(gate(x)) * up(x) evaluates gate, silu, up; up(x) * silu(gate(x)) evaluates up, gate, silu.
+SWIGLU_ORDERS = (
+    ["aten::linear", "aten::silu", "aten::linear", "aten::mul", "aten::linear"],
+    ["aten::linear", "aten::linear", "aten::silu", "aten::mul", "aten::linear"],
+)
+
+
 def _find_swiglu(ctx: Context) -> None:
     seq = _significant_unclaimed(ctx)
     i = 0
     while i + 5 <= len(seq):
         window = seq[i:i + 5]
-        names = [op.name for op in window]
-        orders = (
-            ["aten::linear", "aten::silu", "aten::linear", "aten::mul", "aten::linear"],
-            ["aten::linear", "aten::linear", "aten::silu", "aten::mul", "aten::linear"],
-        )
-        if [n.replace("aten::silu_", "aten::silu") for n in names] not in orders:
+        names = [op.name.replace("aten::silu_", "aten::silu") for op in window]
+        if names not in SWIGLU_ORDERS:
             i += 1
             continue
         linears = [op for op in window if op.name == "aten::linear"]
@@ -637,7 +645,7 @@ def _find_explicit_attention(ctx: Context) -> None:
         if softmax.name not in ("aten::softmax", "aten::_softmax"):
             continue
         p = _shape(softmax, 0)
-        if len(p) < 3 or not _is_last_dim(_arg(softmax, 1), len(p)):
+        if len(p) < 3 or not _maybe_last_dim(_arg(softmax, 1), len(p)):
             continue
         # Backwards: casts, a scalar scale and a causal-shaped masked_fill, then Q @ Kᵀ.
         causal = False
@@ -737,7 +745,8 @@ def _find_rotate_half(ctx: Context) -> None:
             continue
         site = ctx.site("rotary_embedding", ctx.common_module(group),
                         "rotate_half(aten::mul, aten::neg, aten::cat, aten::mul, aten::add)",
-                        _four_dims(x), {"layout": "rotate_half"}, _dtype(group[0], ctx.record.dtype))
+                        _four_dims(x), {"layout": "rotate_half"},
+                        _dtype(group[0], ctx.record.dtype))
         ctx.claim(_span(ctx, group[0], group[-1]), "rotary_embedding", ("rope", group[0].id), site)
         j += 4
 
@@ -774,7 +783,7 @@ def _find_log_softmax_nll(ctx: Context) -> None:
         if log_softmax.name not in ("aten::log_softmax", "aten::_log_softmax"):
             continue
         x = _shape(log_softmax, 0)
-        if not x or not _is_last_dim(_arg(log_softmax, 1), len(x)):
+        if not x or not _maybe_last_dim(_arg(log_softmax, 1), len(x)):
             continue
         k = j + 1
         while k < len(seq) and seq[k].name in CAST_OPS:

@@ -178,7 +178,8 @@ def load_model_file(
     cls = getattr(module, class_name, None)
     if not (inspect.isclass(cls) and issubclass(cls, nn.Module)):
         found = _module_classes(module)
-        what = f"no nn.Module class {class_name!r}" if cls is None else f"{class_name!r} is not an nn.Module class"
+        what = (f"no nn.Module class {class_name!r}" if cls is None
+                else f"{class_name!r} is not an nn.Module class")
         hint = f" (found: {', '.join(found)}; pick one with --class-name)" if found else ""
         raise ModelLoadError(f"{what} in {file}{hint}")
     if not callable(getattr(module, "get_inputs", None)):

@@ -11,7 +11,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from autokernel.profiling.classify import OTHER, Attribution, SiteKey, classify_profile, registry_dims
+from autokernel.profiling.classify import (
+    OTHER,
+    Attribution,
+    SiteKey,
+    classify_profile,
+    registry_dims,
+)
 from autokernel.profiling.events import RecordedProfile
 from autokernel.profiling.plan import CallSite, Plan, Target, amdahl_speedup
 
