@@ -60,5 +60,7 @@ fi
 if [[ -n "${OUT:-}" ]]; then
     cp "$RUN_DIR/results.tsv" "$RUN_DIR/state.json" "$OUT/"
     [[ -f "$RUN_DIR/report/tuner-run.md" ]] && cp "$RUN_DIR/report/tuner-run.md" "$OUT/"
-    tar -czf "$OUT/run_dir.tar.gz" -C "$(dirname "$RUN_DIR")" "$(basename "$RUN_DIR")"
+    # Without the compile caches (large, and rebuilt on demand); the baseline timings stay.
+    tar -czf "$OUT/run_dir.tar.gz" --exclude='.cache/harness/triton' \
+        --exclude='.cache/harness/inductor' -C "$(dirname "$RUN_DIR")" "$(basename "$RUN_DIR")"
 fi

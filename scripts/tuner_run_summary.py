@@ -59,16 +59,21 @@ def summarize(run_dir: Path) -> str:
     for target in state["targets"]:
         mine = [r for r in rows if r["tag"] == target["tag"]]
         baseline = next((r for r in mine if r["status"] == "baseline"), None)
-        kept = [r for r in mine if r["status"] in ("baseline", "keep") and r["correctness"] == "PASS"]
-        best = kept[-1] if kept else None  # each keep beats every earlier kept row
+        kept = [r for r in mine
+                if r["status"] in ("baseline", "keep") and r["correctness"] == "PASS"]
+        best = kept[-1] if kept else {}  # each keep beats every earlier kept row
+
+        def cell(row: dict[str, str] | None, column: str, pattern: str) -> str:
+            return _fmt(_float(row.get(column)) if row else None, pattern)
+
+        stop = target.get("stop_reason") or target["status"]
         out.append(
-            f"| {target['tag']} | {_fmt(_float(baseline['latency_us']) if baseline else None, '{:.2f}')} "
-            f"| {_fmt(_float(best['latency_us']) if best else None, '{:.2f}')} "
-            f"| {_fmt(_float(best['speedup_vs_pytorch']) if best else None, '{:.2f}×')} "
-            f"| {_fmt(_float(best['speedup_vs_compile']) if best else None, '{:.2f}×')} "
-            f"| {_fmt(_float(best['pct_peak_measured']) if best else None, '{:.0f}%')} "
-            f"| {_fmt(_float(best['pct_peak']) if best else None, '{:.0f}%')} "
-            f"| {target['experiments']} | {target['keeps']} | {target.get('stop_reason') or target['status']} |"
+            f"| {target['tag']} | {cell(baseline, 'latency_us', '{:.2f}')} "
+            f"| {cell(best, 'latency_us', '{:.2f}')} "
+            f"| {cell(best, 'speedup_vs_pytorch', '{:.2f}×')} "
+            f"| {cell(best, 'speedup_vs_compile', '{:.2f}×')} "
+            f"| {cell(best, 'pct_peak_measured', '{:.0f}%')} | {cell(best, 'pct_peak', '{:.0f}%')} "
+            f"| {target['experiments']} | {target['keeps']} | {stop} |"
         )
     out.append("")
 

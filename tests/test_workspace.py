@@ -129,6 +129,7 @@ def make_plan(types: tuple[str, ...] = ("softmax", "rmsnorm")) -> Plan:
 def new_run(tmp_path: Path, plan: Plan | None = None, **config: Any) -> tuple[Workspace,
                                                                               RunState, Plan]:
     plan = plan or make_plan()
+    tmp_path.mkdir(parents=True, exist_ok=True)
     model = tmp_path / "model.py"
     model.write_text("# a model\n")
     ws = Workspace.create(tmp_path / "run", run_tag="m-1", run_info={"config": {}},
@@ -564,3 +565,42 @@ def test_results_log_cuts_a_torn_last_row(tmp_path: Path) -> None:
     log = ResultsLog.open(ws.results_path)
     assert ws.results_path.read_text() == complete
     assert log.last_experiment == 1 and not log.has(2)
+
+
+# ---------------------------------------------------------------------------------------------
+# Dashboards
+
+
+def test_dashboards_show_targets_results_and_time_left(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from autokernel.loop.dashboard import LiveDashboard, make_dashboard
+
+    ws, state, plan = new_run(tmp_path / "plain", hours=2.0)
+    runner = runner_for(ws, state, plan, TunerAgent(seed=0), FakeBench(),
+                        loop_config(max_experiments=3))
+    plain_out = io.StringIO()
+    runner.dashboard = PlainDashboard(stream=plain_out)
+    runner.run()
+    lines = plain_out.getvalue().splitlines()
+    assert any("exp 0 01_softmax BASELINE" in line and "× eager" in line for line in lines)
+    assert any(line.endswith("(experiments: 3 on this target (limit 3))") for line in lines)
+
+    ws, state, plan = new_run(tmp_path / "live", hours=2.0)
+    console = Console(file=io.StringIO(), width=160, record=True, force_terminal=True)
+    live = make_dashboard(console, title="autokernel m-1", device="cpu", agent="tuner",
+                          timing_note="cpu: timings not meaningful")
+    assert isinstance(live, LiveDashboard)
+    runner = runner_for(ws, state, plan, TunerAgent(seed=0), FakeBench(),
+                        loop_config(max_experiments=3))
+    runner.dashboard = live
+    runner.run()
+    text = console.export_text()
+    for words in ("01_softmax", "02_rmsnorm", "time left 1:5", "experiments 8", "baseline",
+                  "last experiments", "cpu: timings not meaningful", "every target is done",
+                  "Ctrl-C", "tuner: "):
+        assert words in text, words
+    assert not isinstance(make_dashboard(Console(file=io.StringIO()), title="t", device="cpu",
+                                         agent="tuner"), LiveDashboard)

@@ -111,6 +111,11 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
 
     console.print(f"workspace: {workspace.root}", highlight=False)
     console.print(agent_note, highlight=False)
+    for target in state.targets:
+        planned = plan.targets[target.index]
+        shape = "x".join(str(d) for d in planned.bench_shape)
+        console.print(f"  {target.tag}: {planned.share:.1%} of the model's time, "
+                      f"{shape} {planned.dtype} — {target.status}", highlight=False)
     dashboard = make_dashboard(
         console, title=f"autokernel {state.run_tag}", device=config.device, agent=config.agent,
         timing_note=CPU_TIMING_NOTE if config.device == "cpu" else "", live=live,
@@ -120,9 +125,9 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
         reason = runner.run()
     except (WorkspaceError, RunInconsistent) as exc:
         fail(str(exc), code=1)
-    console.print(f"stopped: {reason}", highlight=False)
+    console.print(f"stopped: {reason}", highlight=False, soft_wrap=True)
     for line in run_summary(state):
-        console.print(f"  {line}", highlight=False)
+        console.print(f"  {line}", highlight=False, soft_wrap=True)
     console.print(f"results: {workspace.results_path}  ·  git log: git -C {workspace.root} log "
                   "--oneline", highlight=False)
     if not state.finished:
@@ -165,6 +170,9 @@ def run(
                                    "profile --json`) instead of profiling again."),
     bench_timeout: float = typer.Option(None, "--bench-timeout", help="Seconds before a "
                                         "candidate counts as hung. Default: 60 cuda, 300 cpu."),
+    check_all_dtypes: bool = typer.Option(False, "--check-all-dtypes", help="Check every "
+                                          "candidate in fp16, bf16 and fp32, not only the "
+                                          "model's dtype (slower)."),
     claude_model: str = typer.Option(None, "--claude-model", help="Claude model id (claude "
                                      "agent; also AUTOKERNEL_CLAUDE_MODEL)."),
     max_cost: float = typer.Option(None, "--max-cost", help="Stop when the LLM spend reaches "
@@ -244,6 +252,7 @@ def run(
         # The interpreter is ~1000x slower than a GPU: the harness's smaller sweep keeps a cpu
         # run (CI's end-to-end test) in minutes; every detector still runs.
         harness_quick=resolved_device == "cpu",
+        check_all_dtypes=check_all_dtypes,
         seed=seed,
     )
     workspace, state = _create_workspace(root, run_tag, model_file, class_name, plan, chosen,

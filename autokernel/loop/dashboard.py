@@ -8,6 +8,7 @@ the plain one prints one line per event, which is what a log file or CI wants.
 from __future__ import annotations
 
 import sys
+import threading
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
@@ -119,36 +120,43 @@ class LiveDashboard:
         self._live: Any = None
         self._session_start = time.monotonic()
         self._session_experiments = 0
+        # rich redraws from its own thread; the loop's thread changes what is drawn.
+        self._lock = threading.Lock()
 
     def start(self, state: RunState) -> None:
         from rich.live import Live
 
         self.state = state
-        self._live = Live(self._render(), console=self.console, refresh_per_second=2,
-                          transient=False, get_renderable=self._render)
+        self._live = Live(console=self.console, refresh_per_second=2, transient=False,
+                          get_renderable=self.render)
         self._live.start()
 
     def stop(self) -> None:
         if self._live is not None:
-            self._live.update(self._render())
-            self._live.stop()
+            self._live.stop()  # draws the final frame
             self._live = None
 
     def message(self, text: str) -> None:
-        self.messages.append(f"[{time.strftime('%H:%M:%S')}] {text}")
+        with self._lock:
+            self.messages.append(f"[{time.strftime('%H:%M:%S')}] {text}")
 
     def target_started(self, state: RunState, target: TargetState) -> None:
         self.state = state
         self.message(f"target {target.tag} (visit {target.visits})")
 
     def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
-        self.state = state
-        self.rows.append(row)
-        self._session_experiments += 1
+        with self._lock:
+            self.state = state
+            self.rows.append(row)
+            self._session_experiments += 1
 
     def target_finished(self, state: RunState, target: TargetState) -> None:
         self.state = state
         self.message(f"finished {target.tag}: {target.stop_reason}")
+
+    def render(self) -> Any:
+        with self._lock:
+            return self._render()
 
     def _render(self) -> Any:
         from rich.console import Group

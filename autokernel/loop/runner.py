@@ -75,6 +75,7 @@ class LoopConfig:
     # shape is checked for correctness
     harness_quick: bool = False  # the harness's smaller shape sweep (the cpu default: CI time)
     timing_budget_s: float = 1.0  # the harness's timing budget per shape
+    check_all_dtypes: bool = False  # correctness in every dtype of the op, not only the model's
     revisit: bool = True
     max_rounds_without_keep: int = 2  # stop revisiting after this many rounds with no keep
     seed: int = 0
@@ -268,7 +269,6 @@ class Runner:
         self._interrupts = 0
         self._last_tick = clock()
         self._history: dict[int, list[Attempt]] = {}
-        self._best_results: dict[int, BenchResult] = {}
         self._reference_sources: dict[str, str] = {}
         self._last_result: BenchResult | None = None
 
@@ -535,7 +535,7 @@ class Runner:
             best_source=self.ws.read_kernel(),
             reference_source=self._reference_source(target.kernel_type),
             history=list(self._history_of(target)),
-            best=self._best_results.get(target.index),
+            best=BenchResult.from_dict(target.best_result) if target.best_result else None,
             experiment=self.state.next_experiment,
             workspace=str(self.ws.root),
         )
@@ -687,8 +687,9 @@ class Runner:
                 device=self.config.device,
                 shapes=self._timed_shapes(target),
                 dtypes=[plan_target.dtype],
-                # Correct at the dtype the model runs; other dtypes are not this target's job.
-                correctness_dtypes=[plan_target.dtype],
+                # Correct at the dtype the model runs (each extra dtype is another compile per
+                # candidate); None: every dtype the op supports.
+                correctness_dtypes=None if self.config.check_all_dtypes else [plan_target.dtype],
                 model_shapes=[list(s) for s in plan_target.shapes],
                 params=dict(plan_target.params),
                 timeout_s=self.config.bench_timeout_s,
@@ -767,8 +768,8 @@ class Runner:
             target.timing_meaningful = self.config.device != "cpu" and (
                 result is None or result.timing_meaningful)
             self.state.head = row.commit
-            if result is not None and result.passed:
-                self._best_results[target.index] = result
+            target.best_result = result.to_dict() if result is not None and result.passed \
+                else None
         else:
             target.experiments += 1
             if status == "keep":
@@ -779,8 +780,7 @@ class Runner:
                     self._plan_target(target), self._timed_shapes(target))) if result else None
                 target.best_commit = row.commit
                 self.state.head = row.commit
-                if result is not None:
-                    self._best_results[target.index] = result
+                target.best_result = result.to_dict() if result is not None else None
             elif not sweep:  # a sweep step is part of one idea, not an idea that failed
                 target.consecutive_reverts += 1
         target.input_tokens += row.input_tokens
@@ -904,7 +904,8 @@ class Runner:
             expected_count += 1
         if numbers != list(range(expected_count)):
             raise RunInconsistent(
-                f"results.tsv holds experiments {_ranges(numbers)}, expected 0..{expected_count - 1}"
+                f"results.tsv holds experiments {_ranges(numbers)}, "
+                f"expected 0..{expected_count - 1}"
             )
         for row in rows:
             if row.get("status") in COMMITTED_STATUSES and not self.ws.is_on_branch(row["commit"]):

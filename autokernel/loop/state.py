@@ -35,6 +35,7 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the file private to this user
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -97,6 +98,7 @@ class TargetState:
     baseline: Measurement | None = None
     best: Measurement | None = None
     best_commit: str | None = None  # the commit whose kernel.py is this target's best
+    best_result: dict[str, Any] | None = None  # the harness verdict of the best (for agents)
     timing_meaningful: bool = True
     stop_rule: str | None = None
     stop_reason: str = ""

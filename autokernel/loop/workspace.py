@@ -282,7 +282,8 @@ class Workspace:
     def branch_commits(self) -> list[tuple[str, str]]:
         """(hash, subject) of every commit on the branch, oldest first."""
         out = self._git("log", "--reverse", "--format=%H %s")
-        return [tuple(line.split(" ", 1)) for line in out.splitlines() if line]  # type: ignore[misc]
+        pairs = (line.split(" ", 1) for line in out.splitlines() if line)
+        return [(sha, subject) for sha, subject in pairs]
 
     def remove_stale_lock(self) -> None:
         """Drop an index.lock left by a git process that was killed (only we use this repo)."""
