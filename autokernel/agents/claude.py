@@ -490,7 +490,13 @@ class ClaudeAgent:
         http_client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
-        import anthropic
+        try:
+            import anthropic
+        except ImportError as exc:
+            raise ClaudeConfigError(
+                "the claude agent needs the anthropic package (pip install anthropic); "
+                "--agent tuner works without it"
+            ) from exc
 
         self.model = model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
         if max_cost is not None and max_cost <= 0:
