@@ -177,6 +177,12 @@ class FallbackRecorder(TorchDispatchMode):
     """Records aten ops that the candidate runs itself, outside Triton's launch machinery, and
     poisons the uninitialised memory it allocates."""
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps __torch_dispatch__ in a dynamo-disable that imports torch._dynamo on first
+        # use (seconds of imports per worker); this mode never runs under torch.compile.
+        return False
+
     def __init__(self, monitor: LaunchMonitor, device: torch.device) -> None:
         super().__init__()
         self.monitor = monitor
@@ -203,6 +209,11 @@ class FallbackRecorder(TorchDispatchMode):
         return result
 
 
+# Rebound by torch itself when torch._dynamo is first imported (it wraps manual_seed), which
+# may happen lazily after the snapshot; the harness never calls it.
+TORCH_REBINDS_LAZILY: frozenset[str] = frozenset({"torch.manual_seed"})
+
+
 @dataclass
 class IdentitySnapshot:
     """The callables of a set of namespaces, by identity, to catch replacement."""
@@ -217,7 +228,8 @@ class IdentitySnapshot:
                 continue
             is_class = isinstance(namespace, type)
             saved = {k: v for k, v in vars(namespace).items()
-                     if callable(v) or isinstance(v, (staticmethod, classmethod, property))}
+                     if (callable(v) or isinstance(v, (staticmethod, classmethod, property)))
+                     and f"{label}.{k}" not in TORCH_REBINDS_LAZILY}
             snapshot.entries[label] = (namespace, saved, is_class)
         return snapshot
 
