@@ -51,6 +51,8 @@ def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) ->
     with console.status(f"profiling {model_file}"):
         try:
             record = profile_model(loaded)
+        except KeyboardInterrupt:
+            fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input
             first = (str(exc).strip().splitlines() or [""])[0]
             fail(f"profiling {model_file} failed: {type(exc).__name__}: {first}", code=1)
@@ -128,6 +130,9 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
     console.print(f"stopped: {reason}", highlight=False, soft_wrap=True)
     for line in run_summary(state):
         console.print(f"  {line}", highlight=False, soft_wrap=True)
+    spend = getattr(agent, "total", None)  # an LLM agent's usage over the whole run
+    if spend is not None and getattr(spend, "calls", 0):
+        console.print(f"LLM usage: {spend.describe()}", highlight=False, soft_wrap=True)
     console.print(f"results: {workspace.results_path}  ·  git log: git -C {workspace.root} log "
                   "--oneline", highlight=False)
     if not state.finished:
