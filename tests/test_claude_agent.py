@@ -929,6 +929,9 @@ def test_run_against_a_useless_api_ends_cleanly(answer: str, tmp_path: Path,
         "claude: no kernel in the reply"
     assert all(r["description"] == label for r in rows[1:])
     assert json.loads((out / "state.json").read_text())["finished"] is True
+    # Prose replies were billed and are summed up at the end; failed 529 requests were not.
+    assert ("LLM usage: 32 LLM calls, 28,800 input" in " ".join(output.split())) == (
+        answer == "text"), output
     assert handler.requests and set(handler.requests) == {"/v1/messages"}
 
 
