@@ -1,0 +1,212 @@
+"""A finished run, read back for verify, report, export and `autokernel.load`.
+
+Reads the workspace's files directly (run.json, plan.json, state.json, kernels/, results.tsv),
+without git: using a run's kernels needs none of the run machinery. Every user error is a
+`RunError` with a one-line message (the CLI turns it into exit 2):
+
+- DIR is not a run (no run.json/state.json, or unreadable ones);
+- the run has no finished target with a passing kernel;
+- the run's model no longer loads (raised by `load_run_model`).
+
+The manifest is what a finished kernel may be used for, as plain JSON-able data, so that the
+exported module can carry it verbatim: tag, kernel type, source, the dtypes the harness verified,
+the profiled parameters and call sites, tolerances and size limits.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
+
+    from autokernel.integrate.patch import Patch, RoutedKernel
+    from autokernel.loop.state import RunState, TargetState
+    from autokernel.profiling.model_loader import LoadedModel
+    from autokernel.profiling.plan import Plan, Target
+
+MODULE_PREFIX = "autokernel_run"
+
+
+class RunError(ValueError):
+    """The directory cannot be used as a finished run; the message is one line for the user."""
+
+
+@dataclass
+class FinishedRun:
+    root: Path
+    info: dict[str, Any]  # run.json
+    plan: Plan
+    state: RunState
+
+    @property
+    def results_path(self) -> Path:
+        from autokernel.loop.workspace import RESULTS_FILE
+
+        return self.root / RESULTS_FILE
+
+    @property
+    def model_file(self) -> Path:
+        return self.root / self.info["model_copy"]
+
+    @property
+    def class_name(self) -> str:
+        return self.info.get("class_name", "Model")
+
+    @property
+    def dtype(self) -> str:
+        return self.info.get("config", {}).get("dtype") or self.plan.dtype
+
+    @property
+    def device(self) -> str:
+        return self.info.get("config", {}).get("device") or self.plan.device
+
+    def plan_target(self, target: TargetState) -> Target:
+        return self.plan.targets[target.index]
+
+    def finished_targets(self) -> list[TargetState]:
+        """Targets that are done and left a passing kernel under kernels/."""
+        return [t for t in self.state.targets
+                if t.status == "done" and t.kernel_file and (self.root / t.kernel_file).is_file()]
+
+    def require_finished(self) -> list[TargetState]:
+        finished = self.finished_targets()
+        if not finished:
+            states = ", ".join(f"{t.tag} {t.status}" for t in self.state.targets) or "no targets"
+            raise RunError(f"{self.root} has no finished target with a passing kernel yet "
+                           f"({states}); continue it with `autokernel resume {self.root}`")
+        return finished
+
+
+def open_run(directory: str | Path) -> FinishedRun:
+    from autokernel.loop.state import RunState
+    from autokernel.loop.workspace import PLAN_FILE, RUN_FILE, STATE_FILE
+    from autokernel.profiling.plan import Plan
+
+    root = Path(directory).resolve()
+    if not root.is_dir():
+        raise RunError(f"{directory} is not a directory")
+    missing = [n for n in (RUN_FILE, STATE_FILE, PLAN_FILE) if not (root / n).is_file()]
+    if missing:
+        raise RunError(f"{directory} is not an autokernel run (no {', '.join(missing)})")
+    try:
+        info = json.loads((root / RUN_FILE).read_text(encoding="utf-8"))
+        plan = Plan.load(root / PLAN_FILE)
+        state = RunState.load(root / STATE_FILE)
+        info["model_copy"]  # noqa: B018 - every run records its model copy
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise RunError(f"{directory} is not a readable autokernel run: "
+                       f"{type(exc).__name__}: {exc}") from None
+    return FinishedRun(root, info, plan, state)
+
+
+def load_run_model(run: FinishedRun, device: str) -> LoadedModel:
+    """The run's model copy through the shared loader: same class, dtype, seed and inputs."""
+    from autokernel.profiling.model_loader import ModelLoadError, load_model_file
+
+    try:
+        return load_model_file(run.model_file, class_name=run.class_name, dtype=run.dtype,
+                               device=device)
+    except ModelLoadError as exc:
+        raise RunError(f"the run's model no longer loads: {exc}") from None
+
+
+# ---------------------------------------------------------------------------------------------
+# The manifest
+
+
+def _limits(kernel_type: str) -> dict[str, Any]:
+    if kernel_type == "reduce":  # the sizes below which the profiler does not call a sum a target
+        from autokernel.profiling.classify import REDUCE_MIN_ELEMENTS, REDUCE_MIN_ROW
+
+        return {"min_elements": REDUCE_MIN_ELEMENTS, "min_row": REDUCE_MIN_ROW}
+    return {}
+
+
+def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
+    from autokernel.integrate.custom_ops import BACKWARD_KIND
+    from autokernel.ops import get_spec
+    from autokernel.ops.spec import dtype_name
+
+    spec = get_spec(target.kernel_type)
+    plan_target = run.plan_target(target)
+    sites: list[str] = []
+    for site in plan_target.call_sites:
+        if site.module not in sites:
+            sites.append(site.module)
+    best = target.best
+    return {
+        "tag": target.tag,
+        "kernel_type": target.kernel_type,
+        "file": target.kernel_file,
+        "dtypes": [dtype_name(d) for d in spec.dtypes],  # the harness checks every one of them
+        "params": dict(plan_target.params),
+        "sites": sites,
+        "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
+        "limits": _limits(target.kernel_type),
+        "backward": BACKWARD_KIND[target.kernel_type],
+        "share": plan_target.share,
+        "shape": list(plan_target.bench_shape),
+        "dtype": plan_target.dtype,
+        "best_experiment": best.experiment if best else None,
+        "speedup_vs_eager": best.speedup_vs_eager if best else None,
+        "speedup_vs_compile": best.speedup_vs_compile if best else None,
+    }
+
+
+def read_sources(run: FinishedRun, targets: list[TargetState]) -> dict[str, str]:
+    return {t.tag: (run.root / str(t.kernel_file)).read_text(encoding="utf-8") for t in targets}
+
+
+@dataclass
+class LoadedKernels:
+    """A run's finished kernels, registered and ready: `patch(model)` routes a model to them."""
+
+    root: Path
+    kernels: list[RoutedKernel]
+    manifest: list[dict[str, Any]] = field(default_factory=list)
+    device: str = "cuda"
+
+    def patch(self, model: nn.Module) -> Patch:
+        from autokernel.integrate.patch import patch_model
+
+        return patch_model(model, self.kernels)
+
+    def __repr__(self) -> str:
+        tags = ", ".join(k.tag for k in self.kernels)
+        return f"LoadedKernels({self.root}, [{tags}], device={self.device!r})"
+
+
+def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
+    import torch
+
+    from autokernel.integrate.patch import build_kernels
+    from autokernel.reference import REFERENCES
+
+    targets = run.require_finished()
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    manifest = [manifest_entry(run, t) for t in targets]
+    sources = read_sources(run, targets)
+    filenames = {t.tag: str(run.root / str(t.kernel_file)) for t in targets}
+    kernels = build_kernels(manifest, sources, REFERENCES, device, MODULE_PREFIX, filenames)
+    return LoadedKernels(run.root, kernels, manifest, device)
+
+
+def load(directory: str | Path, device: str | None = None) -> LoadedKernels:
+    """The finished kernels of the run in `directory`; `.patch(model)` routes a model to them.
+
+    `device`: "cuda" (default when a GPU is visible) or "cpu", which runs the kernels in the
+    Triton interpreter (slow; for tests) and must be chosen before any Triton kernel is loaded.
+    """
+    return load_finished(open_run(directory), device)
+
+
+def dtype_of(name: str) -> torch.dtype:
+    from autokernel.ops.spec import parse_dtype
+
+    return parse_dtype(name)
