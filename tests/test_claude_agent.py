@@ -416,6 +416,14 @@ def test_setup_errors_are_one_line_config_errors(monkeypatch: pytest.MonkeyPatch
         ClaudeAgent()
 
 
+def test_retries_and_timeouts_of_the_client() -> None:
+    client = claude_agent(Cassette())._client
+    assert client.max_retries == 5
+    assert (client.timeout.read, client.timeout.connect) == (600.0, 15.0)
+    quick = claude_agent(Cassette(), max_retries=1, timeout=5.0)._client
+    assert quick.max_retries == 1 and (quick.timeout.read, quick.timeout.connect) == (5.0, 5.0)
+
+
 def test_without_the_sdk_the_agent_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     import sys
 

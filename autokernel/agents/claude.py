@@ -522,7 +522,10 @@ class ClaudeAgent:
         self.history_limit = history_limit
         self._sleep = sleep
 
-        options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeout}
+        # A long read timeout for a long reply, a short connect timeout: an unreachable host
+        # must not hold the night for max_retries x 10 minutes.
+        timeouts = anthropic.Timeout(timeout, connect=min(timeout, 15.0))
+        options: dict[str, Any] = {"max_retries": max_retries, "timeout": timeouts}
         if api_key is not None:
             options["api_key"] = api_key
         if base_url is not None:  # otherwise the SDK reads ANTHROPIC_BASE_URL itself
