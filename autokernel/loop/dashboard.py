@@ -38,6 +38,11 @@ def _fmt(value: float | None, pattern: str, empty: str = "–") -> str:
     return empty if value is None else pattern.format(value)
 
 
+def times(ratio: float) -> str:
+    """A speedup as people read it: 1.18×, and 0.00081× (not 0.00×) on the interpreter."""
+    return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "no limit"
@@ -52,10 +57,13 @@ def row_summary(row: ResultRow) -> str:
     figures = []
     if row.latency_us is not None:
         figures.append(f"{row.latency_us:.1f} µs")
+    if row.objective_us is not None and row.latency_us is not None and (
+            abs(row.objective_us - row.latency_us) > 1e-9 * row.latency_us):
+        figures.append(f"{row.objective_us:.1f} µs weighted over the timed shapes")
     if row.speedup_vs_pytorch is not None:
-        figures.append(f"{row.speedup_vs_pytorch:.2f}× eager")
+        figures.append(f"{times(row.speedup_vs_pytorch)} eager")
     if row.speedup_vs_compile is not None:
-        figures.append(f"{row.speedup_vs_compile:.2f}× compile")
+        figures.append(f"{times(row.speedup_vs_compile)} compile")
     detail = ", ".join(figures) or (row.reason[:80] if row.reason else row.correctness)
     return f"exp {row.experiment} {row.tag} {row.status.upper()}: {detail} — {row.description}"
 
@@ -64,9 +72,9 @@ def target_summary(target: TargetState) -> str:
     best = target.best
     parts = [f"{target.experiments} experiments, {target.keeps} kept"]
     if best is not None and best.speedup_vs_eager is not None:
-        parts.append(f"best {best.speedup_vs_eager:.2f}× eager")
+        parts.append(f"best {times(best.speedup_vs_eager)} eager")
     if best is not None and best.speedup_vs_compile is not None:
-        parts.append(f"{best.speedup_vs_compile:.2f}× compile")
+        parts.append(f"{times(best.speedup_vs_compile)} compile")
     return ", ".join(parts)
 
 
@@ -189,8 +197,8 @@ class LiveDashboard:
             targets.add_row(
                 t.tag, t.status, str(t.experiments), str(t.keeps),
                 _fmt(best.latency_us if best else None, "{:.1f}"),
-                _fmt(best.speedup_vs_eager if best else None, "{:.2f}"),
-                _fmt(best.speedup_vs_compile if best else None, "{:.2f}"),
+                times(best.speedup_vs_eager) if best and best.speedup_vs_eager else "–",
+                times(best.speedup_vs_compile) if best and best.speedup_vs_compile else "–",
                 _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
                 _duration(t.seconds), t.stop_rule or "",
                 style=style,
@@ -203,7 +211,8 @@ class LiveDashboard:
             recent.add_row(
                 str(row.experiment), row.tag,
                 Text(row.status, style=colors.get(row.status, "red")),
-                _fmt(row.latency_us, "{:.1f}"), _fmt(row.speedup_vs_pytorch, "{:.2f}"),
+                _fmt(row.latency_us, "{:.1f}"),
+                times(row.speedup_vs_pytorch) if row.speedup_vs_pytorch else "–",
                 row.description if row.status in colors else f"{row.description} ({row.reason})",
             )
         parts: list[Any] = [header]

@@ -36,7 +36,7 @@ from typing import Any
 from autokernel.agents.base import Agent, AgentContext, AgentStop, Attempt, Proposal
 from autokernel.harness.result import BenchResult, Status
 from autokernel.kernelfile import KernelFileError, parse_kernel_source
-from autokernel.loop.dashboard import Dashboard, PlainDashboard, row_summary
+from autokernel.loop.dashboard import Dashboard, PlainDashboard, row_summary, times
 from autokernel.loop.results import COMMITTED_STATUSES, ResultRow, ResultsLog, sanitize
 from autokernel.loop.state import InFlight, Measurement, RunState, TargetState
 from autokernel.loop.workspace import KERNEL_FILE, KERNELS_DIR, RunLock, Workspace, WorkspaceError
@@ -137,7 +137,9 @@ def measure(result: BenchResult, experiment: int, commit: str,
     covered = {tuple(t.shape) for t in timings}
     latency, iqr = result.latency_us, result.iqr_us
     eager, compiled = result.eager_latency_us, result.compile_latency_us
+    weighted_shapes = 1
     if len(covered) > 1 and covered == set(weights):
+        weighted_shapes = len(covered)
         per_shape = {tuple(t.shape): t for t in timings}
 
         def weighted(attr: str) -> float | None:
@@ -161,6 +163,7 @@ def measure(result: BenchResult, experiment: int, commit: str,
         pct_peak=result.pct_peak_datasheet,
         pct_peak_measured=result.pct_peak_measured,
         passed=result.passed,
+        shapes=weighted_shapes,
     )
 
 
@@ -191,16 +194,19 @@ def verdict_for(result: BenchResult, new: Measurement, best: Measurement | None,
 
 
 def _speedups_text(m: Measurement | None, best: Measurement | None = None) -> str:
+    """"41.2 µs (1.18× best, 2.9× eager, 1.1× compile)"; with several timed shapes the figures
+    are call-weighted over them, and say so."""
     if m is None or m.latency_us is None:
         return ""
-    parts = [f"{m.latency_us:.1f} µs"]
+    parts = [f"{m.latency_us:.1f} µs" + (f" weighted over {m.shapes} shapes" if m.shapes > 1
+                                         else "")]
     inner = []
     if best is not None and best.latency_us:
-        inner.append(f"{best.latency_us / m.latency_us:.2f}× best")
+        inner.append(f"{times(best.latency_us / m.latency_us)} best")
     if m.speedup_vs_eager is not None:
-        inner.append(f"{m.speedup_vs_eager:.2f}× eager")
+        inner.append(f"{times(m.speedup_vs_eager)} eager")
     if m.speedup_vs_compile is not None:
-        inner.append(f"{m.speedup_vs_compile:.2f}× compile")
+        inner.append(f"{times(m.speedup_vs_compile)} compile")
     if inner:
         parts.append(f"({', '.join(inner)})")
     return " ".join(parts)

@@ -72,6 +72,7 @@ class Measurement:
     pct_peak: float | None = None
     pct_peak_measured: float | None = None
     passed: bool = True
+    shapes: int = 1  # timed shapes the objective is weighted over
 
     @property
     def pct_peak_best_known(self) -> float | None:

@@ -170,9 +170,12 @@ class Workspace:
         return self._repo
 
     def _git(self, *args: str, strip: bool = True) -> str:
+        # In its own session: a Ctrl-C in the terminal (the loop's "stop after this experiment")
+        # must not kill a git command halfway through a commit or a reset.
         return self.repo.git.execute(
             ["git", "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false", *args],
             strip_newline_in_stdout=strip,
+            start_new_session=os.name == "posix",
         )
 
     @classmethod
