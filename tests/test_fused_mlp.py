@@ -1,4 +1,5 @@
-"""The fused_mlp starter against the upcast reference: shapes, dtypes, distributions, traps, tunables."""
+"""The fused_mlp starter against the upcast reference: shapes, dtypes, distributions, traps,
+tunables."""
 
 from __future__ import annotations
 
@@ -30,6 +31,10 @@ DTYPE_TOLERANCES = [
 # wrap-around rows engage in both kernels.
 TUNABLE_SHAPES = ((70, 130, 150), (1, 33, 257), (19, 64, 1))
 TUNABLE_COMBINATIONS = covering_sample(starter_space("fused_mlp"), count=12, seed=0)
+# The default blocks cover a CPU-sized problem in one tile; the adversarial cases also meet the
+# smallest blocks, so multi-block paths run (several tiles in every dim of both kernels).
+SMALL_BLOCKS = {"GATE_BLOCK_M": 16, "GATE_BLOCK_H": 32, "GATE_BLOCK_K": 32, "DOWN_BLOCK_M": 16,
+                "DOWN_BLOCK_N": 32, "DOWN_BLOCK_K": 32}
 
 
 def _inputs(shape, dtype, device, distribution="normal", seed=0):
@@ -54,13 +59,21 @@ def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
     assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
 
 
-@pytest.mark.parametrize("shape", [(40, 24, 72), (17, 96, 33)], ids=str)
+@pytest.fixture(scope="module")
+def small_block_kernel(tmp_path_factory: pytest.TempPathFactory):
+    return load_starter_with("fused_mlp", SMALL_BLOCKS, tmp_path_factory.mktemp("blocks"))
+
+
+@pytest.mark.parametrize("shape, blocks", [((40, 24, 72), "starter"), ((17, 96, 33), "starter"),
+                                           ((40, 24, 72), "small_blocks")], ids=str)
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
-def test_adversarial(case, dtype, shape, device) -> None:
+def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> None:
+    kernel = KERNEL if blocks == "starter" else small_block_kernel
     generator = torch.Generator(device=device).manual_seed(1)
     args = case.make_inputs(shape, dtype, device, generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    label = f"{case.name} {shape} {blocks} {dtype}"
+    assert_matches_reference(SPEC, kernel.kernel_fn, args, label)
 
 
 @pytest.mark.gpu

@@ -1,0 +1,224 @@
+"""flash_attention: O = softmax(Q Kᵀ · scale [+ causal mask]) V, Q/K/V/O [B, H, S, D].
+
+Shapes are written B x H x S x D. Inputs are (q, k, v, causal, scale); make_inputs takes `causal`
+(default True) and `scale` (default None = 1/sqrt(D)) as parameters.
+
+FLOP convention (FlashAttention papers'): non-causal 4·B·H·S²·D (two S x S x D GEMMs, 2 FLOPs
+per multiply-add); causal counts only the unmasked half, 2·B·H·S²·D, so TFLOP/s compare directly
+with published FA2/FA3 figures. `flops(shape)` assumes the default causal=True; pass
+causal=False for the other.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from autokernel import reference
+from autokernel.ops.spec import (
+    DEFAULT_TOLERANCES,
+    AdversarialCase,
+    Inputs,
+    OpSpec,
+    Shape,
+    element_size,
+    sample,
+)
+
+# "large" multiplies q and k by this, so logits (q·k/sqrt(D)) are ~N(0, 9²) and softmax rows are
+# sharp; v keeps unit scale. Larger is not checkable at fp32's 1e-4: a logit of size L carries
+# ~L·2^-24·sqrt(D) absolute rounding error, which exp turns into a relative weight error that
+# torch's own fp32 attention shows against fp64 (about 0.9 of the tolerance at logits ~N(0, 30²)).
+# Logits past ±88 (where a softmax without its running max overflows) are the "rising_logits"
+# adversarial case, built so their size does not cost precision.
+LARGE_SCALE = 3.0
+
+
+def _qkv(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    q = sample(shape, dtype, device, generator, distribution, large_scale=LARGE_SCALE)
+    k = sample(shape, dtype, device, generator, distribution, large_scale=LARGE_SCALE)
+    v = sample(shape, dtype, device, generator, distribution, large_scale=1.0)
+    return q, k, v
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+    causal: bool = True,
+    scale: float | None = None,
+    **params: Any,
+) -> Inputs:
+    if params:
+        raise ValueError(
+            f"flash_attention takes causal and scale only; got {', '.join(sorted(params))}"
+        )
+    return (*_qkv(shape, dtype, device, generator, distribution), bool(causal), scale)
+
+
+def _rising_logits(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", **params: Any,
+) -> Inputs:
+    b, h, s, d = shape
+    # Logits that climb from ~0 to ~120 along the keys: past 88 a softmax without its running
+    # max overflows fp32, and each key block raises the row max again, so the accumulator's
+    # rescale runs on every block. Head dim 0 carries the ramp, q = 16 and k_j = a small
+    # integer growing with j; the other dims are N(0, 1) rounded to quarters (|x| <= 4). Every
+    # product and partial sum is then exact in fp32 (and every input exact in fp16/bf16), so
+    # only the final scale multiply rounds: logits this large would otherwise carry
+    # ~120 * 2^-24 * sqrt(D) of rounding, about fp32's whole tolerance.
+    q, k, v = _qkv(shape, torch.float32, device, generator, "normal")
+    q, k = ((t * 4).round().clamp(-16, 16) / 4 for t in (q, k))
+    ramp_top = round(120.0 * math.sqrt(d) / 16.0)  # <= 256: exact in bf16
+    q[..., 0] = 16.0
+    k[..., 0] = (torch.linspace(0.0, 1.0, s, device=device) * ramp_top).round()
+    return q.to(dtype), k.to(dtype), v.to(dtype), True, None
+
+
+def _with_shape(new_shape: Any, causal: bool, scale: float | None = None) -> Any:
+    """An adversarial input maker: the normal inputs at new_shape(shape), with causal/scale."""
+    def make(shape: Shape, dtype: torch.dtype, device: str | torch.device,
+             generator: torch.Generator, distribution: str = "normal", **params: Any) -> Inputs:
+        return make_inputs(new_shape(shape), dtype, device, generator, "normal", causal, scale)
+
+    return make
+
+
+def _bshd_layout(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", **params: Any,
+) -> Inputs:
+    b, h, s, d = shape
+    q, k, v = _qkv((b, s, h, d), dtype, device, generator, "normal")
+    # [B, S, H, D] storage seen as [B, H, S, D]: what a fused QKV projection hands attention.
+    return q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2), True, None
+
+
+ADVERSARIAL = (
+    AdversarialCase(
+        "rising_logits",
+        "logits ramp from ~0 to ~120 along the keys: overflows fp32 exp without a running max, "
+        "and breaks kernels that fix the max on the first key block or skip the rescale",
+        _rising_logits,
+    ),
+    AdversarialCase(
+        "causal_ragged",
+        "causal with S + 3 tokens: the diagonal key block is also the ragged last block",
+        _with_shape(lambda s: (s[0], s[1], s[2] + 3, s[3]), causal=True),
+    ),
+    AdversarialCase(
+        "non_causal_ragged",
+        "non-causal with S + 5 tokens: the last key block must be masked without a causal mask",
+        _with_shape(lambda s: (s[0], s[1], s[2] + 5, s[3]), causal=False),
+    ),
+    AdversarialCase(
+        "single_query",
+        "S = 1: one query, one key, a block that is almost all padding",
+        _with_shape(lambda s: (s[0], s[1], 1, s[3]), causal=True),
+    ),
+    AdversarialCase(
+        "head_dim_80",
+        "D = 80: the head-dim block is padded to 128 and must be masked on load and store",
+        _with_shape(lambda s: (s[0], s[1], s[2], 80), causal=True),
+    ),
+    AdversarialCase(
+        "explicit_scale",
+        "scale = 0.3 passed explicitly (not 1/sqrt(D)), non-causal: breaks kernels that ignore it",
+        _with_shape(lambda s: s, causal=False, scale=0.3),
+    ),
+    AdversarialCase(
+        "bshd_layout",
+        "q, k, v are [B, S, H, D] tensors viewed as [B, H, S, D]: breaks kernels that assume "
+        "contiguous inputs",
+        _bshd_layout,
+    ),
+)
+
+
+def stock(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+    scale: float | None = None,
+) -> torch.Tensor:
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def flops(shape: Shape, causal: bool = True) -> float:
+    # QKᵀ and PV are S x S x D GEMMs each: 4·B·H·S²·D non-causal. Causal counts the unmasked
+    # half only, 2·B·H·S²·D (the FlashAttention papers' convention; the exact lower triangle,
+    # S(S+1)/2 pairs, differs by 1/S).
+    b, h, s, d = shape
+    return (2.0 if causal else 4.0) * b * h * s * s * d
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    # Q, K, V read once, O written once.
+    b, h, s, d = shape
+    return 4.0 * b * h * s * d * element_size(dtype)
+
+
+SPEC = OpSpec(
+    name="flash_attention",
+    dims=("B", "H", "S", "D"),
+    reference=reference.flash_attention,
+    stock=stock,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=True,
+    smoke_shape=(1, 2, 48, 64),
+    sweep=(
+        (1, 32, 2048, 128),
+        (4, 32, 1024, 128),
+        (8, 16, 512, 64),
+        (1, 32, 4096, 128),
+        (2, 12, 1024, 64),     # GPT-2
+        (1, 32, 8192, 128),
+        (2, 32, 2048, 80),     # Phi-2 head dim
+        (2, 32, 2048, 96),     # Phi-3-mini head dim
+        (2, 16, 3000, 64),     # ragged sequence
+        (4, 40, 1024, 128),    # LLaMA-13B heads
+    ),
+    cpu_sweep=(
+        (1, 2, 16, 32),
+        (2, 3, 37, 64),
+        (1, 2, 64, 128),
+        (1, 1, 50, 80),
+        (2, 2, 33, 96),
+        (3, 1, 21, 32),
+        (1, 1, 64, 16),
+    ),
+    edge_shapes=(
+        (1, 8, 1023, 128),
+        (2, 4, 4097, 64),
+        (1, 16, 1537, 80),
+        (1, 32, 1, 128),
+        (1, 1, 2047, 32),
+        (3, 5, 777, 96),
+    ),
+    cpu_edge_shapes=(
+        (1, 1, 1, 32),
+        (1, 1, 1, 128),
+        (2, 1, 63, 80),
+        (1, 3, 17, 96),
+        (1, 1, 2, 64),
+    ),
+    bench_shapes=((1, 32, 2048, 128), (4, 32, 1024, 128), (1, 32, 4096, 128)),
+    adversarial=ADVERSARIAL,
+    # Defaults: fp16/bf16 error is dominated by rounding the probabilities to the input dtype
+    # before the PV product (what every FlashAttention does), ~1/5 of the tolerance; fp32 with
+    # ieee dots sits at ~1/5 of 1e-4 at the "large" distribution's sharp softmax.
+    tolerances=dict(DEFAULT_TOLERANCES),
+    notes="FLOPs: causal 2*B*H*S^2*D (unmasked half only, the FlashAttention papers' "
+    "convention, comparable to FA2/FA3 figures), non-causal 4*B*H*S^2*D; flops(shape) assumes "
+    "causal=True. Bytes 4*B*H*S*D*dtype size. Shapes are BxHxSxD; inputs (q, k, v, causal, "
+    "scale), scale None = 1/sqrt(D).",
+)

@@ -1,0 +1,208 @@
+"""The flash_attention starter against the upcast reference: shapes, dtypes, distributions, causal
+and non-causal, traps, tunables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from starter_checks import (
+    assert_deterministic,
+    assert_matches_reference,
+    covering_sample,
+    load_starter,
+    load_starter_with,
+    nan_filled_allocations,
+    starter_space,
+)
+
+from autokernel.ops import get_spec
+from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
+
+SPEC = get_spec("flash_attention")
+KERNEL = load_starter("flash_attention")
+DTYPE_TOLERANCES = [
+    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
+    for dt in SPEC.dtypes
+]
+CAUSAL = [pytest.param(True, id="causal"), pytest.param(False, id="full")]
+# S spans several query and key blocks at the smallest blocks and is ragged against all of them;
+# a single query; D = 80 (padded head dim). Both causal modes run on each.
+TUNABLE_SHAPES = ((1, 2, 45, 64), (2, 1, 1, 32), (1, 1, 40, 80))
+TUNABLE_COMBINATIONS = covering_sample(starter_space("flash_attention"), count=12, seed=0)
+# The default blocks cover a CPU-sized problem in one tile; the adversarial cases also meet the
+# smallest blocks, so multi-block paths run (online-softmax rescale, diagonal blocks).
+SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
+
+
+def _inputs(shape, dtype, device, distribution="normal", seed=0, causal=True, scale=None):
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return SPEC.make_inputs(shape, dtype, device, generator, distribution, causal=causal,
+                            scale=scale)
+
+
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.cpu_sweep + SPEC.cpu_edge_shapes, ids=str)
+def test_matches_reference_small(shape, dtype, atol, rtol, distribution, causal, device) -> None:
+    args = _inputs(shape, dtype, device, distribution, causal=causal)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args,
+                             f"{shape} {dtype} {distribution} causal={causal}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.sweep + SPEC.edge_shapes, ids=str)
+def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution, causal) -> None:
+    args = _inputs(shape, dtype, "cuda", distribution, causal=causal)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args,
+                             f"{shape} {dtype} {distribution} causal={causal}")
+
+
+@pytest.fixture(scope="module")
+def small_block_kernel(tmp_path_factory: pytest.TempPathFactory):
+    return load_starter_with("flash_attention", SMALL_BLOCKS, tmp_path_factory.mktemp("blocks"))
+
+
+@pytest.mark.parametrize("shape, blocks", [((1, 2, 40, 64), "starter"),
+                                           ((2, 1, 64, 128), "starter"),
+                                           ((1, 2, 40, 64), "small_blocks")], ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> None:
+    kernel = KERNEL if blocks == "starter" else small_block_kernel
+    generator = torch.Generator(device=device).manual_seed(1)
+    args = case.make_inputs(shape, dtype, device, generator)
+    label = f"{case.name} {shape} {blocks} {dtype}"
+    assert_matches_reference(SPEC, kernel.kernel_fn, args, label)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(1, 32, 2048, 128), (8, 16, 512, 64), (2, 16, 3000, 64)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_adversarial_gpu(case, dtype, shape) -> None:
+    generator = torch.Generator(device="cuda").manual_seed(1)
+    args = case.make_inputs(shape, dtype, "cuda", generator)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+
+
+def test_rising_logits_overflow_without_a_running_max(device) -> None:
+    """The case must be able to fail: exp of the raw logits overflows fp32 to inf/inf = NaN."""
+    case = next(c for c in SPEC.adversarial if c.name == "rising_logits")
+    q, k, v, causal, scale = case.make_inputs((1, 1, 32, 64), torch.float32, device,
+                                              torch.Generator(device=device))
+    logits = (q @ k.transpose(-1, -2)) / 8.0
+    assert logits.max().item() > 100.0
+    mask = torch.ones(32, 32, dtype=torch.bool, device=device).triu(1)
+    weights = torch.exp(logits.masked_fill(mask, float("-inf")))  # no max subtracted
+    naive = (weights / weights.sum(-1, keepdim=True)) @ v
+    with pytest.raises(AssertionError):
+        assert_matches_reference(SPEC, lambda *_: naive, (q, k, v, causal, scale), "naive")
+
+
+def test_causal_mask_and_scale_are_honoured(device) -> None:
+    """Causal, full and explicitly scaled attention differ, and each matches its own oracle."""
+    args = _inputs((1, 2, 33, 32), torch.float32, device)
+    outputs = [
+        assert_matches_reference(SPEC, KERNEL.kernel_fn, (*args[:3], causal, scale), label)
+        for causal, scale, label in ((True, None, "causal"), (False, None, "full"),
+                                     (False, 0.05, "scaled"))
+    ]
+    assert not torch.allclose(outputs[0], outputs[1])
+    assert not torch.allclose(outputs[1], outputs[2])
+
+
+def test_non_contiguous_inputs(device) -> None:
+    q, k, v, causal, scale = _inputs((2, 3, 40, 64), torch.float16, device)
+    column_major = tuple(t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (q, k, v))
+    assert not column_major[0].is_contiguous()
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (*column_major, causal, scale),
+                             "head dim strided")
+    wide = torch.cat([q, q], dim=-1)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (wide[..., ::2], k, v, causal, scale),
+                             "every other element of a wider q")
+
+
+def test_deterministic(device) -> None:
+    assert_deterministic(KERNEL.kernel_fn, _inputs((1, 2, 50, 80), torch.bfloat16, device))
+    assert_deterministic(KERNEL.kernel_fn,
+                         _inputs((2, 1, 37, 64), torch.float32, device, causal=False))
+
+
+@pytest.mark.parametrize("causal", CAUSAL)
+def test_writes_every_output_element(causal, device, tmp_path: Path) -> None:
+    module = load_starter_with("flash_attention", {"BLOCK_M": 16, "BLOCK_N": 16}, tmp_path)
+    args = _inputs((2, 2, 37, 80), torch.float32, device, causal=causal)
+    with nan_filled_allocations():
+        assert_matches_reference(SPEC, module.kernel_fn, args, "over NaN garbage")
+
+
+@pytest.mark.parametrize("tunables", TUNABLE_COMBINATIONS,
+                         ids=lambda t: "-".join(map(str, t.values())))
+def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> None:
+    module = load_starter_with("flash_attention", tunables, tmp_path)
+    for i, shape in enumerate(TUNABLE_SHAPES):
+        dtype = SPEC.dtypes[i % len(SPEC.dtypes)]
+        for causal in (True, False):
+            args = _inputs(shape, dtype, device, DISTRIBUTIONS[i], seed=i, causal=causal)
+            assert_matches_reference(SPEC, module.kernel_fn, args,
+                                     f"{tunables} {shape} {dtype} causal={causal}")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("tunables", covering_sample(starter_space("flash_attention"), count=24,
+                                                     seed=1),
+                         ids=lambda t: "-".join(map(str, t.values())))
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_tunable_combination_compiles_and_stays_correct_gpu(tunables, dtype, tmp_path) -> None:
+    """Compiles for real (shared-memory and register limits): the interpreter checks neither."""
+    module = load_starter_with("flash_attention", tunables, tmp_path)
+    for shape in ((2, 4, 1000, 128), (1, 8, 777, 80)):
+        for causal in (True, False):
+            args = _inputs(shape, dtype, "cuda", causal=causal)
+            assert_matches_reference(SPEC, module.kernel_fn, args,
+                                     f"{tunables} {shape} {dtype} causal={causal}")
+
+
+def test_tunable_sample_covers_every_value() -> None:
+    space = starter_space("flash_attention")
+    for name, values in space.items():
+        assert {t[name] for t in TUNABLE_COMBINATIONS} == set(values), name
+
+
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_stock_agrees_with_reference(dtype, causal, device) -> None:
+    args = _inputs((1, 2, 33, 64), dtype, device, "uniform", causal=causal)
+    assert_matches_reference(SPEC, SPEC.stock, args, f"stock {dtype} causal={causal}")
+
+
+def test_flop_convention() -> None:
+    shape = (2, 4, 128, 64)
+    assert SPEC.flops(shape) == 2 * 2 * 4 * 128 * 128 * 64  # causal: the unmasked half
+    assert SPEC.flops(shape, causal=False) == 2 * SPEC.flops(shape)
+    assert SPEC.bytes(shape, torch.float16) == 4 * 2 * 4 * 128 * 64 * 2
+
+
+def test_make_inputs_passes_causal_and_scale_positionally(device) -> None:
+    *_, causal, scale = _inputs((1, 1, 8, 32), torch.float16, device)
+    assert (causal, scale) == (True, None)
+    *_, causal, scale = _inputs((1, 1, 8, 32), torch.float16, device, causal=False, scale=0.5)
+    assert (causal, scale) == (False, 0.5)
+    with pytest.raises(ValueError):
+        SPEC.make_inputs((1, 1, 8, 32), torch.float16, device, torch.Generator(device=device),
+                         window=4)
+
+
+def test_rejects_mismatched_inputs(device) -> None:
+    q, k, v, *_ = _inputs((1, 2, 8, 32), torch.float16, device)
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(q, k[:, :1], v)
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(q, k.float(), v)
