@@ -545,6 +545,30 @@ def test_resume_after_an_interruption_loses_and_duplicates_nothing(
     assert state.targets[0].experiments == 5 and state.targets[0].keeps == 3
 
 
+def test_resume_after_a_kill_right_after_an_agent_failure_row(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
+    agent = ScriptedAgent([Proposal(source="", description="no kernel", error="no kernel in reply"),
+                           {"BLOCK_N": 512}])
+    original_append = ResultsLog.append
+
+    def append(self: ResultsLog, row: Any) -> None:
+        original_append(self, row)
+        if row.experiment == 1:
+            raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ResultsLog, "append", append)
+        with pytest.raises(Killed):
+            runner_for(ws, state, plan, agent, FakeBench(), loop_config(max_experiments=2)).run()
+    state = RunState.load(ws.state_path)
+    runner_for(ws, state, plan, agent, FakeBench(), loop_config(max_experiments=2)).run()
+    rows = assert_consistent(ws, state)
+    assert [r["status"] for r in rows] == ["baseline", "fail", "keep"]
+    assert state.targets[0].experiments == 2
+
+
 def test_resume_refuses_a_branch_that_lost_a_kept_commit(tmp_path: Path) -> None:
     ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
     runner_for(ws, state, plan, ScriptedAgent([{"BLOCK_N": 512}]), FakeBench(),

@@ -129,7 +129,7 @@ class LiveDashboard:
         self._session_start = time.monotonic()
         self._session_experiments = 0
         # rich redraws from its own thread; the loop's thread changes what is drawn.
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # RLock: the Ctrl-C handler may message mid-update
 
     def start(self, state: RunState) -> None:
         from rich.live import Live

@@ -601,13 +601,15 @@ class Runner:
 
     def _record_agent_failure(self, target: TargetState, proposal: Proposal,
                               seconds: float) -> None:
-        experiment = self.state.next_experiment
-        fields = proposal_fields(proposal, self.agent.name)
-        row = self._row(target, experiment, fields,
-                        None, "fail", sanitize(proposal.error), commit="", seconds=seconds,
-                        stage="agent", tunables={})
-        self.results.append(row)
-        self._conclude(target, experiment, row, None, bool(proposal.sweep))
+        """A proposal without a kernel: a failed experiment with no harness run, journaled like
+        any other so that a kill between the row and the state write cannot count it twice."""
+        self.state.in_flight = InFlight(
+            experiment=self.state.next_experiment, target=target.index, phase="benchmarked",
+            source="", verdict="fail", verdict_reason=sanitize(proposal.error),
+            seconds_before=seconds, **proposal_fields(proposal, self.agent.name),
+        )
+        self._save()
+        self._continue_in_flight()
 
     def _start_experiment(self, target: TargetState, proposal: Proposal, *, baseline: bool,
                           spent_before: float = 0.0) -> None:
@@ -649,8 +651,10 @@ class Runner:
             started = self.clock()
             flight.phase = "benchmarked"
             self._save()
-        result = BenchResult.from_dict(flight.result or {})
+        # None: the agent produced no kernel, so no harness ran.
+        result = BenchResult.from_dict(flight.result) if flight.result else None
         if flight.phase == "benchmarked" and flight.verdict in COMMITTED_STATUSES:
+            assert result is not None
             if self.ws.read_kernel() != flight.source:
                 self.ws.write_kernel(flight.source)
             flight.commit = self.ws.commit_paths(self._commit_message(target, flight, result),
@@ -661,14 +665,15 @@ class Runner:
         row = self._row(target, flight.experiment, _fields_of_flight(flight), result,
                         flight.verdict or "fail", flight.verdict_reason,
                         commit=flight.commit or "", seconds=seconds,
-                        stage=result.stage or "", tunables=flight.tunables)
+                        stage=(result.stage or "") if result is not None else "agent",
+                        tunables=flight.tunables)
         if not self.results.has(flight.experiment):
             self.results.append(row)
         if flight.verdict not in COMMITTED_STATUSES:
             self.ws.reset_to(self.state.head)
         self._last_result = result
         self._conclude(target, flight.experiment, row, result, flight.sweep)
-        if proposal is not None:
+        if proposal is not None and result is not None:
             try:
                 self.agent.observe(proposal, result, flight.verdict == "keep")
             except Exception as exc:  # learning is best-effort; the night goes on
