@@ -279,8 +279,8 @@ def describe_target(context: AgentContext) -> str:
                 f"- {bound} op type; arithmetic intensity at the benchmarked shape: "
                 f"{intensity:.2f} FLOP/byte (minimum traffic)"
             )
-        except Exception:
-            pass
+        except (ValueError, KeyError, TypeError, ZeroDivisionError):
+            pass  # an unusual shape or dtype: the line is a hint, not a requirement
         if spec.notes:
             lines.append(f"- note: {spec.notes}")
     lines += [
