@@ -2,12 +2,13 @@
 
 An element passes when
 
-    |out - ref| <= max(atol + rtol * |ref|, one ulp of the output dtype at |ref|)
+    |out - ref| <= atol + rtol * |ref|      or      |out - round(ref)| <= one ulp at round(ref)
 
-with atol/rtol from the op's registry entry and `ref` the oracle computed on upcast inputs
-(float32, or float64 for small float32 inputs). The ulp term keeps an honest low-precision kernel
-from being failed for rounding: a bf16 output one ulp away from a large reference value passes even
-where rtol alone would be tighter than bf16's spacing there.
+with atol/rtol from the op's registry entry, `ref` the oracle computed on upcast inputs (float32,
+or float64 for small inputs) and round() the rounding to the output dtype. The second rule keeps an
+honest low-precision kernel from being failed for rounding: a bf16 output one representable step
+from the correctly rounded value of a large reference passes even where rtol alone would be
+tighter than bf16's spacing there.
 
 Non-finite values are compared by position: where the reference, rounded to the output dtype, is
 finite, the output must be finite; where it is ±inf or NaN, the output must be the same. An output
@@ -168,13 +169,15 @@ def _check_values(out: torch.Tensor, out64: torch.Tensor, ref64: torch.Tensor,
 
     finite = ~expect_nonfinite
     error = torch.where(finite, (out64 - ref64).abs(), torch.zeros_like(out64))
-    allowed = torch.maximum(tolerance.atol + tolerance.rtol * ref64.abs(),
-                            ulp(ref64, out.dtype))
-    excess = torch.where(finite, error / allowed, torch.zeros_like(error))
+    allowed = tolerance.atol + tolerance.rtol * ref64.abs()
+    # One representable step from the correctly rounded reference is honest rounding.
+    steps = (out64 - ref_rounded).abs()
+    one_step = steps <= ulp(ref_rounded, out.dtype)
+    excess = torch.where(finite & ~one_step, error / allowed, torch.zeros_like(error))
     try:
         return _tolerance_verdict(out, out64, ref64, error, excess, tolerance)
     finally:
-        scrub((error, allowed, excess))
+        scrub((error, allowed, excess, steps))
 
 
 def _tolerance_verdict(out: torch.Tensor, out64: torch.Tensor, ref64: torch.Tensor,

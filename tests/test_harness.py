@@ -1,0 +1,451 @@
+"""The harness end to end: every adversarial kernel in tests/adversarial gets its non-PASS status
+from the detector meant to catch it, and every honest kernel PASSes; plus the pure pieces (output
+comparison, plausibility rule, statistics, protocol, environment scrubbing, case plan) on their own.
+
+CPU runs use the Triton interpreter and the `quick` profile (fewer sweep and edge shapes; every
+detector still runs); the shipped starters also run the full profile. GPU-only checks are marked.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from autokernel.cli import app
+from autokernel.harness.cases import STAGES, plan_cases
+from autokernel.harness.compare import POISON_BYTE, bitwise_equal, check_output, ulp
+from autokernel.harness.protocol import (
+    ChannelError, TimedShape, WorkerReport, baseline_key, decode_report, encode_report,
+)
+from autokernel.harness.result import BenchResult, Status
+from autokernel.harness.runner import (
+    BenchInputError, candidate_env, read_baseline_cache, run_bench, write_baseline_cache,
+)
+from autokernel.harness.timing import (
+    Samples, hidden_work_reason, impossible_reason, iqr, median, quantile,
+)
+from autokernel.kernels import starter_path
+from autokernel.ops import get_spec
+from autokernel.ops.spec import Tolerance
+
+from conftest import DEVICE, HAS_CUDA
+
+ADVERSARIAL_DIR = Path(__file__).parent / "adversarial"
+TIMEOUT_S = 300.0
+
+
+def bench(name: str | Path, tmp_path: Path, **options: object) -> BenchResult:
+    path = name if isinstance(name, Path) else ADVERSARIAL_DIR / name
+    options.setdefault("quick", True)
+    return run_bench(path, device=DEVICE, timeout_s=TIMEOUT_S, cache_dir=tmp_path / "cache",
+                     **options)
+
+
+# -- every file in tests/adversarial, with the verdict it must get --------------------------------
+# (file, static scan on?, status, rule, stage, text the reason must contain)
+CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
+    ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "_softmax"),
+    ("token_launch_torch_answer.py", True, Status.REJECTED, "library-fallback", "smoke",
+     "_softmax"),
+    ("token_launch_host_answer.py", True, Status.REJECTED, "ghost-replay", "smoke",
+     "every Triton launch skipped"),
+    ("cache_by_pointer.py", True, Status.REJECTED, "call-time-state", "static_scan", "_RESULTS"),
+    ("cache_by_pointer.py", False, Status.REJECTED, "ghost-replay", None, "cached result"),
+    ("cache_by_shape.py", True, Status.REJECTED, "call-time-state", "static_scan",
+     "mutable default"),
+    ("cache_by_shape.py", False, Status.REJECTED, "ghost-replay", None, "cached result"),
+    ("cache_by_values.py", True, Status.REJECTED, "call-time-state", "static_scan", "_CALLS"),
+    ("cache_by_values.py", False, Status.FAIL, None, "determinism", "same buffers, new values"),
+    ("drift_after_checks.py", True, Status.REJECTED, "call-time-state", "static_scan", "_SEEN"),
+    ("drift_after_checks.py", False, Status.FAIL, "replay", "timing", "produced while timing"),
+    ("unwritten_output.py", True, Status.FAIL, None, "smoke", "never written"),
+    ("input_mutation.py", True, Status.REJECTED, "input-mutation", "smoke", "argument #0"),
+    ("precision_downgrade.py", True, Status.FAIL, None, "shape_sweep", "fp32"),
+    ("lazy_output.py", True, Status.REJECTED, "tensor-subclass", "static_scan", "Deferred"),
+    ("lazy_output.py", False, Status.REJECTED, "tensor-subclass", "smoke", "not a plain"),
+    ("tamper_softmax.py", True, Status.REJECTED, "monkeypatch", "static_scan", "torch.softmax"),
+    ("tamper_softmax.py", False, Status.REJECTED, "tampering", "import", "torch.softmax"),
+    ("tamper_do_bench.py", True, Status.REJECTED, "monkeypatch", "static_scan", "do_bench"),
+    ("tamper_do_bench.py", False, Status.REJECTED, "tampering", "import", "do_bench"),
+    ("tamper_perf_counter.py", True, Status.REJECTED, "import-not-allowed", "static_scan",
+     "'time'"),
+    ("tamper_perf_counter.py", False, Status.REJECTED, "tampering", "import", "perf_counter"),
+    ("tamper_obfuscated.py", True, Status.REJECTED, "tampering", "import", "perf_counter"),
+    ("background_thread.py", True, Status.REJECTED, "import-not-allowed", "static_scan",
+     "threading"),
+    ("background_thread.py", False, Status.REJECTED, "thread", "smoke", "still running"),
+    ("side_stream.py", True, Status.REJECTED, "side-stream", "static_scan", "Stream"),
+    ("leaks_environment.py", True, Status.REJECTED, "import-not-allowed", "static_scan", "'os'"),
+    ("crash_exception.py", True, Status.CRASH, None, "smoke", "deliberate failure"),
+    ("honest_softmax.py", True, Status.PASS, None, None, ""),
+    ("honest_rmsnorm_round_to_zero.py", True, Status.PASS, None, None, ""),
+]
+# Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe.
+OWN_TESTS = {"hang.py", "segfault.py", "leaks_environment.py", "side_stream.py"}
+
+
+def test_every_adversarial_file_has_an_expected_verdict() -> None:
+    listed = {name for name, *_ in CPU_CASES} | OWN_TESTS
+    assert {p.name for p in ADVERSARIAL_DIR.glob("*.py")} == listed
+
+
+@pytest.mark.parametrize(
+    "name,static,status,rule,stage,text", CPU_CASES,
+    ids=[f"{c[0].removesuffix('.py')}{'' if c[1] else '-dynamic'}" for c in CPU_CASES],
+)
+def test_adversarial_and_honest_kernels(name: str, static: bool, status: Status,
+                                        rule: str | None, stage: str | None, text: str,
+                                        tmp_path: Path) -> None:
+    if name == "side_stream.py" and not static and not HAS_CUDA:
+        pytest.skip("dynamic side-stream detection needs CUDA streams")
+    result = bench(name, tmp_path, static_scan=static)
+    assert result.status is status, result.reason
+    assert result.rule == rule, result.reason
+    if stage is not None:
+        assert result.stage == stage, result.reason
+    assert text in result.reason
+    assert result.passed == (status is Status.PASS)
+    if status is Status.PASS:
+        assert all(result.stages[s] == "pass" for s in (*STAGES, "timing"))
+        assert result.latency_us is not None and result.latency_us > 0
+        assert result.timing_meaningful is HAS_CUDA
+
+
+@pytest.mark.parametrize("kernel_type", ["softmax", "rmsnorm"])
+def test_shipped_starters_pass_the_full_profile(kernel_type: str, tmp_path: Path) -> None:
+    result = bench(starter_path(kernel_type), tmp_path, quick=False)
+    assert result.status is Status.PASS, result.reason
+    spec = get_spec(kernel_type)
+    cpu = DEVICE == "cpu"
+    sweep = spec.cpu_sweep if cpu else spec.sweep
+    assert result.stage_cases["shape_sweep"] >= len(sweep) * len(spec.dtypes)
+    assert result.stage_cases["stability"] == (len(spec.adversarial) + 4) * len(spec.dtypes)
+    assert result.correctness_dtypes == ["fp16", "bf16", "fp32"]
+    assert result.harness_seconds is not None and result.harness_seconds > 0
+    assert result.eager_latency_us is not None and result.speedup_vs_eager is not None
+
+
+def test_hanging_kernel_times_out_and_is_killed(tmp_path: Path) -> None:
+    result = run_bench(ADVERSARIAL_DIR / "hang.py", device=DEVICE, timeout_s=12,
+                       cache_dir=tmp_path, quick=True)
+    assert result.status is Status.TIMEOUT
+    assert "12 s" in result.reason and "killed" in result.reason
+    assert result.harness_seconds is not None and result.harness_seconds < 60
+
+
+def test_segfaulting_kernel_is_a_crash(tmp_path: Path) -> None:
+    result = bench("segfault.py", tmp_path)
+    assert result.status is Status.CRASH
+    if DEVICE == "cpu":
+        assert "SIGSEGV" in result.reason
+    else:
+        assert "illegal" in result.reason.lower() or "cuda" in result.reason.lower()
+
+
+def test_the_candidate_sees_no_secrets_and_no_workspace(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-not-real")
+    monkeypatch.setenv("GITHUB_TOKEN", "ghp-test-not-real")
+    monkeypatch.setenv("MY_SECRET_THING", "x")
+    result = bench("leaks_environment.py", tmp_path, static_scan=False)
+    assert result.status is Status.CRASH
+    assert "secrets=[]" in result.reason
+    for forbidden in ("sk-ant", "ghp-", str(Path.cwd()), str(tmp_path)):
+        assert forbidden not in result.reason
+    cwd = result.reason.split("cwd=")[1].split()[0]
+    home = result.reason.split("home=")[1].split()[0]
+    assert "autokernel-bench-" in cwd and home.startswith(cwd)
+    assert not Path(cwd).exists()  # the temporary directory is gone after the run
+
+
+@pytest.mark.gpu
+def test_side_stream_is_caught_dynamically_on_gpu(tmp_path: Path) -> None:
+    result = bench("side_stream.py", tmp_path, static_scan=False)
+    assert result.status is Status.REJECTED and result.rule == "side-stream", result.reason
+
+
+@pytest.mark.gpu
+def test_impossible_result_is_quarantined_on_gpu(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # An honest kernel against a GPU whose "datasheet" claims 1 GB/s: its real speed is then
+    # over 100% of the roofline, which the harness must refuse to believe.
+    monkeypatch.setenv("AUTOKERNEL_GPU_PEAKS", "bf16_tflops=1,fp16_tflops=1,fp32_tflops=1,gbps=1")
+    result = bench(starter_path("softmax"), tmp_path)
+    assert result.status is Status.REJECTED and result.rule == "impossible", result.reason
+    assert "impossible result" in result.reason and "quarantined" in result.reason
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel_type", ["softmax", "rmsnorm"])
+def test_gpu_timing_fields(kernel_type: str, tmp_path: Path) -> None:
+    result = bench(starter_path(kernel_type), tmp_path, quick=False)
+    assert result.status is Status.PASS, result.reason
+    assert result.timing_meaningful and result.gpu
+    timing = result.timings[0]
+    assert timing.samples >= 20 and timing.iqr_us >= 0
+    assert result.compile_latency_us is not None and result.speedup_vs_compile is not None
+    assert result.pct_peak_datasheet is not None and 0 < result.pct_peak_datasheet <= 100
+    assert result.peak_vram_mb is not None and result.peak_vram_mb > 0
+    # A second call reuses the compiled baseline's timing from the cache.
+    again = bench(starter_path(kernel_type), tmp_path, quick=True)
+    assert again.status is Status.PASS and again.timings[0].compile_cached
+
+
+# -- the CLI ----------------------------------------------------------------------------------------
+
+runner = CliRunner()
+
+
+def test_cli_json_is_the_last_line_and_exit_code_follows_status(tmp_path: Path) -> None:
+    honest = runner.invoke(app, ["bench", str(ADVERSARIAL_DIR / "honest_softmax.py"),
+                                 "--device", DEVICE, "--json", "--quick",
+                                 "--cache-dir", str(tmp_path)])
+    assert honest.exit_code == 0, honest.output
+    data = json.loads(honest.output.strip().splitlines()[-1])
+    for key in ("status", "stage", "reason", "kernel_type", "backend", "shapes", "dtypes",
+                "latency_us", "iqr_us", "throughput", "pct_peak", "pct_peak_datasheet",
+                "pct_peak_measured", "speedup_vs_eager", "speedup_vs_compile", "peak_vram_mb",
+                "harness_seconds"):
+        assert key in data
+    assert data["status"] == "PASS" and data["kernel_type"] == "softmax"
+    assert set(data["pct_peak"]) == {"datasheet", "measured"}
+
+    cheat = runner.invoke(app, ["bench", str(ADVERSARIAL_DIR / "tamper_softmax.py"),
+                                "--device", DEVICE, "--json"])
+    assert cheat.exit_code == 1
+    assert json.loads(cheat.output.strip().splitlines()[-1])["status"] == "REJECTED"
+
+
+def test_cli_summary_labels_cpu_timings(tmp_path: Path) -> None:
+    if DEVICE != "cpu":
+        pytest.skip("the label is for the interpreter")
+    done = runner.invoke(app, ["bench", str(ADVERSARIAL_DIR / "honest_softmax.py"),
+                               "--device", "cpu", "--quick", "--cache-dir", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    assert "PASS" in done.output and "not meaningful" in done.output
+    assert "shape_sweep" in done.output
+
+
+@pytest.mark.parametrize("args,message", [
+    (["bench", "does/not/exist.py"], "no such kernel file"),
+    (["bench", __file__], "not a kernel file"),
+    (["bench", str(ADVERSARIAL_DIR / "honest_softmax.py"), "--shapes", "12x"], "shapes"),
+    (["bench", str(ADVERSARIAL_DIR / "honest_softmax.py"), "--shapes", "4x4x4"], "2 positive"),
+    (["bench", str(ADVERSARIAL_DIR / "honest_softmax.py"), "--dtypes", "fp8"], "unknown dtype"),
+])
+def test_cli_bad_input_is_a_one_line_error(args: list[str], message: str) -> None:
+    done = runner.invoke(app, args + ["--device", "cpu"])
+    assert done.exit_code == 2
+    assert message in done.output and "Traceback" not in done.output
+
+
+def test_run_bench_input_errors(tmp_path: Path) -> None:
+    with pytest.raises(BenchInputError):
+        run_bench(tmp_path / "missing.py", device="cpu")
+    with pytest.raises(BenchInputError, match="unknown dtype"):
+        run_bench(starter_path("softmax"), device="cpu", dtypes=["fp64"])
+    with pytest.raises(BenchInputError, match="positive dims"):
+        run_bench(starter_path("softmax"), device="cpu", shapes=["1x2x3"])
+    not_kernel = tmp_path / "k.py"
+    not_kernel.write_text("x = 1\n")
+    result = run_bench(not_kernel, device="cpu")
+    assert result.status is Status.REJECTED and result.rule == "kernel-format"
+
+
+# -- output comparison --------------------------------------------------------------------------
+
+TIGHT = Tolerance(atol=0.0, rtol=1e-6)  # tighter than bf16's spacing: only the ulp rule passes
+CPU = torch.device("cpu")
+
+
+def _next_up(value: torch.Tensor, steps: int) -> torch.Tensor:
+    bits = value.view(torch.int16) + steps
+    return bits.view(value.dtype)
+
+
+@pytest.mark.parametrize("reference", [1000.3, -3.0e5, 7.7e-3])
+def test_bf16_one_ulp_from_a_large_reference_passes(reference: float) -> None:
+    ref = torch.full((4, 8), reference, dtype=torch.float64)
+    nearest = ref.to(torch.bfloat16)
+    for steps in (-1, 1):
+        out = _next_up(nearest.clone(), steps)
+        # Far outside TIGHT's rtol: only the one-step rounding rule lets it pass.
+        assert (out.double() - ref).abs().min() > TIGHT.rtol * abs(reference)
+        assert (out.double() - nearest.double()).abs().max() <= ulp(ref, torch.bfloat16).max()
+        assert check_output(out, ref, (4, 8), torch.bfloat16, CPU, TIGHT) is None
+
+
+def test_two_ulps_off_fails_with_the_worst_index() -> None:
+    ref = torch.full((3, 5), 1000.0, dtype=torch.float64)
+    out = ref.to(torch.bfloat16)
+    out[2, 3] = _next_up(out[2, 3].clone(), 3)
+    mismatch = check_output(out, ref, (3, 5), torch.bfloat16, CPU, TIGHT)
+    assert mismatch is not None and mismatch.kind == "tolerance"
+    assert mismatch.worst_index == (2, 3) and mismatch.bad_elements == 1
+    assert "max abs error" in mismatch.detail and "[2, 3]" in mismatch.detail
+
+
+def test_registry_tolerance_applies_in_fp32() -> None:
+    ref = torch.linspace(-2, 2, 64, dtype=torch.float64).reshape(8, 8)
+    tol = Tolerance(atol=1e-4, rtol=1e-4)
+    assert check_output(ref.float(), ref, (8, 8), torch.float32, CPU, tol) is None
+    half_precision = ref.half().float()  # what an fp16 computation returns as fp32
+    mismatch = check_output(half_precision, ref, (8, 8), torch.float32, CPU, tol)
+    assert mismatch is not None and mismatch.kind == "tolerance"
+
+
+def test_poison_is_reported_as_unwritten() -> None:
+    ref = torch.ones(4, 4, dtype=torch.float64)
+    out = torch.ones(4, 4, dtype=torch.float16)
+    out.view(-1).view(torch.uint8)[8:16] = POISON_BYTE  # elements 4..7: row 1
+    mismatch = check_output(out, ref, (4, 4), torch.float16, CPU, Tolerance(1e-2, 1e-2))
+    assert mismatch is not None and mismatch.kind == "unwritten"
+    assert mismatch.bad_elements == 4 and mismatch.worst_index == (1, 0)
+
+
+def test_nonfinite_outputs() -> None:
+    ref = torch.zeros(2, 3, dtype=torch.float64)
+    out = torch.zeros(2, 3)
+    out[1, 2] = float("inf")
+    mismatch = check_output(out, ref, (2, 3), torch.float32, CPU, Tolerance(1, 1))
+    assert mismatch is not None and mismatch.kind == "nonfinite" and "[1, 2]" in mismatch.detail
+    # Where the reference itself overflows the dtype, the output must overflow the same way.
+    ref = torch.tensor([1.0, 7.0e4], dtype=torch.float64)
+    good = torch.tensor([1.0, float("inf")], dtype=torch.float16)
+    assert check_output(good, ref, (2,), torch.float16, CPU, Tolerance(1e-2, 1e-2)) is None
+    bad = torch.tensor([1.0, float("-inf")], dtype=torch.float16)
+    assert check_output(bad, ref, (2,), torch.float16, CPU, Tolerance(1e-2, 1e-2)) is not None
+
+
+def test_type_shape_dtype_and_device_checks() -> None:
+    class Lazy(torch.Tensor):
+        pass
+
+    ref = torch.zeros(2, 2, dtype=torch.float64)
+    tol = Tolerance(1e-2, 1e-2)
+    lazy = torch.zeros(2, 2).as_subclass(Lazy)
+    assert check_output(lazy, ref, (2, 2), torch.float32, CPU, tol).kind == "type"
+    assert check_output(torch.nn.Parameter(torch.zeros(2, 2)), ref, (2, 2), torch.float32, CPU,
+                        tol).kind == "type"
+    assert check_output([0.0], ref, (2, 2), torch.float32, CPU, tol).kind == "type"
+    assert check_output(torch.zeros(4), ref, (2, 2), torch.float32, CPU, tol).kind == "shape"
+    assert check_output(torch.zeros(2, 2, dtype=torch.float16), ref, (2, 2), torch.float32, CPU,
+                        tol).kind == "dtype"
+
+
+def test_comparison_leaves_the_reference_intact() -> None:
+    ref = torch.randn(16, dtype=torch.float64)
+    kept = ref.clone()
+    check_output(ref.float(), ref, (16,), torch.float32, CPU, Tolerance(1e-4, 1e-4))
+    assert torch.equal(ref, kept)
+
+
+def test_bitwise_equal_treats_nan_payloads_as_values() -> None:
+    a = torch.tensor([float("nan"), 1.0])
+    assert bitwise_equal(a, a.clone())
+    assert not bitwise_equal(a, torch.tensor([float("nan"), 1.0 + 1e-7]))
+
+
+# -- plausibility, statistics, side-stream tail ----------------------------------------------------
+
+def test_impossible_result_rule() -> None:
+    assert impossible_reason(10.0, 80.0, 20.0) is None
+    faster_than_hardware = impossible_reason(10.0, 130.0, 20.0)
+    assert faster_than_hardware is not None and "130% of the datasheet roofline" in \
+        faster_than_hardware
+    too_good = impossible_reason(1.0, 50.0, 12.0)
+    assert too_good is not None and "12.0x faster than the best PyTorch baseline" in too_good
+    assert impossible_reason(1.0, None, 9.9) is None
+    assert impossible_reason(1.0, None, None) is None
+
+
+def test_median_quantiles_and_iqr() -> None:
+    values = [5.0, 1.0, 3.0, 2.0, 4.0, 100.0]
+    assert median(values) == 3.5
+    assert quantile(values, 0.25) == 2.25 and quantile(values, 0.75) == 4.75
+    assert iqr(values) == 2.5
+    with pytest.raises(ValueError):
+        median([])
+
+
+def test_hidden_work_after_the_timed_call_is_flagged() -> None:
+    honest = Samples(latency_us=[20.0] * 9, after_sync_us=[28.0] * 9)
+    eager = Samples(latency_us=[30.0] * 9, after_sync_us=[37.0] * 9)
+    assert hidden_work_reason(honest, eager) is None
+    side_stream = Samples(latency_us=[2.0] * 9, after_sync_us=[300.0] * 9)
+    reason = hidden_work_reason(side_stream, eager)
+    assert reason is not None and "another stream" in reason
+    assert hidden_work_reason(Samples([1.0]), Samples([1.0])) is None  # CPU: no tail
+
+
+# -- protocol, environment, caches, plan -----------------------------------------------------------
+
+def test_report_channel_needs_one_message_with_the_nonce() -> None:
+    report = WorkerReport(status="PASS", timings=[TimedShape([4, 8], "fp32", 1.0, 0.1, 20)])
+    line = encode_report("n0nce", report).encode()
+    assert decode_report(line, "n0nce") == report
+    assert decode_report(b"", "n0nce") is None
+    with pytest.raises(ChannelError):
+        decode_report(line, "other")
+    with pytest.raises(ChannelError):
+        decode_report(line + line, "n0nce")
+    with pytest.raises(ChannelError):
+        decode_report(b'{"status": "PASS"}\n', "n0nce")
+
+
+def test_candidate_env_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GH_TOKEN", "AWS_SECRET_ACCESS_KEY",
+                 "DB_PASSWORD", "TRITON_AUTH_TOKEN", "RANDOM_UNRELATED"):
+        monkeypatch.setenv(name, "x")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    env = candidate_env("cpu", tmp_path, tmp_path / "cache")
+    assert not any(k in env for k in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "GH_TOKEN",
+                                      "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "TRITON_AUTH_TOKEN",
+                                      "RANDOM_UNRELATED"))
+    assert env["CUDA_VISIBLE_DEVICES"] == "0" and "PATH" in env
+    assert env["HOME"].startswith(str(tmp_path)) and env["TMPDIR"].startswith(str(tmp_path))
+    assert env["TRITON_INTERPRET"] == "1"
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
+    assert "TRITON_INTERPRET" not in candidate_env("cuda", tmp_path, tmp_path)
+
+
+def test_baseline_cache_round_trip(tmp_path: Path) -> None:
+    key = baseline_key("softmax", [4096, 4096], "fp16", "NVIDIA H100 80GB HBM3", "2.11.0",
+                       {"eps": 1e-5})
+    assert key == "softmax|4096x4096|fp16|NVIDIA H100 80GB HBM3|torch 2.11.0|eps=1e-05"
+    assert read_baseline_cache(tmp_path) == {}
+    write_baseline_cache(tmp_path, {key: {"compile_us": 21.0}})
+    write_baseline_cache(tmp_path, {"other": {"compile_us": 5.0}})
+    assert read_baseline_cache(tmp_path) == {key: {"compile_us": 21.0},
+                                             "other": {"compile_us": 5.0}}
+
+
+def test_case_plan_covers_the_five_stages() -> None:
+    spec = get_spec("softmax")
+    dtypes = [torch.float16, torch.bfloat16, torch.float32]
+    cases = plan_cases(spec, "cpu", dtypes, [(5, 513)], [(3, 77)])
+    assert {c.stage for c in cases} == set(STAGES)
+    sweep = {c.shape for c in cases if c.stage == "shape_sweep"}
+    assert set(spec.cpu_sweep) | {(3, 77), (5, 513)} == sweep
+    stability = [c for c in cases if c.stage == "stability"]
+    assert {c.distribution for c in stability} == {"normal", "uniform", "positive", "large"}
+    assert {c.adversarial for c in stability} - {None} == {a.name for a in spec.adversarial}
+    refills = [c for c in cases if c.label == "refill"]
+    assert len(refills) == 3 and all(cases[c.splice_from].label == "repeat" for c in refills)
+    assert {c.shape for c in cases if c.stage == "edge_sizes"} == set(spec.cpu_edge_shapes)
+    gpu_cases = plan_cases(spec, "cuda", dtypes, [spec.bench_shapes[0]], [])
+    assert {c.shape for c in gpu_cases if c.stage == "shape_sweep"} >= set(spec.sweep)
+
+
+def test_bench_result_json_round_trip() -> None:
+    result = BenchResult(status=Status.REJECTED, stage="timing", rule="impossible",
+                         reason="x", notes=["n"], stage_cases={"smoke": 1})
+    data = json.loads(result.to_json())
+    assert data["status"] == "REJECTED" and data["pct_peak"] == {"datasheet": None,
+                                                                 "measured": None}
+    assert BenchResult.from_dict(data) == result
+
