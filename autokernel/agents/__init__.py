@@ -40,8 +40,9 @@ def resolve_agent_name(name: str) -> tuple[str, str]:
         raise AgentUnavailable(f"unknown agent {name!r}; choose one of: {', '.join(AGENT_NAMES)}")
     has_key = bool(os.environ.get("ANTHROPIC_API_KEY"))
     if name == "claude":
-        if not has_key:
-            raise AgentUnavailable("--agent claude needs ANTHROPIC_API_KEY in the environment")
+        if not has_key and not os.environ.get("ANTHROPIC_AUTH_TOKEN"):  # a gateway's bearer token
+            raise AgentUnavailable("--agent claude needs ANTHROPIC_API_KEY (or, behind a gateway, "
+                                   "ANTHROPIC_AUTH_TOKEN) in the environment")
         _claude_factory()
         return "claude", "agent: claude"
     if name == "tuner":
