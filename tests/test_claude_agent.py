@@ -416,6 +416,23 @@ def test_setup_errors_are_one_line_config_errors(monkeypatch: pytest.MonkeyPatch
         ClaudeAgent()
 
 
+def test_agent_selection(monkeypatch: pytest.MonkeyPatch) -> None:
+    sdk()
+    from autokernel.agents import make_agent, resolve_agent_name
+
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
+    assert resolve_agent_name("auto")[0] == "claude"
+    agent = make_agent("claude", seed=3, model="claude-opus-5-5", max_cost=2.5, max_llm_calls=9)
+    assert isinstance(agent, HybridAgent) and isinstance(agent.llm, ClaudeAgent)
+    assert (agent.model, agent.max_cost, agent.max_llm_calls) == ("claude-opus-5-5", 2.5, 9)
+    assert agent.tuner.seed == 3
+    # Behind a gateway, a bearer token is enough for an explicit --agent claude.
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "gateway-token")
+    assert resolve_agent_name("claude")[0] == "claude"
+    assert make_agent("claude", tuner_sweeps=False)._client.auth_token == "gateway-token"
+
+
 def test_retries_and_timeouts_of_the_client() -> None:
     client = claude_agent(Cassette())._client
     assert client.max_retries == 5
