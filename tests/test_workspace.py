@@ -434,6 +434,35 @@ def test_hours_budget_is_shared_between_targets_and_stops_the_run(tmp_path: Path
     assert_consistent(ws, state)
 
 
+def test_resume_with_more_hours_extends_a_finished_run(tmp_path: Path) -> None:
+    ws, state, plan = new_run(tmp_path, hours=100 / 3600)
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += 0.5
+        return now[0]
+
+    def runner(agent: Any) -> Runner:
+        config = loop_config(max_consecutive_reverts=None)
+        config.hours, config.revisit = state.hours, True
+        return Runner(ws, plan, state, config, agent, bench=FakeBench(),
+                      dashboard=PlainDashboard(stream=open(os.devnull, "w")),
+                      starter_source=STARTERS.__getitem__, clock=clock)
+
+    assert "time budget" in runner(TunerAgent(seed=4)).run()
+    done = state.next_experiment
+    assert state.finished and all(t.stop_rule in ("time", "hours") for t in state.targets)
+    state.finished = False
+    extended = runner(TunerAgent(seed=4))
+    extended.extend_hours(300 / 3600)
+    reason = extended.run()
+    assert state.next_experiment > done and state.visit_round >= 2
+    # Either the new budget is spent, or the targets ran out of things to try before it was.
+    assert ("time budget" in reason and state.run_seconds >= 300) or (
+        reason == "every target is done" and state.run_seconds < 300)
+    assert_consistent(ws, state)
+
+
 def test_agent_stop_ends_the_run_cleanly(tmp_path: Path) -> None:
     ws, state, plan = new_run(tmp_path)
     agent = ScriptedAgent([{"BLOCK_N": 512}, AgentStop("cost cap of $1.00 reached")])

@@ -105,7 +105,7 @@ def _make_agent_or_fail(name: str, options: dict[str, Any]) -> tuple[Any, str, s
 
 
 def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agent: Any,
-           agent_note: str, live: bool | None) -> None:
+           agent_note: str, live: bool | None, new_hours: float | None = None) -> None:
     """Run the loop with a dashboard, print the summary, exit with the run's status."""
     from autokernel.loop.dashboard import make_dashboard
     from autokernel.loop.runner import CPU_TIMING_NOTE, RunInconsistent, Runner, run_summary
@@ -123,6 +123,8 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
         timing_note=CPU_TIMING_NOTE if config.device == "cpu" else "", live=live,
     )
     runner = Runner(workspace, plan, state, config, agent, dashboard=dashboard)
+    if new_hours is not None:
+        runner.extend_hours(new_hours)
     try:
         reason = runner.run()
     except (WorkspaceError, RunInconsistent) as exc:
@@ -347,12 +349,9 @@ def resume(
                     if v is not None})
     agent_impl, agent_name, agent_note = _make_agent_or_fail(agent or config.agent, options)
     config.agent = agent_name
-    if hours is not None:
-        state.hours = hours
-        config.hours = hours
     state.finished = False
     state.sessions += 1
-    _drive(workspace, plan, state, config, agent_impl, agent_note, live)
+    _drive(workspace, plan, state, config, agent_impl, agent_note, live, new_hours=hours)
 
 
 def register(app: typer.Typer) -> None:

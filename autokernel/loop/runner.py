@@ -378,6 +378,17 @@ class Runner:
                 self._finish_target(target, Decision(True, "stopped", f"stopped: {exc}"))
                 return self._finish_run(f"the agent stopped: {exc}")
 
+    def extend_hours(self, hours: float) -> None:
+        """A new time budget for the whole run (resume --hours): the target in progress gets its
+        share of the new remaining time."""
+        self.state.hours = hours
+        self.config.hours = hours
+        if self.state.current is not None:
+            target = self.state.targets[self.state.current]
+            pending = sum(t.status == "pending" for t in self.state.targets)
+            left = self.state.remaining_seconds or 0.0
+            target.visit_budget_seconds = target.visit_seconds + max(0.0, left) / (pending + 1)
+
     def _finish_run(self, reason: str) -> str:
         self.state.finished = True
         self.state.current = None
@@ -638,7 +649,7 @@ class Runner:
         if flight.phase == "written":
             # The harness runs candidates in their own session: a Ctrl-C in the terminal reaches
             # only this process, so the verdict below is the kernel's, also when stopping.
-            result = self._bench(target)
+            result = self._bench(target, baseline=flight.baseline)
             new = measure(result, flight.experiment, "",
                           shape_weights(self._plan_target(target), self._timed_shapes(target)))
             if flight.baseline:
@@ -687,8 +698,12 @@ class Runner:
                 shapes.append(list(shape))
         return shapes[: max(1, self.config.max_shapes)]
 
-    def _bench(self, target: TargetState) -> BenchResult:
+    def _bench(self, target: TargetState, *, baseline: bool = False) -> BenchResult:
         plan_target = self._plan_target(target)
+        timeout = self.config.bench_timeout_s
+        if baseline:
+            # The first run of a target also compiles and caches the torch.compile baselines.
+            timeout = max(3 * timeout, 180.0)
         bench = self.bench or default_bench()
         cache = self.ws.cache_dir / "harness"
         cache.mkdir(parents=True, exist_ok=True)
@@ -703,7 +718,7 @@ class Runner:
                 correctness_dtypes=None if self.config.check_all_dtypes else [plan_target.dtype],
                 model_shapes=[list(s) for s in plan_target.shapes],
                 params=dict(plan_target.params),
-                timeout_s=self.config.bench_timeout_s,
+                timeout_s=timeout,
                 cache_dir=cache,
                 quick=self.config.harness_quick,
                 timing_budget_s=self.config.timing_budget_s,
