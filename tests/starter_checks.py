@@ -99,6 +99,20 @@ def covering_sample(space: dict[str, list[Any]], count: int, seed: int = 0) -> l
     return [{name: order[i % len(order)] for name, order in orders.items()} for i in range(count)]
 
 
+def corner_combinations(space: dict[str, list[Any]]) -> list[dict[str, Any]]:
+    """Per VARIANT, every tunable at its first listed value, then every one at its last: with
+    spaces listed small to large, the least and the most resource-hungry launches."""
+    variants = space.get("VARIANT", [None])
+    corners = []
+    for variant in variants:
+        for end in (0, -1):
+            combo = {name: values[end] for name, values in space.items()}
+            if variant is not None:
+                combo["VARIANT"] = variant
+            corners.append(combo)
+    return corners
+
+
 @contextlib.contextmanager
 def nan_filled_allocations() -> Iterator[None]:
     """Make torch.empty / torch.empty_like return NaN-filled floating tensors for the duration.

@@ -10,6 +10,7 @@ import torch
 from starter_checks import (
     assert_deterministic,
     assert_matches_reference,
+    corner_combinations,
     covering_sample,
     hopper_compile_problems,
     load_starter,
@@ -30,7 +31,8 @@ DTYPE_TOLERANCES = [
 # Short rows with several rows per program, a row over one Welford chunk, a row over the largest
 # single-pass limit: every tunable combination meets all three code paths.
 TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000))
-TUNABLE_COMBINATIONS = covering_sample(starter_space("layernorm"), count=12, seed=0)
+TUNABLE_COMBINATIONS = corner_combinations(starter_space("layernorm")) + covering_sample(
+    starter_space("layernorm"), count=12, seed=0)
 # Each distinct row length of the GPU sweep and edge shapes, with a few rows (compiling depends on
 # N; 1-row inputs stay 1-row because Triton specializes an argument equal to 1).
 GPU_ROW_SHAPES = sorted({(min(m, 16), n) for m, n in SPEC.sweep + SPEC.edge_shapes})

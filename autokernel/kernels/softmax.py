@@ -21,7 +21,8 @@ Tunables:
 - SINGLE_PASS_MAX_N: longest row (after rounding up to a power of two) kept in registers.
 - NUM_WARPS: warps per program. The launcher clamps it so each thread holds between 8 and 128
   tile elements (fewer warps for tiny tiles, more for huge ones), between 1 and 32 warps.
-- NUM_STAGES: software-pipelining depth of the "online" loops.
+- NUM_STAGES: software-pipelining depth of the "online" loops; the launcher lowers it so the
+  pipeline's buffers fit in PIPELINE_SHARED_BYTES of shared memory.
 """
 
 from typing import Any
@@ -48,6 +49,10 @@ TUNABLE_SPACE = {
     "NUM_WARPS": [1, 2, 4, 8, 16, 32],
     "NUM_STAGES": [1, 2, 3, 4],
 }
+
+# Shared memory the "online" loops' software pipeline may take: each stage past the first buffers a
+# chunk of x there, and Hopper gives a block at most 227 KiB.
+PIPELINE_SHARED_BYTES = 160 * 1024
 
 
 @triton.jit
@@ -120,17 +125,21 @@ def _num_warps(tile_elements: int, requested: int) -> int:
     return max(1, min(32, max(fewest, min(requested, most))))
 
 
-def _plan(n_rows: int, n_cols: int) -> tuple[Any, tuple[int], dict[str, Any]]:
+def _plan(
+    n_rows: int, n_cols: int, x_bytes: int
+) -> tuple[Any, tuple[int], dict[str, Any]]:
     """The kernel, grid and meta-parameters (constexprs, num_warps) the tunables give for x[n_rows,
-    n_cols]: the one place where tunables become a launch."""
+    n_cols] of x_bytes-byte elements: the one place where tunables become a launch."""
     row_block = triton.next_power_of_2(n_cols)
     if VARIANT == "single_pass" and row_block <= SINGLE_PASS_MAX_N:
         rows = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block))
         meta = {"BLOCK_M": rows, "BLOCK_N": row_block}
         kernel = softmax_single_pass_kernel
     else:
-        rows = ROWS_PER_PROGRAM
-        meta = {"BLOCK_M": rows, "BLOCK_N": min(BLOCK_N, row_block), "NUM_STAGES": NUM_STAGES}
+        rows, block_n = ROWS_PER_PROGRAM, min(BLOCK_N, row_block)
+        stage_bytes = rows * block_n * x_bytes
+        stages = max(1, min(NUM_STAGES, 1 + PIPELINE_SHARED_BYTES // stage_bytes))
+        meta = {"BLOCK_M": rows, "BLOCK_N": block_n, "NUM_STAGES": stages}
         kernel = softmax_online_kernel
     meta["num_warps"] = _num_warps(rows * meta["BLOCK_N"], NUM_WARPS)
     return kernel, (triton.cdiv(n_rows, rows),), meta
@@ -146,7 +155,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     if y.numel() == 0:
         return y.view(x.shape)
 
-    kernel, grid, meta = _plan(n_rows, n_cols)
+    kernel, grid, meta = _plan(n_rows, n_cols, x.element_size())
     kernel[grid](x2d, y, n_rows, n_cols, x2d.stride(0), y.stride(0), **meta)
     return y.view(x.shape)
 
