@@ -33,6 +33,7 @@ DTYPE_TOLERANCES = [
 TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000))
 TUNABLE_COMBINATIONS = corner_combinations(starter_space("rmsnorm")) + covering_sample(
     starter_space("rmsnorm"), count=12, seed=0)
+TUNABLE_IDS = ["-".join(map(str, t.values())) for t in TUNABLE_COMBINATIONS]
 # Each distinct row length of the GPU sweep and edge shapes, with a few rows (compiling depends on
 # N; 1-row inputs stay 1-row because Triton specializes an argument equal to 1).
 GPU_ROW_SHAPES = sorted({(min(m, 16), n) for m, n in SPEC.sweep + SPEC.edge_shapes})
@@ -111,7 +112,7 @@ def test_writes_every_output_element(shape, device) -> None:
         assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} over NaN garbage")
 
 
-@pytest.mark.parametrize("tunables", TUNABLE_COMBINATIONS, ids=lambda t: "-".join(map(str, t.values())))
+@pytest.mark.parametrize("tunables", TUNABLE_COMBINATIONS, ids=TUNABLE_IDS)
 def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> None:
     module = load_starter_with("rmsnorm", tunables, tmp_path)
     for i, shape in enumerate(TUNABLE_SHAPES):

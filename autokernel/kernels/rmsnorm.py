@@ -50,8 +50,8 @@ TUNABLE_SPACE = {
     "NUM_STAGES": [1, 2, 3, 4],
 }
 
-# Shared memory the "two_pass" loops' software pipeline may take: each stage past the first buffers a
-# chunk of x (and weight) there, and Hopper gives a block at most 227 KiB.
+# Shared memory the "two_pass" loops' software pipeline may take: each stage past the first
+# buffers a chunk of x (and weight) there, and Hopper gives a block at most 227 KiB.
 PIPELINE_SHARED_BYTES = 160 * 1024
 
 

@@ -1,4 +1,4 @@
-"""layernorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dimension of x[M, N]."""
+"""layernorm: y = (x - mean) / sqrt(var + eps) * weight + bias over the last dim of x[M, N]."""
 
 from __future__ import annotations
 
