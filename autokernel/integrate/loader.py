@@ -16,6 +16,8 @@ the profiled parameters and call sites, tolerances and size limits.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -104,13 +106,37 @@ def open_run(directory: str | Path) -> FinishedRun:
     return FinishedRun(root, info, plan, state)
 
 
+@contextmanager
+def _importable_from(directory: Path | None) -> Iterator[None]:
+    """Let the copy import the modules that sat next to the original file (appended, so the
+    copy's own directory still wins)."""
+    import sys
+
+    entry = str(directory) if directory is not None and directory.is_dir() else None
+    added = entry is not None and entry not in sys.path
+    if added:
+        sys.path.append(entry)  # type: ignore[arg-type]
+    try:
+        yield
+    finally:
+        if added and entry in sys.path:
+            sys.path.remove(entry)  # type: ignore[arg-type]
+
+
 def load_run_model(run: FinishedRun, device: str) -> LoadedModel:
-    """The run's model copy through the shared loader: same class, dtype, seed and inputs."""
+    """The run's model copy through the shared loader: same class, dtype, seed and inputs.
+
+    The workspace holds a copy of the model file only; a file that imports its neighbours
+    (examples/models/tiny_llama.py imports llama.py) finds them next to the original file.
+    """
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
 
+    original = Path(run.info.get("model", ""))
+    neighbours = original.resolve().parent if run.info.get("model") else None
     try:
-        return load_model_file(run.model_file, class_name=run.class_name, dtype=run.dtype,
-                               device=device)
+        with _importable_from(neighbours):
+            return load_model_file(run.model_file, class_name=run.class_name, dtype=run.dtype,
+                                   device=device)
     except ModelLoadError as exc:
         raise RunError(f"the run's model no longer loads: {exc}") from None
 
@@ -204,9 +230,3 @@ def load(directory: str | Path, device: str | None = None) -> LoadedKernels:
     Triton interpreter (slow; for tests) and must be chosen before any Triton kernel is loaded.
     """
     return load_finished(open_run(directory), device)
-
-
-def dtype_of(name: str) -> torch.dtype:
-    from autokernel.ops.spec import parse_dtype
-
-    return parse_dtype(name)

@@ -1,0 +1,106 @@
+"""The morning commands: `autokernel verify DIR`, `autokernel report DIR`, `autokernel export DIR`.
+
+Each takes a run's workspace. Bad input (DIR is not a run, the run has no finished target, its
+model no longer loads, an unusable --to path) is a one-line error and exit status 2. `verify`
+exits 1 when the patched model's output or gradients are out of tolerance.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+
+DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
+
+
+def verify(
+    directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    iters: int = typer.Option(None, "--iters", help="Timed rounds per model (interleaved). "
+                              "Default: as many as --budget allows, at least 20 on a GPU."),
+    budget: float = typer.Option(20.0, "--budget", help="Seconds of timing, when --iters is "
+                                 "not given."),
+    compile_models: bool = typer.Option(None, "--compile/--no-compile", help="Also time "
+                                        "torch.compile of the original and the patched model "
+                                        "(default: on cuda)."),
+    gradients: bool = typer.Option(True, "--gradients/--no-gradients", help="Check parameter "
+                                   "gradients through the kernels' backward."),
+) -> None:
+    """Splice the run's finished kernels into its model; check the output, time it end to end."""
+    from autokernel.integrate.loader import RunError, open_run
+
+    if iters is not None and iters < 1:
+        fail("--iters must be at least 1")
+    if budget <= 0:
+        fail("--budget must be positive")
+    try:
+        run = open_run(directory)
+        run.require_finished()
+    except RunError as exc:
+        fail(str(exc))
+    resolved = device_or_fail(device)
+
+    from autokernel.integrate.verify import VerifyLog, VerifyOptions, print_result, verify_run
+
+    options = VerifyOptions(
+        device=resolved, iters=iters, budget_s=budget, gradients=gradients,
+        compile=compile_models if compile_models is not None else resolved == "cuda",
+    )
+    log = VerifyLog(emit=lambda line: console.print(line, highlight=False))
+    if not options.compile:
+        log.note("torch.compile not timed (--compile to time it"
+                 + ("; on cpu its figures would say nothing about a GPU)" if resolved == "cpu"
+                    else ")"))
+    if run.device != resolved:
+        log.note(f"the run optimized its kernels on {run.device}; this check runs on {resolved}")
+    try:
+        result = verify_run(run, options, log)
+    except RunError as exc:
+        fail(str(exc))
+    print_result(result, console)
+    if not result["passed"]:
+        raise typer.Exit(1)
+
+
+def report(
+    directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
+) -> None:
+    """Write report.md and progress.png in the workspace and print the run's summary."""
+    from autokernel.integrate.loader import RunError, open_run
+    from autokernel.integrate.report import build_report, print_summary, write_report
+
+    try:
+        summary = build_report(open_run(directory))
+    except RunError as exc:
+        fail(str(exc))
+    text, plot = write_report(summary)
+    print_summary(summary, console)
+    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
+
+
+def export(
+    directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
+    to: Path = typer.Option(..., "--to", help="The module to write, e.g. llama_kernels.py."),
+) -> None:
+    """Write the finished kernels as one self-contained module with a `patch(model)` function."""
+    from autokernel.integrate.export import ExportError, export_run
+    from autokernel.integrate.loader import RunError, open_run
+
+    try:
+        run = open_run(directory)
+        tags = [t.tag for t in run.require_finished()]
+        path = export_run(run, to)
+    except (RunError, ExportError) as exc:
+        fail(str(exc))
+    console.print(f"wrote {path}: {len(tags)} kernel(s) ({', '.join(tags)}); needs torch and "
+                  f"triton only. Use: import {path.stem}; {path.stem}.patch(model)",
+                  highlight=False)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("verify")(verify)
+    app.command("report")(report)
+    app.command("export")(export)

@@ -1,0 +1,181 @@
+"""`autokernel export DIR --to PATH`: the run's kernels as ONE Python module, torch + triton only.
+
+The written module holds:
+
+- the code of `autokernel/integrate/custom_ops.py` and `patch.py`, inlined (they import only
+  torch, by design), so registration, fake implementations, backwards, routing and probes are the
+  same code `autokernel verify` checked;
+- each finished kernel's source and the reference oracles (backward recomputation and probes use
+  them) as strings, executed into their own modules on first use: kernel files are modules with
+  clashing top-level names (kernel_fn, BLOCK_N...), and Triton reads a kernel's source through
+  linecache, which `load_kernel_module` fills;
+- the manifest (what each kernel may be used for) as Python literals;
+- `patch(model, device=None)`, `kernels(device=None)` and `MANIFEST`.
+
+Nothing of the run machinery (the workspace, git, the harness, autokernel itself) is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import pprint
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from autokernel.integrate.loader import FinishedRun
+
+EXPORT_MARKER = "# autokernel export"
+INLINED_MODULES = ("custom_ops", "patch")
+
+
+class ExportError(ValueError):
+    """The destination cannot be written; the message is one line for the user."""
+
+
+def inlinable_source(path: Path) -> str:
+    """A module's code without its docstring, `from __future__` line and autokernel imports."""
+    source = path.read_text(encoding="utf-8")
+    tree = ast.parse(source)
+    drop: set[int] = set()
+    body = tree.body
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        drop.update(range(body[0].lineno, body[0].end_lineno + 1))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (
+                node.module == "__future__" or (node.module or "").split(".")[0] == "autokernel"):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+        elif isinstance(node, ast.Import) and any(
+                alias.name.split(".")[0] == "autokernel" for alias in node.names):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    lines = source.splitlines(keepends=True)
+    kept = "".join(line for number, line in enumerate(lines, 1) if number not in drop)
+    return kept.strip("\n") + "\n"
+
+
+def _string_literal(text: str) -> str:
+    """A readable triple-quoted raw literal when the text allows one, else repr()."""
+    if "'''" not in text and not text.endswith("\\") and "\r" not in text:
+        return "r'''" + text + "'''"
+    return repr(text)
+
+
+def _imports_autokernel(source: str) -> bool:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "autokernel":
+            return True
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "autokernel"
+                                                for a in node.names):
+            return True
+    return False
+
+
+RUNTIME_FOOTER = '''
+# ---------------------------------------------------------------------------------------------
+# Loading this run's kernels, and `patch`
+
+_LOADED: dict[str, list[RoutedKernel]] = {}
+
+
+def _default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def kernels(device: str | None = None) -> list[RoutedKernel]:
+    """This run's kernels, registered as custom ops for `device` ("cuda", or "cpu" through the
+    Triton interpreter), once per process."""
+    device = device or _default_device()
+    if device not in _LOADED:
+        prepare_device(device)  # TRITON_INTERPRET must be decided before the kernels are defined
+        reference = load_kernel_module(f"{MODULE_PREFIX}_reference", REFERENCE_SOURCE,
+                                       f"<{MODULE_PREFIX}:reference.py>")
+        _LOADED[device] = build_kernels(MANIFEST, KERNEL_SOURCES, reference.REFERENCES, device,
+                                        MODULE_PREFIX)
+    return _LOADED[device]
+
+
+def patch(model: nn.Module, device: str | None = None) -> Patch:
+    """Route `model`'s matching modules and calls to this run's kernels, in place.
+
+    Returns a Patch: `.report.lines()` says what was routed (and what fell back to PyTorch and
+    why), `.unpatch()` gives every module its own forward back.
+    """
+    return patch_model(model, kernels(device))
+'''
+
+
+def module_text(run: FinishedRun) -> str:
+    """The exported module's source."""
+    import hashlib
+
+    from autokernel import __version__, reference
+    from autokernel.integrate.loader import manifest_entry, read_sources
+
+    targets = run.require_finished()
+    manifest = [manifest_entry(run, t) for t in targets]
+    sources = read_sources(run, targets)
+    package = Path(__file__).resolve().parent
+    digest = hashlib.sha1("".join(sources.values()).encode()).hexdigest()[:10]
+    summary = "\n".join(
+        f"- {e['tag']}: {e['kernel_type']} at {'x'.join(map(str, e['shape']))} {e['dtype']}"
+        + (f", {e['speedup_vs_eager']:.3g}x eager" if e["speedup_vs_eager"] else "")
+        + (f", {e['speedup_vs_compile']:.3g}x torch.compile" if e["speedup_vs_compile"] else "")
+        + f"; backward: {e['backward']}"
+        for e in manifest)
+    header = f'''{EXPORT_MARKER} of run {run.state.run_tag} (autokernel {__version__}).
+"""Optimized Triton kernels from the autokernel run {run.state.run_tag}, as one module.
+
+Model {run.info.get("model", "?")} ({run.class_name}), {run.dtype} on {run.plan.gpu or run.device}.
+Exported {time.strftime("%Y-%m-%d %H:%M")}. Needs torch and triton only.
+
+    import this_module
+    p = this_module.patch(model)       # cuda by default; device="cpu" runs the Triton interpreter
+    p.report.lines()                   # what was routed, what fell back to PyTorch and why
+    p.unpatch()
+
+Kernels:
+{summary}
+"""
+
+from __future__ import annotations
+'''
+    parts = [header]
+    for name in INLINED_MODULES:
+        parts.append(f"\n# {'-' * 93}\n# Inlined from autokernel/integrate/{name}.py\n\n")
+        parts.append(inlinable_source(package / f"{name}.py"))
+    parts.append(f"\n# {'-' * 93}\n# This run\n\n")
+    parts.append(f"MODULE_PREFIX = {f'autokernel_export_{digest}'!r}\n\n")
+    parts.append(f"MANIFEST: list[dict[str, Any]] = {pprint.pformat(manifest, width=99)}\n\n")
+    parts.append("KERNEL_SOURCES: dict[str, str] = {}\n")
+    for tag, source in sources.items():
+        parts.append(f"KERNEL_SOURCES[{tag!r}] = {_string_literal(source)}\n\n")
+    reference_source = Path(reference.__file__).read_text(encoding="utf-8")
+    parts.append(f"REFERENCE_SOURCE = {_string_literal(reference_source)}\n")
+    parts.append(RUNTIME_FOOTER)
+    text = "".join(parts)
+    if _imports_autokernel(text):  # the whole point of the file; never ship one that does
+        raise RuntimeError("internal error: the exported module still imports autokernel")
+    compile(text, "<export>", "exec")
+    return text
+
+
+def export_run(run: FinishedRun, destination: str | Path) -> Path:
+    """Write the module to `destination` (a .py path whose name is importable)."""
+    path = Path(destination)
+    if path.suffix != ".py" or not path.stem.isidentifier():
+        raise ExportError(f"{destination}: the module path must end in .py and its name be a "
+                          "Python identifier (e.g. llama_kernels.py), so it can be imported")
+    if path.is_dir():
+        raise ExportError(f"{destination} is a directory; give a file path ending in .py")
+    if not path.parent.is_dir():
+        raise ExportError(f"{path.parent} does not exist")
+    if path.exists():
+        head = path.read_text(encoding="utf-8", errors="replace")[: len(EXPORT_MARKER)]
+        if head != EXPORT_MARKER:
+            raise ExportError(f"{destination} exists and is not an autokernel export; remove it "
+                              "or choose another path")
+    text = module_text(run)
+    path.write_text(text, encoding="utf-8")
+    return path

@@ -1,0 +1,408 @@
+"""`autokernel report DIR`: what the night produced, from results.tsv (pandas) and the run state.
+
+Per target: the baseline (its experiment 0, the starter), the best kernel, the speedup of the
+best over eager PyTorch and over torch.compile, % of peak, experiments, keeps, failures, the
+stop reason and the time spent; end to end, the figures `autokernel verify` saved. Written to
+`report.md` and `progress.png` in the workspace; `print_summary` shows the same on the terminal,
+and `autokernel run` prints it when the loop ends.
+
+Every per-experiment figure is read from results.tsv as written (the speedups are the harness's,
+measured against eager and compiled stock PyTorch at the same shape; never against row 0). The
+state supplies what results.tsv does not hold: which experiment is each target's best, the stop
+reason and each target's own clock. Experiments are counted once: one row per experiment.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from rich.console import Console
+
+    from autokernel.integrate.loader import FinishedRun
+
+REPORT_FILE = "report.md"
+PLOT_FILE = "progress.png"
+FAILED_STATUSES = ("fail", "crash", "timeout", "rejected")
+NUMERIC_COLUMNS = ("experiment", "throughput_tflops", "latency_us", "pct_peak",
+                   "speedup_vs_pytorch", "peak_vram_mb", "target_rank", "speedup_vs_compile",
+                   "pct_peak_measured", "objective_us", "seconds", "harness_seconds",
+                   "input_tokens", "output_tokens", "cost_usd")
+
+
+def read_results(path: Path) -> pd.DataFrame:
+    """results.tsv as a DataFrame: numbers as floats (blank = NaN), text as str."""
+    import pandas as pd
+
+    frame = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str,
+                        keep_default_na=False)
+    for column in NUMERIC_COLUMNS:
+        if column in frame:
+            frame[column] = pd.to_numeric(frame[column].replace("", None), errors="coerce")
+    if "experiment" in frame:
+        frame["experiment"] = frame["experiment"].astype(int)
+    return frame
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return None if number != number else number  # NaN -> None
+
+
+@dataclass
+class TargetReport:
+    tag: str
+    kernel_type: str
+    status: str
+    share: float
+    shape: str
+    dtype: str
+    experiments: int  # after the baseline
+    keeps: int
+    failed: int
+    baseline_experiment: int | None
+    baseline_us: float | None
+    best_experiment: int | None
+    best_us: float | None
+    best_description: str
+    best_commit: str
+    improvement: float | None  # baseline latency / best latency
+    speedup_vs_eager: float | None
+    speedup_vs_compile: float | None
+    pct_peak: float | None
+    pct_peak_measured: float | None
+    stop_rule: str | None
+    stop_reason: str
+    seconds: float
+    kernel_file: str | None
+    kept: list[tuple[int, str]] = field(default_factory=list)  # (experiment, description)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass
+class RunReport:
+    run_tag: str
+    root: Path
+    model: str
+    class_name: str
+    device: str
+    dtype: str
+    gpu: str | None
+    agent: str
+    timing_meaningful: bool
+    experiments: int  # rows in results.tsv
+    run_seconds: float
+    finished: bool
+    stop_reason: str
+    cost_usd: float
+    targets: list[TargetReport]
+    verify: dict[str, Any] | None
+    frame: Any = None  # the results DataFrame the figures come from
+
+    @property
+    def experiments_per_hour(self) -> float | None:
+        return self.experiments / self.run_seconds * 3600 if self.run_seconds > 0 else None
+
+
+def build_report(run: FinishedRun) -> RunReport:
+    """The figures of a run, finished or still going (targets not done show their progress)."""
+    from autokernel.integrate.loader import RunError
+    from autokernel.integrate.verify import read_result
+
+    if not run.results_path.is_file():
+        raise RunError(f"{run.root} has no results.tsv")
+    frame = read_results(run.results_path)
+    if frame.empty:
+        raise RunError(f"{run.root} has no experiment in results.tsv yet")
+    targets = []
+    for target in run.state.targets:
+        rows = frame[frame["tag"] == target.tag]
+        plan_target = run.plan_target(target)
+        baseline = rows[rows["status"] == "baseline"]
+        base = baseline.iloc[0] if not baseline.empty else None
+        best_experiment = target.best.experiment if target.best is not None else None
+        best_rows = rows[rows["experiment"] == best_experiment]
+        best = best_rows.iloc[0] if not best_rows.empty else None
+        base_us = _number(base["latency_us"]) if base is not None else None
+        best_us = _number(best["latency_us"]) if best is not None else None
+        kept = rows[rows["status"] == "keep"]
+        targets.append(TargetReport(
+            tag=target.tag,
+            kernel_type=target.kernel_type,
+            status=target.status,
+            share=plan_target.share,
+            shape="x".join(str(d) for d in plan_target.bench_shape),
+            dtype=plan_target.dtype,
+            experiments=int((rows["status"] != "baseline").sum()),
+            keeps=len(kept),
+            failed=int(rows["status"].isin(FAILED_STATUSES).sum()),
+            baseline_experiment=int(base["experiment"]) if base is not None else None,
+            baseline_us=base_us,
+            best_experiment=best_experiment,
+            best_us=best_us,
+            best_description=str(best["description"]) if best is not None else "",
+            best_commit=str(best["commit"]) if best is not None else "",
+            improvement=base_us / best_us if base_us and best_us else None,
+            speedup_vs_eager=_number(best["speedup_vs_pytorch"]) if best is not None else None,
+            speedup_vs_compile=_number(best["speedup_vs_compile"]) if best is not None else None,
+            pct_peak=_number(best["pct_peak"]) if best is not None else None,
+            pct_peak_measured=(_number(best["pct_peak_measured"]) if best is not None
+                               else None),
+            stop_rule=target.stop_rule,
+            stop_reason=target.stop_reason,
+            seconds=target.seconds,
+            kernel_file=target.kernel_file,
+            kept=[(int(r["experiment"]), str(r["description"])) for _, r in kept.iterrows()],
+        ))
+    config = run.info.get("config", {})
+    cost = frame["cost_usd"].fillna(0).sum() if "cost_usd" in frame else 0.0
+    return RunReport(
+        run_tag=run.state.run_tag,
+        root=run.root,
+        model=str(run.info.get("model_copy", "")),
+        class_name=run.class_name,
+        device=run.device,
+        dtype=run.dtype,
+        gpu=run.info.get("gpu") or run.plan.gpu,
+        agent=config.get("agent", ""),
+        timing_meaningful=run.device == "cuda",
+        experiments=len(frame),
+        run_seconds=run.state.run_seconds,
+        finished=run.state.finished,
+        stop_reason=run.state.stop_reason,
+        cost_usd=float(cost),
+        targets=targets,
+        verify=read_result(run.root),
+        frame=frame,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Formatting
+
+
+def _x(value: float | None, digits: int = 2) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.{digits}f}×" if value >= 0.01 else f"{value:.2g}×"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}%"
+
+
+def _us(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s"
+
+
+def _peak(t: TargetReport) -> str:
+    if t.pct_peak is None and t.pct_peak_measured is None:
+        return "–"
+    if t.pct_peak_measured is None:
+        return _pct(t.pct_peak)
+    return f"{_pct(t.pct_peak)} ({_pct(t.pct_peak_measured)} measured)"
+
+
+TABLE_COLUMNS = ("target", "share", "baseline", "best", "best/baseline", "vs eager",
+                 "vs compile", "% of peak", "experiments", "keeps", "failed", "stop", "time")
+
+
+def _table_row(t: TargetReport) -> list[str]:
+    stop = t.stop_rule or (t.status if t.status != "done" else "–")
+    return [t.tag, f"{t.share * 100:.1f}%", _us(t.baseline_us),
+            _us(t.best_us) + (f" (exp {t.best_experiment})" if t.best_experiment else ""),
+            _x(t.improvement), _x(t.speedup_vs_eager), _x(t.speedup_vs_compile), _peak(t),
+            str(t.experiments), str(t.keeps), str(t.failed), stop, _duration(t.seconds)]
+
+
+def _headline(report: RunReport) -> str:
+    rate = report.experiments_per_hour
+    where = report.gpu or report.device
+    state = "finished" if report.finished else "not finished"
+    text = (f"{report.model} ({report.class_name}), {report.dtype} on {where}, agent "
+            f"{report.agent}: {report.experiments} experiments in {_duration(report.run_seconds)}"
+            + (f" ({rate:.0f}/h)" if rate else "") + f"; {state}")
+    if report.stop_reason:
+        text += f" ({report.stop_reason})"
+    if report.cost_usd:
+        text += f"; LLM cost ${report.cost_usd:.2f}"
+    return text
+
+
+CPU_NOTE = ("This run used the CPU (Triton interpreter): latencies and speedups are host-clock "
+            "figures that say nothing about a GPU.")
+
+
+def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
+    from autokernel.integrate.verify import end_to_end_lines
+
+    lines = [f"# autokernel report: {report.run_tag}", "", _headline(report) + ".", ""]
+    if not report.timing_meaningful:
+        lines += [f"> {CPU_NOTE}", ""]
+    lines += [
+        "## Targets", "",
+        "Latencies at each target's primary profiled shape; speedups are the best kernel's "
+        "against eager and `torch.compile` stock PyTorch at the same shape and dtype, timed by "
+        "the harness (interleaved, median).", "",
+        "| " + " | ".join(TABLE_COLUMNS) + " |",
+        "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",
+    ]
+    lines += ["| " + " | ".join(_table_row(t)) + " |" for t in report.targets]
+    lines += ["", "## End to end", ""]
+    if report.verify:
+        v = report.verify
+        accuracy = v["accuracy"]
+        lines.append(f"From `verify.json` ({v.get('created', '')}, {v['dtype']} on "
+                     f"{v.get('gpu') or v['device']}): output "
+                     f"{'PASS' if accuracy['passed'] else 'FAIL'} (relative error vs the "
+                     f"{accuracy['oracle']} oracle: original {accuracy['error_original']:.2e}, "
+                     f"patched {accuracy['error_patched']:.2e}); "
+                     f"{v['routed_calls_per_forward']} kernel calls routed per forward.")
+        lines += ["", "```"] + end_to_end_lines(v) + ["```"]
+        lines += ["", "| kernel | routed | calls/forward | backward |", "|---|---|---|---|"]
+        for row in v["kernels"]:
+            where = (f"{len(row['modules'])} modules" if row["modules"]
+                     else ", ".join(p or "the model" for p in row["scopes"]))
+            lines.append(f"| {row['tag']} | {where} | {row['calls_per_forward']} | "
+                         f"{row['backward_description']} |")
+    else:
+        lines.append(f"Not verified yet: run `autokernel verify {report.root}`.")
+    lines += ["", "## Progress", "", f"![progress]({plot_name})", "", "## Details", ""]
+    for t in report.targets:
+        lines.append(f"### {t.tag}")
+        lines.append("")
+        lines.append(f"- {t.kernel_type} at {t.shape} {t.dtype}, {t.share * 100:.1f}% of the "
+                     f"model's time; status {t.status}")
+        if t.best_experiment is not None:
+            lines.append(f"- best: experiment {t.best_experiment} (commit {t.best_commit[:12]}),"
+                         f" {t.best_description}")
+        if t.kernel_file:
+            lines.append(f"- kernel: `{t.kernel_file}`")
+        if t.kept:
+            lines.append("- kept: " + "; ".join(f"{n}: {d}" for n, d in t.kept))
+        if t.stop_reason:
+            lines.append(f"- stopped: {t.stop_reason}")
+        lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def plot_progress(report: RunReport, path: Path) -> Path:
+    """Speedup vs eager PyTorch against experiment number, one panel per target."""
+    import matplotlib
+
+    matplotlib.use("Agg", force=False)
+    from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
+
+    frame = report.frame
+    targets = report.targets or []
+    figure = Figure(figsize=(10, 2.6 * max(1, len(targets)) + 0.6), dpi=120)
+    axes = figure.subplots(max(1, len(targets)), 1, squeeze=False)[:, 0]
+    for axis, target in zip(axes, targets):
+        rows = frame[frame["tag"] == target.tag]
+        passed = rows[(rows["correctness"] == "PASS") & rows["speedup_vs_pytorch"].notna()]
+        committed = passed[passed["status"].isin(("baseline", "keep"))]
+        others = passed[~passed["status"].isin(("baseline", "keep"))]
+        failed = rows[rows["correctness"] != "PASS"]
+        axis.scatter(others["experiment"], others["speedup_vs_pytorch"], s=14, color="0.6",
+                     label="not kept")
+        axis.scatter(committed["experiment"], committed["speedup_vs_pytorch"], s=46,
+                     marker="*", color="tab:green", zorder=3, label="kept (baseline, keeps)")
+        if not committed.empty:  # the best so far, carried to the target's last experiment
+            xs = [*committed["experiment"], int(rows["experiment"].max())]
+            ys = [*committed["speedup_vs_pytorch"], committed["speedup_vs_pytorch"].iloc[-1]]
+            axis.step(xs, ys, where="post", color="tab:green", linewidth=1)
+        values = [*passed["speedup_vs_pytorch"], 1.0]
+        low, high = min(values), max(values)
+        if high / max(low, 1e-12) > 20:  # e.g. CPU-interpreter figures next to the 1× line
+            axis.set_yscale("log")
+        axis.axhline(1.0, color="tab:blue", linestyle="--", linewidth=1, label="eager PyTorch")
+        compile_level = (passed["speedup_vs_pytorch"] / passed["speedup_vs_compile"]).dropna()
+        if not compile_level.empty:
+            axis.axhline(float(compile_level.median()), color="tab:purple", linestyle=":",
+                         linewidth=1, label="torch.compile")
+        if not failed.empty:
+            axis.scatter(failed["experiment"], [low] * len(failed), marker="x", s=18,
+                         color="tab:red", label="failed (at the floor)")
+        axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): best "
+                       f"{_x(target.speedup_vs_eager)} vs eager", fontsize=9, loc="left")
+        axis.set_ylabel("speedup vs eager")
+        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=7, loc="best")
+    axes[-1].set_xlabel("experiment")
+    title = f"autokernel {report.run_tag}"
+    if not report.timing_meaningful:
+        title += " (CPU interpreter: timings not meaningful)"
+    figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    figure.savefig(path)
+    return path
+
+
+def write_report(report: RunReport) -> tuple[Path, Path]:
+    plot = plot_progress(report, report.root / PLOT_FILE)
+    text = report.root / REPORT_FILE
+    text.write_text(markdown(report, plot.name), encoding="utf-8")
+    return text, plot
+
+
+def print_summary(report: RunReport, console: Console) -> None:
+    """The report on the terminal: headline, per-target table, end-to-end figures."""
+    from rich.table import Table
+
+    from autokernel.integrate.verify import end_to_end_lines
+
+    console.print(_headline(report), highlight=False)
+    if not report.timing_meaningful:
+        console.print(f"[yellow]{CPU_NOTE}[/]")
+    table = Table(title_justify="left")
+    for column in TABLE_COLUMNS:
+        table.add_column(column, no_wrap=column in ("target", "best"))
+    for t in report.targets:
+        table.add_row(*_table_row(t))
+    console.print(table)
+    if report.verify:
+        for line in end_to_end_lines(report.verify):
+            console.print(line, highlight=False)
+    else:
+        console.print(f"end to end: not verified yet (autokernel verify {report.root})",
+                      highlight=False)
+
+
+def report_at_end_of_run(root: Path, console: Console) -> None:
+    """What `autokernel run` prints last: the summary, with report.md and progress.png written.
+
+    A report failure never fails the run: it is one line, and `autokernel report DIR` remains.
+    """
+    from autokernel.integrate.loader import open_run
+
+    try:
+        report = build_report(open_run(root))
+        text, plot = write_report(report)
+    except Exception as exc:  # the run itself is done and saved; say why the report is missing
+        console.print(f"[yellow]report not written: {type(exc).__name__}: {exc}[/]")
+        return
+    print_summary(report, console)
+    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
