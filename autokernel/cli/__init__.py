@@ -14,6 +14,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "bench",
     "doctor",
     "profile",
+    "results",
     "run",
 )
 
