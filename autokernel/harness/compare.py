@@ -34,6 +34,10 @@ BIT_VIEWS: dict[int, torch.dtype] = {1: torch.uint8, 2: torch.int16, 4: torch.in
 # The poison byte: 0xFF in every byte is a NaN in fp16, bf16, fp32 and fp64 alike, and -1 in ints.
 POISON_BYTE = 0xFF
 
+# Outputs are compared in chunks of this many elements, so the float64 temporaries stay small
+# (32 MiB each) even for a 4096 x 128256 softmax.
+CHUNK_ELEMENTS = 1 << 22
+
 
 @dataclass(frozen=True)
 class Mismatch:
@@ -44,9 +48,6 @@ class Mismatch:
     max_abs_error: float | None = None
     worst_index: tuple[int, ...] | None = None
     bad_elements: int = 0
-
-    def describe(self) -> str:
-        return self.detail
 
 
 def bits(t: torch.Tensor) -> torch.Tensor:
@@ -95,8 +96,12 @@ def check_output(
     expected_dtype: torch.dtype,
     device: torch.device,
     tolerance: Tolerance,
+    exhaustive: bool = True,
 ) -> Mismatch | None:
-    """None when `out` is a plain tensor of the right shape, dtype and device within tolerance."""
+    """None when `out` is a plain tensor of the right shape, dtype and device within tolerance.
+
+    With `exhaustive=False` the scan stops at the first chunk that fails (counts then cover only
+    the chunks scanned): for callers that only need to know whether the output passes."""
     if type(out) is not torch.Tensor:  # noqa: E721 - subclasses (lazy outputs) must not pass
         return Mismatch("type", f"returned {type(out).__module__}.{type(out).__qualname__}, "
                         "not a plain torch.Tensor")
@@ -119,82 +124,116 @@ def check_output(
                             worst_index=_index(flat, out.shape), bad_elements=int(wrong.sum()))
         return None
 
+    return _check_values(out, ref, tolerance, exhaustive)
+
+
+@dataclass
+class _Findings:
+    """Per-category counts and positions, accumulated over chunks."""
+
+    unwritten: int = 0
+    first_unwritten: int = -1
+    nonfinite: int = 0
+    first_nonfinite: int = -1
+    disagree: int = 0
+    first_disagree: int = -1
+    bad: int = 0
+    worst: int = -1
+    worst_excess: float = 0.0
+    max_error: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.unwritten or self.nonfinite or self.disagree or self.bad)
+
+    def add(self, offset: int, counts: list[float]) -> None:
+        (unwritten, first_unwritten, nonfinite, first_nonfinite, disagree, first_disagree, bad,
+         worst, worst_excess, max_error) = counts
+        for name, count, first in (("unwritten", unwritten, first_unwritten),
+                                   ("nonfinite", nonfinite, first_nonfinite),
+                                   ("disagree", disagree, first_disagree)):
+            if count and getattr(self, f"first_{name}") < 0:
+                setattr(self, f"first_{name}", offset + int(first))
+            setattr(self, name, getattr(self, name) + int(count))
+        self.bad += int(bad)
+        if bad and worst_excess > self.worst_excess:
+            self.worst_excess, self.worst = worst_excess, offset + int(worst)
+        self.max_error = max(self.max_error, max_error)
+
+
+def _first(mask: torch.Tensor) -> torch.Tensor:
+    return mask.to(torch.uint8).argmax()
+
+
+def _chunk_findings(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> list[float]:
+    """One chunk's counts and positions, in a single device-to-host transfer."""
     # Fresh float64 copies (copy=True: a float64 reference must not be scrubbed in place).
     out64 = out.to(dtype=torch.float64, copy=True)
     ref64 = ref.to(device=out.device, dtype=torch.float64, copy=True)
     ref_rounded = ref.to(device=out.device, dtype=out.dtype).double()
-    try:
-        return _check_values(out, out64, ref64, ref_rounded, tolerance)
-    finally:
-        # These hold the reference's values; freed unscrubbed, the allocator could hand them to
-        # the candidate's next output allocation of the same size (a replayed answer).
-        scrub((out64, ref64, ref_rounded))
-
-
-def _check_values(out: torch.Tensor, out64: torch.Tensor, ref64: torch.Tensor,
-                  ref_rounded: torch.Tensor, tolerance: Tolerance) -> Mismatch | None:
     expect_nonfinite = ~torch.isfinite(ref_rounded)
-    out_nonfinite = ~torch.isfinite(out64)
-
     poison = _is_poison(out) & ~expect_nonfinite
-    if bool(poison.any()):
-        count = int(poison.sum())
-        flat = int(poison.reshape(-1).nonzero()[0])
-        return Mismatch("unwritten", f"{count} of {out.numel()} output elements were never "
-                        f"written (the harness's poison survives), first at "
-                        f"{list(_index(flat, out.shape))}", worst_index=_index(flat, out.shape),
-                        bad_elements=count)
-
-    unexpected = out_nonfinite & ~expect_nonfinite
-    if bool(unexpected.any()):
-        count = int(unexpected.sum())
-        flat = int(unexpected.reshape(-1).nonzero()[0])
-        idx = _index(flat, out.shape)
-        return Mismatch("nonfinite", f"{count} NaN/Inf outputs where the reference is finite, "
-                        f"first at {list(idx)} (out={out64.reshape(-1)[flat].item():.6g}, "
-                        f"ref={ref64.reshape(-1)[flat].item():.6g})", worst_index=idx,
-                        bad_elements=count)
+    unexpected = ~torch.isfinite(out64) & ~expect_nonfinite
     # Where the reference itself is ±inf/NaN in this dtype, the output must agree exactly.
-    if bool(expect_nonfinite.any()):
-        same = (out64 == ref_rounded) | (torch.isnan(out64) & torch.isnan(ref_rounded))
-        disagree = expect_nonfinite & ~same
-        if bool(disagree.any()):
-            flat = int(disagree.reshape(-1).nonzero()[0])
-            idx = _index(flat, out.shape)
-            return Mismatch("nonfinite", f"{int(disagree.sum())} outputs differ where the "
-                            f"reference is non-finite, first at {list(idx)} "
-                            f"(out={out64.reshape(-1)[flat].item():.6g}, "
-                            f"ref={ref_rounded.reshape(-1)[flat].item():.6g})",
-                            worst_index=idx, bad_elements=int(disagree.sum()))
-
-    finite = ~expect_nonfinite
+    same = (out64 == ref_rounded) | (torch.isnan(out64) & torch.isnan(ref_rounded))
+    disagree = expect_nonfinite & ~same
+    finite = ~expect_nonfinite & ~unexpected
     error = torch.where(finite, (out64 - ref64).abs(), torch.zeros_like(out64))
     allowed = tolerance.atol + tolerance.rtol * ref64.abs()
     # One representable step from the correctly rounded reference is honest rounding.
     steps = (out64 - ref_rounded).abs()
     one_step = steps <= ulp(ref_rounded, out.dtype)
     excess = torch.where(finite & ~one_step, error / allowed, torch.zeros_like(error))
-    try:
-        return _tolerance_verdict(out, out64, ref64, error, excess, tolerance)
-    finally:
-        scrub((error, allowed, excess, steps))
-
-
-def _tolerance_verdict(out: torch.Tensor, out64: torch.Tensor, ref64: torch.Tensor,
-                       error: torch.Tensor, excess: torch.Tensor,
-                       tolerance: Tolerance) -> Mismatch | None:
     bad = excess > 1.0
-    if bool(bad.any()):
-        count = int(bad.sum())
-        flat = int(excess.reshape(-1).argmax())
-        idx = _index(flat, out.shape)
-        max_err = float(error.max())
+    summary = torch.stack([
+        poison.sum().double(), _first(poison).double(), unexpected.sum().double(),
+        _first(unexpected).double(), disagree.sum().double(), _first(disagree).double(),
+        bad.sum().double(), excess.argmax().double(), excess.max(), error.max(),
+    ]).tolist()
+    # These held the reference's values; freed unscrubbed, the allocator could hand them to the
+    # candidate's next allocation of the same size (a replayed answer).
+    scrub((out64, ref64, ref_rounded, error, allowed, steps, excess))
+    return summary
+
+
+def _check_values(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance,
+                  exhaustive: bool) -> Mismatch | None:
+    flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
+    found = _Findings()
+    for offset in range(0, flat_out.numel(), CHUNK_ELEMENTS):
+        chunk = slice(offset, offset + CHUNK_ELEMENTS)
+        found.add(offset, _chunk_findings(flat_out[chunk], flat_ref[chunk], tolerance))
+        if not exhaustive and found.failed:
+            break
+
+    def values(flat: int) -> str:
+        return (f"out={flat_out[flat].double().item():.6g} "
+                f"ref={flat_ref[flat].double().item():.6g}")
+
+    total = out.numel()
+    if found.unwritten:
+        idx = _index(found.first_unwritten, out.shape)
+        return Mismatch("unwritten", f"{found.unwritten} of {total} output elements were never "
+                        f"written (the harness's poison survives), first at {list(idx)}",
+                        worst_index=idx, bad_elements=found.unwritten)
+    if found.nonfinite:
+        idx = _index(found.first_nonfinite, out.shape)
+        return Mismatch("nonfinite", f"{found.nonfinite} NaN/Inf outputs where the reference is "
+                        f"finite, first at {list(idx)} ({values(found.first_nonfinite)})",
+                        worst_index=idx, bad_elements=found.nonfinite)
+    if found.disagree:
+        idx = _index(found.first_disagree, out.shape)
+        return Mismatch("nonfinite", f"{found.disagree} outputs differ where the reference is "
+                        f"non-finite, first at {list(idx)} ({values(found.first_disagree)})",
+                        worst_index=idx, bad_elements=found.disagree)
+    if found.bad:
+        idx = _index(found.worst, out.shape)
         return Mismatch(
             "tolerance",
-            f"{count} of {out.numel()} elements outside atol={tolerance.atol:g} "
-            f"rtol={tolerance.rtol:g}; max abs error {max_err:.4g}; worst at {list(idx)}: "
-            f"out={out64.reshape(-1)[flat].item():.6g} ref={ref64.reshape(-1)[flat].item():.6g}",
-            max_abs_error=max_err, worst_index=idx, bad_elements=count,
+            f"{found.bad} of {total} elements outside atol={tolerance.atol:g} "
+            f"rtol={tolerance.rtol:g}; max abs error {found.max_error:.4g}; worst at "
+            f"{list(idx)}: {values(found.worst)}",
+            max_abs_error=found.max_error, worst_index=idx, bad_elements=found.bad,
         )
     return None
 
@@ -203,14 +242,3 @@ def scrub(tensors: tuple[torch.Tensor, ...]) -> None:
     """Overwrite temporaries that held reference-derived values before they are freed."""
     for t in tensors:
         t.fill_(float("nan") if t.dtype.is_floating_point else -1)
-
-
-def max_abs_error(out: torch.Tensor, ref: torch.Tensor) -> float:
-    """Largest |out - ref| over elements finite in both (0.0 for empty outputs)."""
-    if out.numel() == 0:
-        return 0.0
-    out64, ref64 = out.double(), ref.to(out.device).double()
-    both = torch.isfinite(out64) & torch.isfinite(ref64)
-    if not bool(both.any()):
-        return 0.0
-    return float((out64 - ref64).abs()[both].max())

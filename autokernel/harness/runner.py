@@ -408,7 +408,9 @@ def run_bench(
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
         )
         env = candidate_env(device, workdir, caches)
+        spawned = time.perf_counter()
         returncode, raw, output_tail, timed_out = spawn_worker(job, env, workdir, timeout_s)
+        worker_seconds = time.perf_counter() - spawned
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -433,6 +435,9 @@ def run_bench(
             result.reason += f": {_last_lines(output_tail)}"
         return finish(result)
     apply_report(result, report, spec, device)
+    # What the worker's own phases do not cover: interpreter start, imports, CUDA init, exit.
+    startup = worker_seconds - sum(report.phase_seconds.values())
+    result.phase_seconds = {"startup": round(startup, 3), **result.phase_seconds}
     write_baseline_cache(caches, report.new_baselines)
     return finish(result)
 
