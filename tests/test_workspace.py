@@ -126,8 +126,8 @@ def make_plan(types: tuple[str, ...] = ("softmax", "rmsnorm")) -> Plan:
                 total_ms=3.0, targets=targets)
 
 
-def new_run(tmp_path: Path, plan: Plan | None = None, **config: Any) -> tuple[Workspace,
-                                                                              RunState, Plan]:
+def new_run(tmp_path: Path, plan: Plan | None = None, chosen: list[int] | None = None,
+            **config: Any) -> tuple[Workspace, RunState, Plan]:
     plan = plan or make_plan()
     tmp_path.mkdir(parents=True, exist_ok=True)
     model = tmp_path / "model.py"
@@ -136,7 +136,8 @@ def new_run(tmp_path: Path, plan: Plan | None = None, **config: Any) -> tuple[Wo
                           plan_json=json.dumps(plan.to_dict()), model_path=model,
                           program_md="# playbook\n", reference_source="# oracles\n")
     targets = [TargetState(index=i, rank=t.rank, kernel_type=t.kernel_type,
-                           tag=f"{t.rank:02d}_{t.kernel_type}") for i, t in enumerate(plan.targets)]
+                           tag=f"{t.rank:02d}_{t.kernel_type}") for i, t in enumerate(plan.targets)
+               if chosen is None or i in chosen]
     state = RunState(run_tag="m-1", branch=BRANCH_PREFIX + "m-1", head=ws.head(),
                      targets=targets, hours=config.pop("hours", None))
     ResultsLog.create(ws.results_path)
@@ -596,6 +597,33 @@ def test_resume_after_a_kill_right_after_an_agent_failure_row(
     rows = assert_consistent(ws, state)
     assert [r["status"] for r in rows] == ["baseline", "fail", "keep"]
     assert state.targets[0].experiments == 2
+
+
+def test_a_subset_of_the_plans_targets_runs_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = make_plan(("softmax", "rmsnorm", "softmax"))
+    ws, state, plan = new_run(tmp_path, plan, chosen=[1, 2])  # as --skip would leave them
+    original_append = ResultsLog.append
+
+    def append(self: ResultsLog, row: Any) -> None:
+        original_append(self, row)
+        if row.experiment == 4:
+            raise Killed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(ResultsLog, "append", append)
+        with pytest.raises(Killed):
+            runner_for(ws, state, plan, TunerAgent(seed=0), FakeBench(),
+                       loop_config(max_experiments=3)).run()
+    state = RunState.load(ws.state_path)
+    assert state.in_flight is not None and state.in_flight.target == 1
+    runner_for(ws, state, plan, TunerAgent(seed=0), FakeBench(),
+               loop_config(max_experiments=3)).run()
+    rows = assert_consistent(ws, state)
+    assert [t.tag for t in state.targets] == ["02_rmsnorm", "03_softmax"]
+    assert [r["tag"] for r in rows] == ["02_rmsnorm"] * 4 + ["03_softmax"] * 4
+    assert all(t.status == "done" and t.experiments == 3 for t in state.targets)
 
 
 def test_resume_refuses_a_branch_that_lost_a_kept_commit(tmp_path: Path) -> None:

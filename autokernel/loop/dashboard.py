@@ -191,9 +191,9 @@ class LiveDashboard:
         for column in ("target", "status", "exps", "kept", "best µs", "× eager", "× compile",
                        "% peak", "time", "stop"):
             targets.add_column(column, overflow="fold")
-        for t in state.targets:
+        for position, t in enumerate(state.targets):
             best = t.best
-            style = "bold cyan" if state.current == t.index else None
+            style = "bold cyan" if state.current == position else None
             targets.add_row(
                 t.tag, t.status, str(t.experiments), str(t.keeps),
                 _fmt(best.latency_us if best else None, "{:.1f}"),

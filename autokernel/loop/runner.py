@@ -416,7 +416,7 @@ class Runner:
         target.consecutive_reverts = 0
         target.agent_exhausted = False
         target.stop_rule, target.stop_reason = None, ""
-        self.state.current = target.index
+        self.state.current = self._position(target)
         if target.visits == 1:
             target.status = "active"
             self._save()
@@ -526,6 +526,11 @@ class Runner:
         )
 
     # -- experiments ------------------------------------------------------------------------------
+    def _position(self, target: TargetState) -> int:
+        """Where `target` sits in the run's target list (state.current and the journal use
+        this; `target.index` is its place in the plan, which --only/--skip make different)."""
+        return next(i for i, t in enumerate(self.state.targets) if t is target)
+
     def _plan_target(self, target: TargetState) -> Target:
         return self.plan.targets[target.index]
 
@@ -615,7 +620,7 @@ class Runner:
         """A proposal without a kernel: a failed experiment with no harness run, journaled like
         any other so that a kill between the row and the state write cannot count it twice."""
         self.state.in_flight = InFlight(
-            experiment=self.state.next_experiment, target=target.index, phase="benchmarked",
+            experiment=self.state.next_experiment, target=self._position(target), phase="benchmarked",
             source="", verdict="fail", verdict_reason=sanitize(proposal.error),
             seconds_before=seconds, **proposal_fields(proposal, self.agent.name),
         )
@@ -627,7 +632,7 @@ class Runner:
         fields = proposal_fields(proposal, self.agent.name if not baseline else "starter")
         self.state.in_flight = InFlight(
             experiment=self.state.next_experiment,
-            target=target.index,
+            target=self._position(target),
             phase="written",
             source=proposal.source,
             baseline=baseline,
@@ -888,7 +893,7 @@ class Runner:
 
     def _repair_finish(self, target: TargetState) -> None:
         head = self.ws.head()
-        self.state.current = target.index
+        self.state.current = self._position(target)
         if (head != self.state.head and self.ws.head_message().startswith(f"finish {target.tag}")
                 and self.ws.parent_of(head) == self.state.head):
             self.state.head = head
@@ -903,7 +908,7 @@ class Runner:
 
     def _repair_reopen(self, target: TargetState) -> None:
         head = self.ws.head()
-        self.state.current = target.index
+        self.state.current = self._position(target)
         if (head != self.state.head and self.ws.head_message().startswith(f"revisit {target.tag}")
                 and self.ws.parent_of(head) == self.state.head):
             self._complete_reopen(target, head)

@@ -82,7 +82,7 @@ class Measurement:
 
 @dataclass
 class TargetState:
-    index: int  # position in the plan's targets
+    index: int  # position in the plan's targets (not in RunState.targets: --only/--skip)
     rank: int
     kernel_type: str
     tag: str  # "01_rmsnorm": results.tsv tag and kernels/ file stem
@@ -156,7 +156,7 @@ class RunState:
     targets: list[TargetState]
     version: int = STATE_VERSION
     next_experiment: int = 0
-    current: int | None = None  # index of the target being optimized
+    current: int | None = None  # position in `targets` of the target being optimized
     visit_round: int = 1  # 1 = first pass over the targets, 2+ = revisits
     rounds_without_keep: int = 0
     run_seconds: float = 0.0  # active time over all sessions (the --hours budget counts this)
