@@ -368,8 +368,21 @@ def write_report(report: RunReport) -> tuple[Path, Path]:
     return text, plot
 
 
+def _target_line(t: TargetReport) -> str:
+    best = (f"best exp {t.best_experiment}: {_x(t.speedup_vs_eager)} eager, "
+            f"{_x(t.speedup_vs_compile)} compile, {_x(t.improvement)} the baseline"
+            if t.best_experiment is not None else "no passing kernel")
+    peak = f", {_peak(t)} of peak" if _peak(t) != "–" else ""
+    stop = f"; stopped: {t.stop_reason}" if t.stop_reason else f"; {t.status}"
+    return (f"{t.tag} ({t.share * 100:.1f}% of the model): {best}{peak}; {t.experiments} "
+            f"experiments, {t.keeps} kept, {t.failed} failed; {_duration(t.seconds)}{stop}")
+
+
+WIDE_CONSOLE = 150  # the full table fits; narrower terminals get one line per target
+
+
 def print_summary(report: RunReport, console: Console) -> None:
-    """The report on the terminal: headline, per-target table, end-to-end figures."""
+    """The report on the terminal: headline, per-target figures, end-to-end figures."""
     from rich.table import Table
 
     from autokernel.integrate.verify import end_to_end_lines
@@ -377,12 +390,16 @@ def print_summary(report: RunReport, console: Console) -> None:
     console.print(_headline(report), highlight=False)
     if not report.timing_meaningful:
         console.print(f"[yellow]{CPU_NOTE}[/]")
-    table = Table(title_justify="left")
-    for column in TABLE_COLUMNS:
-        table.add_column(column, no_wrap=column in ("target", "best"))
-    for t in report.targets:
-        table.add_row(*_table_row(t))
-    console.print(table)
+    if console.width >= WIDE_CONSOLE:
+        table = Table(title_justify="left")
+        for column in TABLE_COLUMNS:
+            table.add_column(column, no_wrap=column in ("target", "best"))
+        for t in report.targets:
+            table.add_row(*_table_row(t))
+        console.print(table)
+    else:
+        for t in report.targets:
+            console.print(f"  {_target_line(t)}", highlight=False)
     if report.verify:
         for line in end_to_end_lines(report.verify):
             console.print(line, highlight=False)
