@@ -137,6 +137,9 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
         console.print(f"LLM usage: {spend.describe()}", highlight=False, soft_wrap=True)
     console.print(f"results: {workspace.results_path}  ·  git log: git -C {workspace.root} log "
                   "--oneline", highlight=False)
+    from autokernel.integrate.report import report_at_end_of_run
+
+    report_at_end_of_run(workspace.root, console)  # the report's summary; report.md, progress.png
     if not state.finished:
         console.print(f"continue with: autokernel resume {workspace.root}", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
