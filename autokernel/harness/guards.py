@@ -75,7 +75,9 @@ class LaunchMonitor:
         self.stream_violations: list[str] = []
         self.expected_stream: int | None = None
         self._last_result: dict[int, Any] = {}
-        self.installed: dict[str, tuple[type, str, Callable[..., Any]]] = {}
+        self.installed: dict[str, tuple[type, str, Any]] = {}
+        self.installed_functions: dict[str, Callable[..., Any]] = {}
+        self.armed = False  # True while the candidate's code runs
         self.triton_dir = ""
 
     # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
@@ -100,6 +102,32 @@ class LaunchMonitor:
             CompiledKernel = None  # noqa: N806
         if CompiledKernel is not None:
             self._wrap_getitem(CompiledKernel, "CompiledKernel.__getitem__")
+        self._watch_streams()
+
+    def _watch_streams(self) -> None:
+        """Creating a CUDA stream or switching to one while the candidate runs is flagged, even
+        when nothing is launched on it (the launch check covers launches, however the stream was
+        made)."""
+        monitor = self
+        stream_class = torch.cuda.Stream
+        original_new = stream_class.__new__
+        original_set_stream = torch.cuda.set_stream
+
+        def new(cls: type, *args: Any, **kwargs: Any) -> Any:
+            if monitor.armed:
+                monitor.stream_violations.append("kernel_fn created a CUDA stream")
+            return original_new(cls, *args, **kwargs)
+
+        def set_stream(stream: Any) -> Any:
+            if monitor.armed:
+                monitor.stream_violations.append("kernel_fn switched the current CUDA stream")
+            return original_set_stream(stream)
+
+        stream_class.__new__ = staticmethod(new)
+        torch.cuda.set_stream = set_stream
+        self.installed["torch.cuda.Stream.__new__"] = (stream_class, "__new__",
+                                                       stream_class.__dict__["__new__"])
+        self.installed_functions = {"torch.cuda.set_stream": set_stream}
 
     def _check_stream(self, explicit: Any = None) -> None:
         if self.device != "cuda":
@@ -158,8 +186,12 @@ class LaunchMonitor:
 
     def tampered(self) -> list[str]:
         """Hooks the candidate removed or replaced."""
-        return [label for label, (cls, attr, hook) in self.installed.items()
-                if cls.__dict__.get(attr) is not hook]
+        found = [label for label, (cls, attr, hook) in self.installed.items()
+                 if cls.__dict__.get(attr) is not hook]
+        if "torch.cuda.set_stream" in self.installed_functions \
+                and torch.cuda.set_stream is not self.installed_functions["torch.cuda.set_stream"]:
+            found.append("torch.cuda.set_stream")
+        return found
 
     def launch_origin_is_triton(self, frame: types.FrameType | None) -> bool:
         """While inside a launch: does the op come from Triton's own code (not a hook of the
@@ -277,7 +309,8 @@ def harness_namespaces(kernel_type: str) -> dict[str, Any]:
         "torch": torch, "torch.nn.functional": F, "torch.Tensor": torch.Tensor,
         "torch.TensorBase": torch._C.TensorBase, "torch.linalg": torch.linalg,
         "torch.special": torch.special, "torch.cuda": torch.cuda,
-        "torch.cuda.Event": torch.cuda.Event, "torch.Generator": torch.Generator,
+        "torch.cuda.Event": torch.cuda.Event, "torch.cuda.Stream": torch.cuda.Stream,
+        "torch.Generator": torch.Generator,
         "TorchDispatchMode": TorchDispatchMode,
         "triton": triton, "triton.testing": triton.testing, "triton.runtime.jit": jit,
         "triton.runtime.autotuner": autotuner, "JITFunction": jit.JITFunction,

@@ -397,13 +397,19 @@ class Worker:
         threads = live_threads()
         launches = self.monitor.launches
         self.recorder.reset()
+        self.monitor.armed = True
         try:
             with self.recorder:
                 out = self.kernel_fn(*inputs)
             self._sync()
         except BaseException as exc:
+            self.monitor.armed = False
+            # A cheat caught on the way to the exception is the better explanation.
+            self._check_integrity(self.stage, threads, f"at {where}")
             raise Verdict("CRASH", self.stage, f"{where}: "
                           + _exception_summary(exc, self.job.kernel_path)) from None
+        finally:
+            self.monitor.armed = False
         self._check_integrity(self.stage, threads, f"at {where}")
         if self.recorder.violations:
             ops = sorted(set(self.recorder.violations))
@@ -436,7 +442,7 @@ class Worker:
         poison_allocator(prepared.out_nbytes, self.device)
         threads = live_threads()
         self.recorder.reset()
-        self.monitor.ghost = True
+        self.monitor.ghost = self.monitor.armed = True
         try:
             with self.recorder:
                 out = self.kernel_fn(*inputs)
@@ -444,7 +450,7 @@ class Worker:
         except Exception:
             return  # code that needs its launches' results cannot run without them: fine
         finally:
-            self.monitor.ghost = False
+            self.monitor.ghost = self.monitor.armed = False
         self._check_integrity(self.stage, threads, f"at {where}")
         if self.recorder.violations:
             ops = sorted(set(self.recorder.violations))
@@ -539,12 +545,17 @@ class Worker:
         del out
         kernel_fn, kernel_path = self.kernel_fn, self.job.kernel_path
 
+        monitor = self.monitor
+
         def candidate(*args: Any) -> Any:
+            monitor.armed = True
             try:
                 return kernel_fn(*args)
             except BaseException as exc:
                 raise Verdict("CRASH", "timing", f"{where}: "
                               + _exception_summary(exc, kernel_path)) from None
+            finally:
+                monitor.armed = False
 
         if self.device.type == "cuda" and k == 0:
             # Peak memory of a bare call at the primary shape: what the kernel itself allocates

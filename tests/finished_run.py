@@ -1,0 +1,100 @@
+"""A real finished run, made once per test session for the verify, report and export tests.
+
+`autokernel profile` then `autokernel run` on examples/models/tiny_llama.py with `--device cpu`:
+the real profiler, loop, harness and tuner agent, in the Triton interpreter. The plan handed to
+`run --plan` keeps the two targets whose starters the interpreter benchmarks in seconds
+(rotary_embedding and rmsnorm: 2 rotary modules and 5 RMSNorm modules in the model); their ranks,
+shares and call sites are the profiler's. Each test gets its own copy of the workspace.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+TINY_LLAMA = REPO / "examples" / "models" / "tiny_llama.py"
+RUN_TARGETS = ("rotary_embedding", "rmsnorm")
+EXPECTED_MODULES = {"rotary_embedding": 2, "rmsnorm": 5}  # tiny LLaMA: 2 layers
+CLI_TIMEOUT_S = 900
+
+
+def autokernel(*args: str, cwd: Path | None = None, timeout: float = CLI_TIMEOUT_S,
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in a fresh interpreter (a cpu run sets TRITON_INTERPRET for its whole process)."""
+    return subprocess.run([sys.executable, "-m", "autokernel", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "COLUMNS": "200", **(env or {})})
+
+
+@dataclass(frozen=True)
+class MadeRun:
+    path: Path
+    run_output: str  # what `autokernel run` printed
+
+
+_MADE: dict[str, MadeRun] = {}
+
+
+def make_run(base: Path) -> MadeRun:
+    """Profile, then run the loop with two targets and two experiments each (once a session)."""
+    if "run" in _MADE:
+        return _MADE["run"]
+    plan_path = base / "plan.json"
+    done = autokernel("profile", str(TINY_LLAMA), "--device", "cpu", "--json", str(plan_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    plan = json.loads(plan_path.read_text())
+    plan["targets"] = [t for t in plan["targets"] if t["kernel_type"] in RUN_TARGETS]
+    assert [t["kernel_type"] for t in plan["targets"]] == list(RUN_TARGETS)
+    plan_path.write_text(json.dumps(plan))
+    workspace = base / "run"
+    done = autokernel("run", str(TINY_LLAMA), "--device", "cpu", "--agent", "tuner",
+                      "--plan", str(plan_path), "--top", str(len(RUN_TARGETS)),
+                      "--max-experiments-per-target", "2", "--out", str(workspace),
+                      "--no-live")
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    _MADE["run"] = MadeRun(workspace, done.stdout)
+    return _MADE["run"]
+
+
+def copy_run(made: MadeRun, destination: Path) -> Path:
+    """A private copy of the workspace (tests write verify.json, reports, broken files)."""
+    target = destination / "run"
+    shutil.copytree(made.path, target, symlinks=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def made_run(tmp_path_factory: pytest.TempPathFactory) -> MadeRun:
+    return make_run(tmp_path_factory.mktemp("finished_run"))
+
+
+@pytest.fixture
+def run_dir(made_run: MadeRun, tmp_path: Path) -> Path:
+    return copy_run(made_run, tmp_path)
+
+
+def unfinish(run: Path) -> None:
+    """Make the copy look like a run interrupted before any target finished."""
+    state_path = run / "state.json"
+    state = json.loads(state_path.read_text())
+    for target in state["targets"]:
+        target["status"], target["kernel_file"] = "active", None
+    state["finished"] = False
+    state_path.write_text(json.dumps(state))
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    """The single error line of a bad-input exit (and no traceback)."""
+    assert done.returncode == 2, (done.returncode, done.stdout[-1000:], done.stderr[-1000:])
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    return lines[0]
