@@ -43,6 +43,14 @@ def times(ratio: float) -> str:
     return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
 
 
+def latency_text(us: float | None) -> str:
+    if us is None:
+        return "–"
+    if us >= 10_000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us:.1f} µs"
+
+
 def _duration(seconds: float | None) -> str:
     if seconds is None:
         return "no limit"
@@ -187,31 +195,45 @@ class LiveDashboard:
             "   time left ",
             (_duration(state.remaining_seconds), "bold"),
         )
-        targets = Table(expand=True, show_edge=False)
-        for column in ("target", "status", "exps", "kept", "best µs", "× eager", "× compile",
-                       "% peak", "time", "stop"):
-            targets.add_column(column, overflow="fold")
+        from rich import box
+
+        # Fixed-width figures that never wrap, and the free text last: the view stays one line
+        # per target and per experiment on an 80-column terminal.
+        targets = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True,
+                        padding=(0, 1), collapse_padding=True)
+        targets.add_column("target", no_wrap=True, overflow="ellipsis", min_width=10)
+        widths = {"status": 7, "exp/kept": 8, "best": 8, "×eager": 7, "×compile": 8,
+                  "%peak": 5, "time": 7}
+        for column, width in widths.items():
+            targets.add_column(column, no_wrap=True, min_width=width,
+                               justify="left" if column == "status" else "right")
+        targets.add_column("stop", no_wrap=True, overflow="ellipsis", ratio=1)
         for position, t in enumerate(state.targets):
             best = t.best
             style = "bold cyan" if state.current == position else None
             targets.add_row(
-                t.tag, t.status, str(t.experiments), str(t.keeps),
-                _fmt(best.latency_us if best else None, "{:.1f}"),
+                t.tag, t.status, f"{t.experiments}/{t.keeps}",
+                latency_text(best.latency_us if best else None),
                 times(best.speedup_vs_eager) if best and best.speedup_vs_eager else "–",
                 times(best.speedup_vs_compile) if best and best.speedup_vs_compile else "–",
                 _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
                 _duration(t.seconds), t.stop_rule or "",
                 style=style,
             )
-        recent = Table(expand=True, show_edge=False)
-        for column in ("exp", "target", "verdict", "µs", "× eager", "what"):
-            recent.add_column(column, overflow="ellipsis", no_wrap=column == "what")
+        recent = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True,
+                       padding=(0, 1), collapse_padding=True)
+        recent.add_column("exp", no_wrap=True, justify="right", min_width=3)
+        recent.add_column("target", no_wrap=True, overflow="ellipsis", max_width=18)
+        recent.add_column("verdict", no_wrap=True, min_width=8)
+        recent.add_column("latency", no_wrap=True, justify="right", min_width=8)
+        recent.add_column("×eager", no_wrap=True, justify="right", min_width=7)
+        recent.add_column("what", no_wrap=True, overflow="ellipsis", ratio=1)
         colors = {"keep": "green", "baseline": "blue", "revert": "white"}
         for row in self.rows:
             recent.add_row(
                 str(row.experiment), row.tag,
                 Text(row.status, style=colors.get(row.status, "red")),
-                _fmt(row.latency_us, "{:.1f}"),
+                latency_text(row.latency_us),
                 times(row.speedup_vs_pytorch) if row.speedup_vs_pytorch else "–",
                 row.description if row.status in colors else f"{row.description} ({row.reason})",
             )
