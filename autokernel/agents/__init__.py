@@ -8,6 +8,7 @@ only when asked for, because `anthropic` is absent on some machines.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,8 @@ def make_agent(name: str, **options: Any) -> Agent:
     resolved, _ = resolve_agent_name(name)
     if resolved == "claude":
         return _build(_claude_factory(), options)
+    if importlib.util.find_spec("sklearn") is None:  # fail now, not at every experiment
+        raise AgentUnavailable("the tuner's surrogate needs scikit-learn: pip install scikit-learn")
     from autokernel.agents.tuner import TunerAgent
 
     return _build(TunerAgent, options)
