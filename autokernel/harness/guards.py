@@ -360,7 +360,10 @@ def poison_allocator(nbytes: int, device: torch.device, blocks: int = 2,
     if device.type == "cuda":
         reserved = torch.cuda.memory_reserved(device)
         for _ in range(64):
-            block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            try:
+                block = torch.empty(nbytes, dtype=torch.uint8, device=device)
+            except torch.cuda.OutOfMemoryError:
+                break  # every cached block that could serve this size is already poisoned
             block.fill_(pattern)
             held.append(block)
             if len(held) >= blocks and torch.cuda.memory_reserved(device) > reserved:
@@ -385,7 +388,10 @@ def poison_free_cache(device: torch.device) -> int:
     held = []
     total = 0
     for size in sorted(sizes, reverse=True):
-        block = torch.empty(size, dtype=torch.uint8, device=device)
+        try:
+            block = torch.empty(size, dtype=torch.uint8, device=device)
+        except torch.cuda.OutOfMemoryError:
+            continue
         block.fill_(POISON_BYTE)
         held.append(block)
         total += size

@@ -256,25 +256,23 @@ class Worker:
         with torch.no_grad():
             return self.spec.reference(*upcast).detach()
 
-    def _expected(self, inputs: Inputs) -> tuple[tuple[int, ...], torch.dtype]:
-        """The output's shape and dtype: the reference's, run once per input signature on the
-        real, un-upcast inputs (meta tensors would cost a second of lazy imports). Adversarial
-        generators may choose their own shapes, so the key is the inputs', not the case's."""
-        key = tuple((tuple(t.shape), t.dtype) if isinstance(t, torch.Tensor) else repr(t)
-                    for t in inputs)
-        if key not in self.expected:
+    def _expected_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The output dtype for inputs of `dtype`: the reference's, run once on the smoke shape
+        without upcasting (cross_entropy returns float32 whatever its logits' dtype)."""
+        if dtype not in self.expected_dtypes:
+            small = self._make(self.spec.smoke_shape, dtype, self._generator(0))
             with torch.no_grad():
-                out = self.spec.reference(*inputs)
-            self.expected[key] = (tuple(out.shape), out.dtype)
-        return self.expected[key]
+                self.expected_dtypes[dtype] = self.spec.reference(*small).dtype
+        return self.expected_dtypes[dtype]
 
     def _prepare(self, case: Case, seed: int) -> Prepared:
         inputs = self._case_inputs(case, seed)
-        shape, dtype = self._expected(inputs)
-        return Prepared(case, seed, fingerprint(inputs), self._reference(inputs), shape, dtype)
+        ref = self._reference(inputs)  # upcasting changes the dtype, never the shape
+        return Prepared(case, seed, fingerprint(inputs), ref, tuple(ref.shape),
+                        self._expected_dtype(case.dtype))
 
     def _prepare_references(self) -> None:
-        self.expected: dict[tuple[Any, ...], tuple[tuple[int, ...], torch.dtype]] = {}
+        self.expected_dtypes: dict[torch.dtype, torch.dtype] = {}
         self.prepared = [self._prepare(case, case_seed(self.job.seed, i))
                          for i, case in enumerate(self.cases)]
         self._sync()
