@@ -48,7 +48,7 @@ ERROR_GROWTH = 2.0
 # where the original's own error can be ~1e-7, 1e-6 absorbs summation-order differences.
 ERROR_FLOOR = {"fp16": 2e-3, "bf16": 1.6e-2, "fp32": 1e-6}
 GRADIENT_FLOOR = {"fp16": 1e-2, "bf16": 6e-2, "fp32": 1e-5}
-WARMUP_CALLS = 3
+WARMUP_CALLS = 3  # on a GPU; one on the CPU, where timings mean nothing anyway
 DEFAULT_BUDGET_S = 20.0
 CPU_TIMING_NOTE = ("device cpu: the kernels run in the Triton interpreter, so these latencies say "
                    "nothing about a GPU")
@@ -194,8 +194,8 @@ def time_contestants(contestants: dict[str, Callable[[], Any]], device: torch.de
         host_seconds, make_flush_buffer, rounds_for, time_interleaved,
     )
 
-    round_s = sum(host_seconds(fn, device) for fn in contestants.values())
     if rounds is None:
+        round_s = sum(host_seconds(fn, device) for fn in contestants.values())
         rounds = rounds_for(budget_s, round_s, device, quick=False)
     samples = time_interleaved(
         [(name, fn) for name, fn in contestants.items()], rounds,
@@ -428,7 +428,7 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
         for name, fn in functions.items():
             begin = time.perf_counter()
             try:
-                for _ in range(WARMUP_CALLS):
+                for _ in range(WARMUP_CALLS if device.type == "cuda" else 1):
                     fn()
                 if device.type == "cuda":
                     torch.cuda.synchronize()

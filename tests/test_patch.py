@@ -1,0 +1,360 @@
+"""Routing a model to the kernels: every kernel type as a custom op, modules and functional calls,
+fallbacks with reasons, probes, the Linear transpose cache, gradients and torch.compile.
+
+The kernels are the starters (each a valid kernel.py), registered as a finished run's would be.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autokernel.integrate.patch import RoutedKernel, build_kernels, patch_model
+from autokernel.kernels import starter_path
+from autokernel.ops import KERNEL_TYPES, get_spec
+from autokernel.ops.spec import dtype_name
+from autokernel.reference import REFERENCES
+from conftest import DEVICE
+
+D, HEADS, HEAD_DIM, HIDDEN, VOCAB, BATCH, SEQ = 32, 2, 16, 48, 40, 2, 8
+
+
+def entry(kernel_type: str) -> dict[str, Any]:
+    spec = get_spec(kernel_type)
+    return {
+        "tag": f"01_{kernel_type}",
+        "kernel_type": kernel_type,
+        "dtypes": [dtype_name(d) for d in spec.dtypes],
+        "params": {"causal": True} if kernel_type == "flash_attention" else {},
+        "sites": [],
+        "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
+        "limits": {},
+    }
+
+
+@pytest.fixture(scope="module")
+def kernels() -> dict[str, RoutedKernel]:
+    entries = [entry(t) for t in KERNEL_TYPES]
+    sources = {e["tag"]: starter_path(e["kernel_type"]).read_text() for e in entries}
+    built = build_kernels(entries, sources, REFERENCES, DEVICE, "test_patch")
+    return {k.kernel_type: k for k in built}
+
+
+class HandRMSNorm(nn.Module):
+    """As examples/models/llama.py writes it."""
+
+    def __init__(self, dim: int, eps: float = 1e-5) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.rand(dim) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).type_as(x) \
+            * self.weight
+
+
+class GemmaRMSNorm(HandRMSNorm):
+    """x · rsqrt(mean(x²) + eps) · (1 + weight): the same structure, not the same op."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x) / self.weight * (1 + self.weight)
+
+
+class Rotary(nn.Module):
+    def __init__(self, head_dim: int, max_seq: int) -> None:
+        super().__init__()
+        inv = 1.0 / (10000 ** (torch.arange(0, head_dim, 2).float() / head_dim))
+        angles = torch.outer(torch.arange(max_seq).float(), inv)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos_cached", angles.cos(), persistent=False)
+        self.register_buffer("sin_cached", angles.sin(), persistent=False)
+
+    @staticmethod
+    def rotate_half(x: torch.Tensor) -> torch.Tensor:
+        half = x.shape[-1] // 2
+        return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        cos, sin = self.cos_cached[: q.shape[-2]], self.sin_cached[: q.shape[-2]]
+        return q * cos + self.rotate_half(q) * sin, k * cos + self.rotate_half(k) * sin
+
+
+class SwiGLU(nn.Module):
+    def __init__(self, d: int, hidden: int, activation: Any = F.silu) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d, hidden, bias=False)  # gate (Meta's names)
+        self.w3 = nn.Linear(d, hidden, bias=False)  # up
+        self.w2 = nn.Linear(hidden, d, bias=False)  # down
+        self.activation = activation
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(self.activation(self.w1(x)) * self.w3(x))
+
+
+class Everything(nn.Module):
+    """One of each pattern the router knows, at interpreter-friendly sizes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rms = nn.RMSNorm(D, eps=1e-5)
+        self.hand_rms = HandRMSNorm(D)
+        self.ln = nn.LayerNorm(D)
+        self.qkv = nn.Linear(D, 3 * D)  # with a bias
+        self.rotary = Rotary(HEAD_DIM, 16)
+        self.mlp = SwiGLU(D, HIDDEN)
+        self.head = nn.Linear(D, VOCAB, bias=False)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.ln(self.rms(x) + self.hand_rms(x))
+        q, k, v = self.qkv(h).view(BATCH, SEQ, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
+        q, k = self.rotary(q, k)
+        attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        h = h + attention.transpose(1, 2).reshape(BATCH, SEQ, D)
+        h = h + self.mlp(h)
+        logits = self.head(h)
+        probs = logits.softmax(-1) + torch.softmax(logits, dim=-1) + F.softmax(logits, dim=-1)
+        loss = F.cross_entropy(logits.reshape(-1, VOCAB), targets.reshape(-1))
+        return logits, probs.sum(-1), loss
+
+
+# Calls per forward of Everything, per kernel type (the MLP's three Linears run inside fused_mlp).
+EXPECTED_CALLS = {"rmsnorm": 2, "layernorm": 1, "matmul": 2, "rotary_embedding": 1,
+                  "flash_attention": 1, "fused_mlp": 1, "softmax": 3, "reduce": 1,
+                  "cross_entropy": 1}
+
+
+def make_inputs(device: str, dtype: torch.dtype = torch.float32) -> tuple[torch.Tensor, ...]:
+    generator = torch.Generator().manual_seed(7)
+    x = torch.randn(BATCH, SEQ, D, generator=generator).to(device=device, dtype=dtype)
+    targets = torch.randint(0, VOCAB, (BATCH, SEQ), generator=generator).to(device)
+    targets[0, 0] = -100  # one ignored position
+    return x, targets
+
+
+def make_model(device: str, dtype: torch.dtype = torch.float32) -> Everything:
+    torch.manual_seed(0)
+    model = Everything().to(device=device, dtype=dtype).eval()
+    with torch.no_grad():  # non-trivial affine parameters, so a dropped weight shows
+        model.rms.weight.uniform_(0.5, 1.5)
+        model.ln.weight.uniform_(0.5, 1.5)
+        model.ln.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def assert_outputs_close(out: tuple[torch.Tensor, ...], ref: tuple[torch.Tensor, ...],
+                         atol: float = 1e-4, rtol: float = 1e-4) -> None:
+    assert len(out) == len(ref)
+    for a, b in zip(out, ref):
+        assert a.shape == b.shape and a.dtype == b.dtype
+        torch.testing.assert_close(a, b, atol=atol, rtol=rtol)
+
+
+def test_every_kernel_type_is_routed_and_matches_the_original(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    model = make_model(device)
+    inputs = make_inputs(device)
+    with torch.no_grad():
+        reference = model(*inputs)
+    patch = patch_model(model, kernels.values())
+    with torch.no_grad():
+        routed = model(*inputs)
+    assert_outputs_close(routed, reference)
+    calls = {stats.kernel_type: stats.calls for stats in patch.report.kernels.values()}
+    assert calls == EXPECTED_CALLS
+    assert all(not s.fallbacks for s in patch.report.kernels.values())
+    modules = {s.kernel_type: sorted(s.modules) for s in patch.report.kernels.values()}
+    assert modules["rmsnorm"] == ["hand_rms", "rms"]
+    assert modules["matmul"] == ["head", "qkv"]  # mlp.w1/w2/w3 belong to the fused_mlp route
+    assert modules["fused_mlp"] == ["mlp"] and modules["rotary_embedding"] == ["rotary"]
+    assert patch.report.kernels["01_softmax"].scopes == [""]  # no plan sites: the whole model
+
+
+def test_unpatch_restores_every_forward_and_state_dict_never_changes(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    model = make_model(device)
+    inputs = make_inputs(device)
+    keys = list(model.state_dict())
+    with torch.no_grad():
+        reference = model(*inputs)
+    patch = patch_model(model, kernels.values())
+    assert list(model.state_dict()) == keys
+    with pytest.raises(ValueError, match="already patched"):
+        patch_model(model, kernels.values())
+    patch.unpatch()
+    assert not any("forward" in m.__dict__ for m in model.modules())
+    with torch.no_grad():
+        again = model(*inputs)
+    for a, b in zip(again, reference):
+        assert torch.equal(a, b)
+
+
+class Unsupported(nn.Module):
+    """Calls each kernel type's functional op in a way its kernel does not cover."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gemma = GemmaRMSNorm(D)
+        self.gelu_mlp = SwiGLU(D, HIDDEN, activation=F.gelu)
+
+    def forward(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.gelu_mlp(self.gemma(x))
+        q = h.view(BATCH, SEQ, HEADS, HEAD_DIM).transpose(1, 2)
+        mask = torch.ones(SEQ, SEQ, dtype=torch.bool, device=x.device).tril()
+        masked = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
+        bidirectional = F.scaled_dot_product_attention(q, q, q, is_causal=False)
+        columns = torch.softmax(h, dim=0)
+        totals = h.sum(0)
+        smoothed = F.cross_entropy(h.reshape(-1, D), targets.reshape(-1) % D,
+                                   label_smoothing=0.1)
+        return masked, bidirectional, columns, totals, smoothed
+
+
+def test_unsupported_calls_fall_back_with_reasons_and_probes_reject_lookalikes(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    torch.manual_seed(0)
+    model = Unsupported().to(device).eval()
+    inputs = make_inputs(device)
+    with torch.no_grad():
+        reference = model(*inputs)
+    but_matmul = [k for t, k in kernels.items() if t != "matmul"]
+    patch = patch_model(copy.deepcopy(model), but_matmul)
+    with torch.no_grad():
+        out = patch.model(*inputs)
+    assert_outputs_close(out, reference, atol=0, rtol=0)  # all of it ran the original code
+    stats = {s.kernel_type: s for s in patch.report.kernels.values()}
+    assert patch.report.calls == 0
+    assert stats["flash_attention"].fallbacks == {"attn_mask": 1,
+                                                  "is_causal=False (verified: True)": 1}
+    assert stats["softmax"].fallbacks == {"not over the last dim": 1}
+    assert stats["reduce"].fallbacks == {"not over the last dim": 1}
+    assert stats["cross_entropy"].fallbacks == {"weight, smoothing or legacy arguments": 1}
+    assert stats["rmsnorm"].modules == [] and "probe" in stats["rmsnorm"].skipped["gemma"]
+    assert stats["fused_mlp"].modules == [] and "probe" in stats["fused_mlp"].skipped["gelu_mlp"]
+    # The rejected MLP keeps its forward, whose Linears are matmul's to take.
+    with_matmul = patch_model(model, kernels.values())
+    assert with_matmul.report.kernels["01_matmul"].modules == ["gelu_mlp.w1", "gelu_mlp.w3",
+                                                               "gelu_mlp.w2"]
+
+
+def test_a_dtype_the_harness_did_not_verify_runs_the_original(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    model = make_model(device, torch.float64)
+    inputs = make_inputs(device, torch.float64)
+    with torch.no_grad():
+        reference = model(*inputs)
+    patch = patch_model(model, kernels.values())
+    with torch.no_grad():
+        out = model(*inputs)
+    assert_outputs_close(out, reference, atol=0, rtol=0)
+    assert patch.report.calls == 0
+    for stats in patch.report.kernels.values():
+        assert set(stats.fallbacks) <= {"dtype float64 not verified"}, stats.fallbacks
+    assert patch.report.kernels["01_rmsnorm"].fallbacks["dtype float64 not verified"] == 2
+
+
+def test_linear_transposes_its_weight_once_and_again_only_when_it_changes(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    torch.manual_seed(0)
+    linear = nn.Linear(24, 8).to(device)
+    model = nn.Sequential(linear)
+    patch = patch_model(model, [kernels["matmul"]])
+    route = linear.forward
+    x = torch.randn(5, 24, device=device)
+    with torch.no_grad():
+        first = model(x)
+        cached = route.cache["weight_t"]
+        model(x)
+        assert route.cache["weight_t"] is cached  # no copy per call
+        torch.testing.assert_close(first, F.linear(x, linear.weight, linear.bias))
+        linear.weight.mul_(2.0)  # an in-place update (an optimizer step) bumps the version
+        second = model(x)
+    assert route.cache["weight_t"] is not cached
+    torch.testing.assert_close(second, F.linear(x, linear.weight, linear.bias))
+    assert patch.report.kernels["01_matmul"].calls == 3
+
+
+def test_gradients_flow_through_every_kernel_like_the_original(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    original = make_model(device)
+    patched = copy.deepcopy(original)
+    patch = patch_model(patched, kernels.values())
+    x, targets = make_inputs(device)
+
+    def gradients(model: nn.Module) -> dict[str, torch.Tensor]:
+        leaf = x.clone().requires_grad_(True)
+        logits, pooled, loss = model(leaf, targets)
+        (logits.square().mean() + pooled.mean() + loss).backward()
+        grads = {name: p.grad for name, p in model.named_parameters()}
+        grads["input"] = leaf.grad
+        return grads
+
+    expected, routed = gradients(original), gradients(patched)
+    assert patch.report.calls == sum(EXPECTED_CALLS.values())
+    assert set(routed) == set(expected)
+    for name in expected:
+        assert routed[name] is not None, f"no gradient reached {name}"
+        torch.testing.assert_close(routed[name], expected[name], atol=1e-4, rtol=1e-4,
+                                   msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_the_patched_model_compiles_to_one_graph_with_the_kernels_inside(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    import torch._dynamo
+
+    model = make_model(device)
+    inputs = make_inputs(device)
+    with torch.no_grad():
+        reference = model(*inputs)
+    patch_model(model, kernels.values())
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(*inputs)
+    assert explained.graph_break_count == 0
+    ops = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+    assert sum("autokernel." in op for op in ops) == len(KERNEL_TYPES)
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        assert_outputs_close(compiled(*inputs), reference)
+
+
+def _tiny_inputs(kernel_type: str, device: str) -> tuple[Any, ...]:
+    generator = torch.Generator().manual_seed(3)
+
+    def r(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, generator=generator).to(device).requires_grad_(True)
+
+    return {
+        "matmul": lambda: (r(5, 8), r(8, 6)),
+        "flash_attention": lambda: (r(1, 2, 5, 16), r(1, 2, 5, 16), r(1, 2, 5, 16), True, None),
+        "fused_mlp": lambda: (r(3, 8), r(12, 8), r(12, 8), r(8, 12)),
+        "softmax": lambda: (r(3, 7),),
+        "layernorm": lambda: (r(3, 7), r(7), r(7), 1e-5),
+        "rmsnorm": lambda: (r(3, 7), r(7), 1e-5),
+        "cross_entropy": lambda: (r(4, 7), torch.tensor([1, -100, 3, 0], device=device)),
+        "rotary_embedding": lambda: (r(1, 2, 5, 8), r(5, 8), r(5, 8)),
+        "reduce": lambda: (r(3, 40),),
+    }[kernel_type]()
+
+
+@pytest.mark.parametrize("kernel_type", KERNEL_TYPES)
+def test_custom_op_registration_fake_and_backward(
+        kernels: dict[str, RoutedKernel], kernel_type: str, device: str) -> None:
+    """opcheck: schema, fake (meta) implementation, autograd registration, AOT dispatch; then the
+    backward (analytic or reference recompute) against the reference's own autograd."""
+    kernel = kernels[kernel_type]
+    args = _tiny_inputs(kernel_type, device)
+    torch.library.opcheck(kernel.op.op, args, test_utils=(
+        "test_schema", "test_autograd_registration", "test_faketensor",
+        "test_aot_dispatch_dynamic"))
+    out, ref = kernel.op.op(*args), REFERENCES[kernel_type](*args)
+    leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+    direction = torch.randn(out.shape, generator=torch.Generator().manual_seed(5)).to(out)
+    routed = torch.autograd.grad(out, leaves, direction)
+    expected = torch.autograd.grad(ref, leaves, direction)
+    for a, b in zip(routed, expected):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
