@@ -223,3 +223,22 @@ def test_make_agent_auto_falls_back_when_the_claude_agent_is_missing(
     assert isinstance(make_agent("auto"), TunerAgent)
     with pytest.raises(AgentUnavailable, match="anthropic"):
         make_agent("claude")
+
+
+def test_only_the_initial_design_is_marked_as_a_sweep() -> None:
+    agent = TunerAgent(seed=6)
+    start = parse_kernel_source(SOURCE).tunables
+    history = [Attempt(0, "baseline", "baseline", latency_us=bowl(start), tunables=start)]
+    flags = []
+    for experiment in range(1, 12):
+        proposal = agent.propose(context(SOURCE, history, experiment))
+        assert proposal is not None
+        flags.append((proposal.sweep, proposal.hypothesis))
+        latency = bowl(proposal.tunables)
+        history.append(Attempt(experiment, proposal.description,
+                               "crash" if latency is None else "revert", latency_us=latency,
+                               tunables=proposal.tunables))
+    initial = agent.initial_neighbours + agent.initial_random
+    assert all(sweep and why.startswith("initial design") for sweep, why in flags[:initial])
+    assert not any(sweep for sweep, _ in flags[initial:])
+    assert all("surrogate" in why or "exploration" in why for _, why in flags[initial:])

@@ -8,7 +8,8 @@ The search follows likelihood-free Bayesian optimization as Helion's LFBO patter
 
 1. Initial design: the starter's own configuration (the target's experiment 0), a few of its
    one-step neighbours (cheap, likely wins that also teach the model the local slope) and a few
-   random configurations, before any model is fitted.
+   random configurations, before any model is fitted. These are marked `sweep` (samples, not
+   ideas), so the loop's consecutive-reverts rule does not count them.
 2. A classifier surrogate (scikit-learn ExtraTrees) is refitted on every configuration measured on
    this target: "good" = latency within the best `good_quantile` of the passing ones (weighted by
    how far below the threshold), "bad" = the rest *and every configuration that failed, crashed,
@@ -374,6 +375,9 @@ class TunerAgent:
     ) -> Proposal:
         tunables = space.decode(config)
         changed = {n: v for n, v in tunables.items() if best_tunables.get(n) != v}
+        # Initial-design points are samples for the model, not ideas that can fail: the loop's
+        # "consecutive reverts" plateau rule starts counting at the model-guided proposals.
+        exploring = why.startswith("initial design")
         source = set_tunables(best_source, changed)
         edits = ", ".join(f"{n}={v!r}" if isinstance(v, str) else f"{n}={v}"
                           for n, v in changed.items())
@@ -383,4 +387,5 @@ class TunerAgent:
             hypothesis=why,
             tunables=tunables,
             agent=self.name,
+            sweep=exploring,
         )
