@@ -37,7 +37,8 @@ def test_short_tuner_run_on_the_gpu(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     state = RunState.load(run_dir / "state.json")
     rows = read_rows(run_dir / "results.tsv")
-    assert state.finished and len(rows) == 14
+    # Two baselines and up to six experiments each (the peak or speedup rule may end one early).
+    assert state.finished and 4 <= len(rows) <= 14
     passing = [r for r in rows if r["correctness"] == "PASS"]
     assert passing, "no experiment passed on the GPU"
     for row in passing:  # GPU timings: every figure of the row is there
