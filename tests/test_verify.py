@@ -1,0 +1,133 @@
+"""`autokernel verify` on a real finished run, `autokernel.load(DIR).patch(model)`, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import DEVICE
+from finished_run import (  # noqa: F401 - fixtures
+    EXPECTED_MODULES,
+    TINY_LLAMA,
+    autokernel,
+    made_run,
+    one_line_error,
+    run_dir,
+    unfinish,
+)
+
+import autokernel as autokernel_package
+from autokernel.integrate.loader import open_run
+from autokernel.integrate.verify import VerifyOptions, combined_amdahl, verify_run
+from autokernel.profiling.model_loader import load_model_file, run_forward
+
+
+def plan_sites(run: Path, kernel_type: str) -> set[str]:
+    plan = json.loads((run / "plan.json").read_text())
+    return {site["module"] for target in plan["targets"] if target["kernel_type"] == kernel_type
+            for site in target["call_sites"]}
+
+
+def test_verify_splices_every_finished_kernel_and_matches_the_model(run_dir: Path) -> None:
+    done = autokernel("verify", str(run_dir), "--device", "cpu", "--iters", "2")
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    result = json.loads((run_dir / "verify.json").read_text())
+
+    accuracy = result["accuracy"]
+    assert accuracy["passed"] and accuracy["oracle"] == "fp64"
+    assert accuracy["error_patched"] <= accuracy["bound"] < 1e-5  # fp32: near exact
+    rows = {row["kernel_type"]: row for row in result["kernels"]}
+    assert set(rows) == set(EXPECTED_MODULES)
+    for kernel_type, count in EXPECTED_MODULES.items():
+        row = rows[kernel_type]
+        assert row["calls_per_forward"] == count and not row["fallbacks"]
+        assert set(row["modules"]) == plan_sites(run_dir, kernel_type)  # the profiler's sites
+    assert rows["rotary_embedding"]["backward"] == "analytic"
+    assert rows["rmsnorm"]["backward"] == "recompute"
+    assert result["routed_calls_per_forward"] == sum(EXPECTED_MODULES.values())
+    assert result["gradients"]["checked"] and result["gradients"]["passed"]
+
+    timing = result["timing"]
+    assert set(timing["contestants"]) == {"eager", "patched"}  # compile is off by default on cpu
+    assert all(t["samples"] == 2 for t in timing["contestants"].values())
+    assert timing["meaningful"] is False
+    eager, patched = timing["contestants"]["eager"], timing["contestants"]["patched"]
+    assert result["speedup"]["vs_eager"] == pytest.approx(eager["median_us"]
+                                                          / patched["median_us"])
+    amdahl = result["amdahl"]
+    parts = [(p["share"], p["kernel_speedup"]) for p in amdahl["parts"]]
+    assert amdahl["estimate_vs_eager"] == pytest.approx(combined_amdahl(parts))
+    assert {p["tag"] for p in amdahl["parts"]} == {row["tag"] for row in result["kernels"]}
+    assert isinstance(amdahl["agrees"], bool) and amdahl["message"]
+    for text in ("Amdahl estimate", "vs eager", "PASS", "verify.json"):
+        assert text in done.stdout
+
+
+def test_verify_fails_when_a_kernel_is_wrong_inside_the_model(run_dir: Path) -> None:
+    state = json.loads((run_dir / "state.json").read_text())
+    rmsnorm = next(t for t in state["targets"] if t["kernel_type"] == "rmsnorm")
+    kernel = run_dir / rmsnorm["kernel_file"]
+    # 0.1% off: well inside the harness's fp16 tolerance, far outside the fp32 model's error.
+    kernel.write_text(kernel.read_text() + "\n\n_exact = kernel_fn\n\n\n"
+                      "def kernel_fn(x, weight, eps=1e-6):\n"
+                      "    return _exact(x, weight, eps) * 1.001\n")
+    done = autokernel("verify", str(run_dir), "--device", "cpu", "--iters", "1",
+                      "--no-gradients")
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
+    result = json.loads((run_dir / "verify.json").read_text())
+    assert not result["passed"] and not result["accuracy"]["passed"]
+    assert result["accuracy"]["error_patched"] > 100 * result["accuracy"]["error_original"]
+    assert "FAIL" in done.stdout
+
+
+def test_verify_times_torch_compile_of_the_original_and_the_patched_model(run_dir: Path) -> None:
+    backend = "aot_eager" if DEVICE == "cpu" else "inductor"  # inductor's CPU build is slow
+    result = verify_run(open_run(run_dir), VerifyOptions(
+        device=DEVICE, iters=1, compile=True, gradients=False, compile_backend=backend))
+    assert result["timing"]["errors"] == {}
+    assert set(result["timing"]["contestants"]) == {"eager", "compile", "patched",
+                                                    "patched_compile"}
+    assert set(result["timing"]["compile_seconds"]) == {"compile", "patched_compile"}
+    speedup = result["speedup"]
+    contestants = result["timing"]["contestants"]
+    assert speedup["vs_compile"] == pytest.approx(contestants["compile"]["median_us"]
+                                                  / contestants["patched"]["median_us"])
+    assert "patched_compile_vs_compile" in speedup
+    assert result["accuracy"]["passed"]
+
+
+def test_load_patches_a_model_from_python(run_dir: Path) -> None:
+    kernels = autokernel_package.load(run_dir, device=DEVICE)
+    assert sorted(k.kernel_type for k in kernels.kernels) == sorted(EXPECTED_MODULES)
+    loaded = load_model_file(TINY_LLAMA, dtype="fp32", device=DEVICE)
+    expected = run_forward(loaded)
+    patch = kernels.patch(loaded.model)
+    routed = run_forward(loaded)
+    torch.testing.assert_close(routed, expected, atol=1e-5, rtol=1e-5)
+    assert patch.report.calls == sum(EXPECTED_MODULES.values())
+    assert all("call(s) routed" in line for line in patch.report.lines())
+    patch.unpatch()
+
+
+def test_verify_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    line = one_line_error(autokernel("verify", str(tmp_path), "--device", "cpu"))
+    assert "is not an autokernel run" in line
+
+
+def test_verify_refuses_a_run_with_no_finished_target(run_dir: Path) -> None:
+    unfinish(run_dir)
+    line = one_line_error(autokernel("verify", str(run_dir), "--device", "cpu"))
+    assert "no finished target" in line and "autokernel resume" in line
+
+
+def test_verify_refuses_a_run_whose_model_no_longer_loads(run_dir: Path) -> None:
+    model_copy = next((run_dir / "model").glob("*.py"))
+    model_copy.write_text("class Model(:\n")
+    line = one_line_error(autokernel("verify", str(run_dir), "--device", "cpu"))
+    assert "no longer loads" in line and "syntax error" in line
+
+
+def test_verify_refuses_zero_iterations(run_dir: Path) -> None:
+    assert "--iters" in one_line_error(autokernel("verify", str(run_dir), "--iters", "0"))
