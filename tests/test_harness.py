@@ -248,6 +248,11 @@ def test_cli_bad_input_is_a_one_line_error(args: list[str], message: str) -> Non
 def test_run_bench_input_errors(tmp_path: Path) -> None:
     with pytest.raises(BenchInputError):
         run_bench(tmp_path / "missing.py", device="cpu")
+    with pytest.raises(BenchInputError, match="unknown device"):
+        run_bench(starter_path("softmax"), device="tpu")
+    if not HAS_CUDA:
+        with pytest.raises(BenchInputError, match="no CUDA GPU"):
+            run_bench(starter_path("softmax"), device="cuda")
     with pytest.raises(BenchInputError, match="unknown dtype"):
         run_bench(starter_path("softmax"), device="cpu", dtypes=["fp64"])
     with pytest.raises(BenchInputError, match="positive dims"):

@@ -239,7 +239,7 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
 
     result.status = Status(report.status)
     result.stage, result.reason, result.rule = report.stage, report.reason, report.rule
-    result.stages = dict(report.stages)
+    result.stages = {**result.stages, **report.stages}  # static_scan first, then the worker's
     result.stage_cases = dict(report.stage_cases)
     result.peak_vram_mb = report.peak_vram_mb
     result.gpu = report.device_name or None
@@ -331,6 +331,13 @@ def run_bench(
     from autokernel.ops.spec import dtype_name, parse_dtype
 
     started = time.perf_counter()
+    if device not in ("cuda", "cpu"):
+        raise BenchInputError(f"unknown device {device!r}; choose cuda or cpu")
+    if device == "cuda":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise BenchInputError("device cuda was asked for, but no CUDA GPU is visible")
     path = Path(kernel_path)
     if not path.is_file():
         raise BenchInputError(f"no such kernel file: {path}")
