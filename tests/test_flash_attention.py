@@ -36,10 +36,29 @@ TUNABLE_COMBINATIONS = covering_sample(starter_space("flash_attention"), count=1
 SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
 
 
+# The fp64 oracle materialises B·H·S² scores about three times over; GPU-sized checks compare head
+# groups of at most this many score bytes, so (1, 32, 8192, 128) fits next to the kernel's run.
+ORACLE_SCORE_BYTES = 4 << 30
+
+
 def _inputs(shape, dtype, device, distribution="normal", seed=0, causal=True, scale=None):
     generator = torch.Generator(device=device).manual_seed(seed)
     return SPEC.make_inputs(shape, dtype, device, generator, distribution, causal=causal,
                             scale=scale)
+
+
+def _assert_matches_reference_by_heads(fn, args, label: str,
+                                       score_bytes: int = ORACLE_SCORE_BYTES) -> None:
+    """Run fn on the full inputs once, then check its output against the oracle head group by
+    head group (attention is independent per batch and head)."""
+    q, k, v, causal, scale = args
+    out = fn(*args)
+    batch, heads, seq_len, _ = q.shape
+    step = max(1, min(heads, score_bytes // (batch * seq_len * seq_len * 8)))
+    for first in range(0, heads, step):
+        group = tuple(t[:, first:first + step] for t in (q, k, v))
+        assert_matches_reference(SPEC, lambda *_: out[:, first:first + step],
+                                 (*group, causal, scale), f"{label} heads {first}+")
 
 
 @pytest.mark.parametrize("causal", CAUSAL)
@@ -59,8 +78,8 @@ def test_matches_reference_small(shape, dtype, atol, rtol, distribution, causal,
 @pytest.mark.parametrize("shape", SPEC.sweep + SPEC.edge_shapes, ids=str)
 def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution, causal) -> None:
     args = _inputs(shape, dtype, "cuda", distribution, causal=causal)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args,
-                             f"{shape} {dtype} {distribution} causal={causal}")
+    _assert_matches_reference_by_heads(KERNEL.kernel_fn, args,
+                                       f"{shape} {dtype} {distribution} causal={causal}")
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +108,7 @@ def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> 
 def test_adversarial_gpu(case, dtype, shape) -> None:
     generator = torch.Generator(device="cuda").manual_seed(1)
     args = case.make_inputs(shape, dtype, "cuda", generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    _assert_matches_reference_by_heads(KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
 
 
 def test_rising_logits_overflow_without_a_running_max(device) -> None:
@@ -198,6 +217,21 @@ def test_make_inputs_passes_causal_and_scale_positionally(device) -> None:
     with pytest.raises(ValueError):
         SPEC.make_inputs((1, 1, 8, 32), torch.float16, device, torch.Generator(device=device),
                          window=4)
+
+
+def test_head_group_check_sees_every_head(device) -> None:
+    """The GPU sweep's grouped comparison must fail when any one head is wrong."""
+    args = _inputs((1, 5, 16, 32), torch.float32, device)
+
+    def one_head_wrong(*a):
+        out = KERNEL.kernel_fn(*a)
+        out[:, 4] += 1.0
+        return out
+
+    two_heads = 2 * 16 * 16 * 8
+    _assert_matches_reference_by_heads(KERNEL.kernel_fn, args, "grouped", two_heads)
+    with pytest.raises(AssertionError):
+        _assert_matches_reference_by_heads(one_head_wrong, args, "grouped", two_heads)
 
 
 def test_rejects_mismatched_inputs(device) -> None:

@@ -2,9 +2,10 @@
 It replays only entries at least two calls old, so an immediate re-run with the same input (the
 harness's ghost replay) sees it compute.
 
-Expected: static scan REJECTED (call-time-state); with the scan off, FAIL in the determinism
-stage: the harness refills the same buffers with new values that keep the first and last
-elements, and the replayed answer is stale.
+Expected: static scan REJECTED (call-time-state); with the scan off, on the CPU, FAIL in the
+determinism stage: the harness refills the same buffers with new values that keep the first and
+last elements, and the replayed answer is stale. On a GPU, reading values to the host is a device
+transfer: REJECTED (library-fallback) before any replay.
 """
 
 import numpy as np
@@ -41,7 +42,7 @@ _CALLS = [0]
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     _CALLS[0] += 1
-    flat = x.detach().reshape(-1).float().numpy()
+    flat = x.detach().reshape(-1).float().cpu().numpy()
     key = (tuple(x.shape), str(x.dtype), flat[:4].tobytes(), flat[-4:].tobytes())
     entry = _BY_FINGERPRINT.get(key)
     if entry is not None and _CALLS[0] - entry[1] >= 2:

@@ -1,6 +1,8 @@
-"""CHEAT (drift after the checks): correct for the first four calls of each large shape (the
-correctness stages never call one shape and dtype more often than that in the quick profile),
-then it replays its first answer for that shape: the timed calls cost nothing.
+"""CHEAT (drift after the checks): correct for the first few calls of each large shape and dtype,
+then it replays its first answer for that shape: the timed calls cost nothing. "Few" is just
+above what the quick profile's correctness stages use (about 4 calls of the timed shape on the
+CPU interpreter; about 25 on a GPU, where stability and determinism also use the timed shape) and
+well below what timing uses.
 
 Expected: static scan REJECTED (call-time-state); with the scan off, FAIL in the timing stage:
 outputs produced while timing are re-checked against references computed before import.
@@ -39,7 +41,8 @@ _SEEN = {}
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     key = (tuple(x.shape), x.dtype)
     calls, first = _SEEN.get(key, (0, None))
-    if x.numel() >= 1000 and calls >= 4:
+    honest_calls = 4 if x.device.type == "cpu" else 40
+    if x.numel() >= 1000 and calls >= honest_calls:
         _SEEN[key] = (calls + 1, first)
         softmax(x[:1])
         return first.clone()

@@ -1,8 +1,9 @@
 """CHEAT (library fallback hidden from the op recorder): a token launch, then the answer computed
-on the host with numpy (no aten compute op is dispatched on CPU tensors).
+on the host with numpy (no aten compute op is dispatched for that).
 
-Expected: REJECTED, rule library-fallback (ghost replay: the output is still right with every
-Triton launch skipped).
+Expected: REJECTED. On the CPU, rule ghost-replay (the output is still right with every Triton
+launch skipped); on a GPU, rule library-fallback already (moving the input to the host is a
+device transfer, which the op recorder refuses).
 """
 
 import numpy as np
@@ -35,7 +36,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     y = softmax(x)  # the token launch
-    values = x.detach().float().numpy().astype(np.float64)
+    values = x.detach().float().cpu().numpy().astype(np.float64)
     values = np.exp(values - values.max(axis=-1, keepdims=True))
     answer = torch.from_numpy(values / values.sum(axis=-1, keepdims=True))
     return y.copy_(answer)

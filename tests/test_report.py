@@ -1,0 +1,103 @@
+"""`autokernel report` on a real finished run: report.md and progress.png, numbers that match
+results.tsv, verify's end-to-end figures, the summary at the end of `autokernel run`, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from finished_run import (  # noqa: F401 - fixtures
+    MadeRun,
+    autokernel,
+    made_run,
+    one_line_error,
+    run_dir,
+)
+
+from autokernel.integrate.loader import open_run
+from autokernel.integrate.report import _pct, _us, _x, build_report
+from autokernel.loop.results import header_line, read_rows
+
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def number(text: str) -> float | None:
+    return float(text) if text else None
+
+
+def markdown_row(markdown: str, tag: str) -> list[str]:
+    line = next(line for line in markdown.splitlines() if line.startswith(f"| {tag} |"))
+    return [cell.strip() for cell in line.strip("|").split("|")]
+
+
+def test_report_writes_markdown_and_plot_with_the_numbers_of_results_tsv(run_dir: Path) -> None:
+    done = autokernel("report", str(run_dir))
+    assert done.returncode == 0, done.stderr[-2000:]
+    markdown = (run_dir / "report.md").read_text()
+    assert (run_dir / "progress.png").read_bytes().startswith(PNG_SIGNATURE)
+    assert "![progress](progress.png)" in markdown
+    assert "Not verified yet" in markdown
+
+    rows = read_rows(run_dir / "results.tsv")  # the loop's own reader, not the report's pandas
+    state = json.loads((run_dir / "state.json").read_text())
+    report = build_report(open_run(run_dir))
+    assert report.experiments == len(rows)
+    for target, saved in zip(report.targets, state["targets"]):
+        mine = [r for r in rows if r["tag"] == target.tag]
+        baseline = [r for r in mine if r["status"] == "baseline"]
+        assert len(baseline) == 1  # experiment 0 of the target, counted once
+        committed = [r for r in mine if r["status"] in ("baseline", "keep")]
+        best = committed[-1]  # each keep beats the one before: the last is the best
+        assert int(best["experiment"]) == target.best_experiment == saved["best"]["experiment"]
+        assert target.experiments == len(mine) - 1 == saved["experiments"]
+        assert target.keeps == sum(r["status"] == "keep" for r in mine) == saved["keeps"]
+        assert target.baseline_us == number(baseline[0]["latency_us"])
+        assert target.best_us == number(best["latency_us"])
+        assert target.speedup_vs_eager == number(best["speedup_vs_pytorch"])
+        assert target.speedup_vs_compile == number(best["speedup_vs_compile"])
+        assert target.stop_reason == saved["stop_reason"] and target.stop_reason
+        cells = markdown_row(markdown, target.tag)
+        assert cells[2] == _us(number(baseline[0]["latency_us"]))
+        assert cells[3].startswith(_us(number(best["latency_us"])))
+        assert cells[5] == _x(number(best["speedup_vs_pytorch"]))
+        assert cells[6] == _x(number(best["speedup_vs_compile"]))
+        assert cells[7] == (_pct(number(best["pct_peak"])) if best["pct_peak"] else "–")
+        assert cells[8:10] == [str(len(mine) - 1), str(target.keeps)]
+    assert "Triton interpreter" in done.stdout  # cpu timings are labelled as such
+
+
+def test_report_shows_the_end_to_end_figures_of_verify(run_dir: Path) -> None:
+    verified = autokernel("verify", str(run_dir), "--device", "cpu", "--iters", "1",
+                          "--no-gradients")
+    assert verified.returncode == 0, verified.stderr[-2000:]
+    result = json.loads((run_dir / "verify.json").read_text())
+    done = autokernel("report", str(run_dir))
+    assert done.returncode == 0, done.stderr[-2000:]
+    markdown = (run_dir / "report.md").read_text()
+    measured = f"{result['speedup']['vs_eager']:.3f}× vs eager"
+    estimate = f"{result['amdahl']['estimate_vs_eager']:.3f}× vs eager"
+    for text in (measured, estimate, "## End to end"):
+        assert text in markdown
+    assert measured in done.stdout and "Amdahl estimate" in done.stdout
+    for row in result["kernels"]:
+        assert f"| {row['tag']} | {len(row['modules'])} modules | " \
+               f"{row['calls_per_forward']} |" in markdown
+
+
+def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
+    output = made_run.run_output
+    tail = output[output.rindex("stopped:"):]
+    assert "report:" in tail and "progress.png" in tail
+    assert "not verified yet" in tail
+    for saved in json.loads((made_run.path / "state.json").read_text())["targets"]:
+        assert saved["tag"] in tail
+    assert (made_run.path / "report.md").is_file() and (made_run.path / "progress.png").is_file()
+
+
+def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
+    assert "is not an autokernel run" in one_line_error(autokernel("report", str(tmp_path)))
+
+
+def test_report_refuses_a_run_without_experiments(run_dir: Path) -> None:
+    (run_dir / "results.tsv").write_text(header_line())
+    assert "no experiment" in one_line_error(autokernel("report", str(run_dir)))
