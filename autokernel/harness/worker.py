@@ -198,6 +198,8 @@ class Worker:
             # (measured: 20 ms per tiny op on a busy 2-core machine, 2 us with one thread).
             torch.set_num_threads(1)
         self.spec = get_spec(job.kernel_type)
+        # Copied now: the registry's mapping is mutable, and the candidate comes later.
+        self.tolerances = {dtype: self.spec.tolerance(dtype) for dtype in self.spec.dtypes}
         self.params = dict(job.params)
         self.dtypes = [parse_dtype(d) for d in job.correctness_dtypes]
         self.timing_dtypes = [parse_dtype(d) for d in job.timing_dtypes]
@@ -426,10 +428,10 @@ class Worker:
 
     def _check(self, prepared: Prepared, out: Any, where: str) -> None:
         mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
-                                self.device, self.spec.tolerance(prepared.case.dtype))
+                                self.device, self.tolerances[prepared.case.dtype])
         if mismatch is None:
             return
-        if mismatch.kind == "type":
+        if mismatch.kind == "type" and isinstance(out, torch.Tensor):
             raise Verdict("REJECTED", self.stage, f"lazy output at {where}: {mismatch.detail}",
                           "tensor-subclass")
         raise Verdict("FAIL", self.stage, f"{where}: {mismatch.detail}")
@@ -455,7 +457,7 @@ class Worker:
             raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn ran "
                           f"torch compute op(s) {', '.join(ops[:6])}", "library-fallback")
         mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
-                                self.device, self.spec.tolerance(prepared.case.dtype),
+                                self.device, self.tolerances[prepared.case.dtype],
                                 exhaustive=False)
         if mismatch is None:
             raise Verdict("REJECTED", self.stage, f"ghost replay at {where}: the output is "
@@ -537,7 +539,6 @@ class Worker:
         sets = [self._make(shape, dtype, generator) for _ in range(TIMING_INPUT_SETS)]
         audits = self.audits[(shape, dtype)]
         out_nbytes = audits[0].out_nbytes
-        threads = live_threads()
 
         out = self._guarded_call(sets[0], out_nbytes, where)  # warm-up, every detector armed
         del out
@@ -591,6 +592,7 @@ class Worker:
                                              min(RECORDER_AUDITS_PER_TIMED_SHAPE, rounds)))
         produced: list[tuple[Prepared, torch.Tensor]] = []
         launches_before = [0]
+        threads_before: list[set[int]] = [set()]
 
         def prepare(r: int, name: str) -> tuple[Any, ...]:
             buffers = sets[r % TIMING_INPUT_SETS]
@@ -600,18 +602,28 @@ class Worker:
                 values = self._make(shape, dtype, generator)
             for buffer, value in zip(_tensors(buffers), _tensors(values)):
                 buffer.copy_(value)
-            launches_before[0] = self.monitor.launches
+            if name == "candidate":
+                launches_before[0] = self.monitor.launches
+                threads_before[0] = live_threads()
             return buffers
 
         def after(r: int, name: str, out: Any) -> None:
             if name != "candidate":
                 return
+            started = new_threads(threads_before[0])
+            if started:
+                raise Verdict("REJECTED", "timing", f"background thread at {where}: still "
+                              f"running after a timed call returned: {', '.join(started[:3])}",
+                              "thread")
             if self.monitor.launches == launches_before[0]:
                 raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
                               "launched no Triton kernel", "library-fallback")
             if type(out) is not torch.Tensor:  # noqa: E721
-                raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
-                              f"{type(out).__qualname__}", "tensor-subclass")
+                if isinstance(out, torch.Tensor):
+                    raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
+                                  f"{type(out).__qualname__}", "tensor-subclass")
+                raise Verdict("FAIL", "timing", f"{where}: returned {type(out).__qualname__}, "
+                              "not a tensor")
             if r in audit_at:
                 produced.append((audit_at[r], out.clone()))
             if r in recorder_rounds:
@@ -624,10 +636,11 @@ class Worker:
                 del extra
 
         samples = time_interleaved(contestants, rounds, prepare, after, self.device, flush)
-        self._check_integrity("timing", threads, f"during {where}")
+        # Threads were checked around each candidate call; the baselines may start their own.
+        self._check_integrity("timing", live_threads(), f"during {where}")
         for prepared, out in produced:
             mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
-                                    self.device, spec.tolerance(dtype))
+                                    self.device, self.tolerances[dtype])
             if mismatch is not None:
                 raise Verdict("FAIL", "timing", f"an output produced while timing is wrong "
                               f"(replayed or drifting results) at {where}: {mismatch.detail}",
