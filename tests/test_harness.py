@@ -463,3 +463,86 @@ def test_bench_result_json_round_trip() -> None:
                                                                  "measured": None}
     assert BenchResult.from_dict(data) == result
 
+
+
+# -- the in-worker detectors on their own ----------------------------------------------------------
+
+def test_launch_monitor_counts_skips_and_checks_compiled_kernel_launches() -> None:
+    from autokernel.harness.guards import LaunchMonitor
+
+    launched: list[tuple[object, ...]] = []
+
+    class FakeCompiledKernel:  # the shape of triton's CompiledKernel[grid](*args, stream=None)
+        def __getitem__(self, grid: tuple[int, ...]):
+            def runner(*args: object, stream: object = None) -> None:
+                launched.append(args)
+            return runner
+
+    class FakeJIT:  # the shape of JITFunction.run(*args, grid, warmup, **kwargs)
+        def run(self, *args: object, grid: object, warmup: bool, **kwargs: object) -> str:
+            launched.append(args)
+            return "compiled"
+
+    monitor = LaunchMonitor("cpu")
+    monitor._wrap_getitem(FakeCompiledKernel, "fake[grid]")
+    monitor._wrap_run(FakeJIT, "fake.run")
+    FakeCompiledKernel()[(1,)](1, 2)
+    assert FakeJIT().run(3, grid=(1,), warmup=False) == "compiled"
+    FakeJIT().run(4, grid=(1,), warmup=True)  # a warm-up compiles, it does not launch
+    assert monitor.launches == 2 and len(launched) == 3
+    monitor.ghost = True
+    FakeCompiledKernel()[(1,)](5)
+    FakeJIT().run(6, grid=(1,), warmup=False)
+    assert monitor.launches == 4 and len(launched) == 3  # counted, never run
+    assert monitor.tampered() == []
+    FakeJIT.run = lambda self, *a, **k: None
+    assert monitor.tampered() == ["fake.run"]
+
+
+def test_fallback_recorder_allows_layout_ops_and_flags_compute() -> None:
+    from autokernel.harness.guards import FallbackRecorder, LaunchMonitor
+
+    recorder = FallbackRecorder(LaunchMonitor("cpu"), torch.device("cpu"))
+    x = torch.randn(4, 6)
+    with recorder:
+        y = torch.empty_like(x)
+        x.t().contiguous().view(-1).to(torch.float16)
+        torch.zeros(3).fill_(1.0)
+        y.copy_(x)
+    assert recorder.violations == []
+    with recorder:
+        fresh = torch.empty(8)
+        x.sum()
+        x.to("meta")
+    assert bits_all_poison(fresh)
+    assert any(v.startswith("sum") for v in recorder.violations)
+    assert any("device transfer" in v for v in recorder.violations)
+
+
+def bits_all_poison(t: torch.Tensor) -> bool:
+    return bool((t.contiguous().view(torch.uint8) == POISON_BYTE).all())
+
+
+def test_identity_snapshot_sees_replacement_deletion_and_shadowing() -> None:
+    import types
+
+    from autokernel.harness.guards import IdentitySnapshot
+
+    module = types.ModuleType("fake_torch")
+    module.softmax = lambda x: x
+    module.flag = True  # data, not a function: free to change
+
+    class Tensor:
+        def add(self) -> None: ...
+
+    class SubTensor(Tensor):
+        pass
+
+    snapshot = IdentitySnapshot.take({"fake_torch": module, "SubTensor": SubTensor})
+    module.flag = False
+    assert snapshot.changes() == []
+    module.softmax = lambda x: 0 * x
+    SubTensor.add = lambda self: None  # shadows the inherited method
+    assert set(snapshot.changes()) == {"fake_torch.softmax replaced", "SubTensor.add added"}
+    del module.softmax
+    assert "fake_torch.softmax deleted" in snapshot.changes()
