@@ -546,3 +546,25 @@ def test_identity_snapshot_sees_replacement_deletion_and_shadowing() -> None:
     assert set(snapshot.changes()) == {"fake_torch.softmax replaced", "SubTensor.add added"}
     del module.softmax
     assert "fake_torch.softmax deleted" in snapshot.changes()
+
+
+def test_stream_watch_ignores_wrapping_an_existing_stream() -> None:
+    # torch.cuda.current_stream() and Event.record() build Stream objects with stream_id=...:
+    # honest code (and Triton's do_bench inside an autotuner) does that all the time.
+    from autokernel.harness.guards import LaunchMonitor
+
+    monitor = LaunchMonitor("cpu")
+    original_new = torch.cuda.Stream.__dict__["__new__"]
+    original_set = torch.cuda.set_stream
+    try:
+        monitor._watch_streams()
+        monitor.armed = True
+        for kwargs in ({"stream_id": 0, "device_index": 0, "device_type": 1}, {}):
+            try:
+                torch.cuda.Stream(**kwargs)
+            except (RuntimeError, AssertionError):
+                pass  # no CUDA here: construction fails after the watch has seen it
+        assert monitor.stream_violations == ["kernel_fn created a CUDA stream"]
+    finally:
+        torch.cuda.Stream.__new__ = original_new
+        torch.cuda.set_stream = original_set

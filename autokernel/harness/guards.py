@@ -64,6 +64,12 @@ _TORCH_DIR = str(Path(torch.__file__).resolve().parent)
 _THIS_FILE = str(Path(__file__).resolve())
 
 
+def _current_raw_stream() -> int:
+    """The current CUDA stream's handle, as Triton's launcher reads it (no Stream object is
+    built, so the stream-creation watch below is not involved)."""
+    return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
+
+
 class LaunchMonitor:
     """Counts Triton launches, checks their stream, and can skip them (ghost mode)."""
 
@@ -88,7 +94,7 @@ class LaunchMonitor:
 
         self.triton_dir = str(Path(triton.__file__).resolve().parent)
         if self.device == "cuda":
-            self.expected_stream = torch.cuda.current_stream().cuda_stream
+            self.expected_stream = _current_raw_stream()
         self._wrap_run(JITFunction, "JITFunction.run")
         try:
             from triton.runtime.interpreter import InterpretedFunction
@@ -114,7 +120,9 @@ class LaunchMonitor:
         original_set_stream = torch.cuda.set_stream
 
         def new(cls: type, *args: Any, **kwargs: Any) -> Any:
-            if monitor.armed:
+            # torch.cuda.current_stream() and Event.record() wrap an existing stream by its
+            # stream_id; only a stream made from nothing is a new one.
+            if monitor.armed and "stream_id" not in kwargs:
                 monitor.stream_violations.append("kernel_fn created a CUDA stream")
             return original_new(cls, *args, **kwargs)
 
@@ -132,10 +140,10 @@ class LaunchMonitor:
     def _check_stream(self, explicit: Any = None) -> None:
         if self.device != "cuda":
             return
-        current = explicit if explicit is not None else torch.cuda.current_stream().cuda_stream
+        current = explicit if explicit is not None else _current_raw_stream()
         if current != self.expected_stream:
             self.stream_violations.append(
-                f"a Triton kernel was launched on stream {current:#x}, not the harness's stream"
+                f"a Triton kernel was launched on stream {current}, not the harness's stream"
             )
 
     def _wrap_run(self, cls: type, label: str) -> None:
