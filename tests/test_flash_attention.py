@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
 from starter_checks import (
     assert_deterministic,
     assert_matches_reference,
@@ -59,6 +60,25 @@ def _assert_matches_reference_by_heads(fn, args, label: str,
         group = tuple(t[:, first:first + step] for t in (q, k, v))
         assert_matches_reference(SPEC, lambda *_: out[:, first:first + step],
                                  (*group, causal, scale), f"{label} heads {first}+")
+
+
+class _RefusesLargeLaunches:
+    """Stands in for a @triton.jit kernel: a launch with a block (`block_name`) over `max_block`
+    or more than one pipeline stage fails as on a GPU short of shared memory."""
+
+    def __init__(self, kernel, block_name: str, max_block: int) -> None:
+        self.kernel, self.block_name, self.max_block = kernel, block_name, max_block
+        self.launches: list[tuple[int, int]] = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            block, stages = kwargs[self.block_name], kwargs["num_stages"]
+            self.launches.append((block, stages))
+            if block > self.max_block or stages > 1:
+                raise triton.runtime.errors.OutOfResources(1 << 20, 1 << 17, "shared memory")
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
 
 
 @pytest.mark.parametrize("causal", CAUSAL)
@@ -232,6 +252,20 @@ def test_head_group_check_sees_every_head(device) -> None:
     _assert_matches_reference_by_heads(KERNEL.kernel_fn, args, "grouped", two_heads)
     with pytest.raises(AssertionError):
         _assert_matches_reference_by_heads(one_head_wrong, args, "grouped", two_heads)
+
+
+def test_shrinks_until_the_launch_fits(device, tmp_path: Path, monkeypatch) -> None:
+    """Out of shared memory: fewer stages, then a smaller BLOCK_N; the fit is then remembered."""
+    module = load_starter_with("flash_attention", {"BLOCK_N": 64, "NUM_STAGES": 4}, tmp_path)
+    picky = _RefusesLargeLaunches(module.flash_attention_kernel, "BLOCK_N", max_block=16)
+    monkeypatch.setattr(module, "flash_attention_kernel", picky)
+    args = _inputs((1, 2, 60, 64), torch.float32, device)
+    assert_matches_reference(SPEC, module.kernel_fn, args, "after shrinking")
+    assert picky.launches[-1] == (16, 1)
+    assert picky.launches == sorted(picky.launches, reverse=True)  # only ever shrinks
+    picky.launches.clear()
+    module.kernel_fn(*args)
+    assert picky.launches == [(16, 1)]
 
 
 def test_rejects_mismatched_inputs(device) -> None:

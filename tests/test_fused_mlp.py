@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import triton
 from starter_checks import (
     assert_deterministic,
     assert_matches_reference,
@@ -40,6 +41,25 @@ SMALL_BLOCKS = {"GATE_BLOCK_M": 16, "GATE_BLOCK_H": 32, "GATE_BLOCK_K": 32, "DOW
 def _inputs(shape, dtype, device, distribution="normal", seed=0):
     generator = torch.Generator(device=device).manual_seed(seed)
     return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+
+
+class _RefusesLargeLaunches:
+    """Stands in for a @triton.jit kernel: a launch with a block (`block_name`) over `max_block`
+    or more than one pipeline stage fails as on a GPU short of shared memory."""
+
+    def __init__(self, kernel, block_name: str, max_block: int) -> None:
+        self.kernel, self.block_name, self.max_block = kernel, block_name, max_block
+        self.launches: list[tuple[int, int]] = []
+
+    def __getitem__(self, grid):
+        def launch(*args, **kwargs):
+            block, stages = kwargs[self.block_name], kwargs["num_stages"]
+            self.launches.append((block, stages))
+            if block > self.max_block or stages > 1:
+                raise triton.runtime.errors.OutOfResources(1 << 20, 1 << 17, "shared memory")
+            return self.kernel[grid](*args, **kwargs)
+
+        return launch
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
@@ -161,6 +181,22 @@ def test_tunable_sample_covers_every_value() -> None:
 def test_stock_agrees_with_reference(dtype, device) -> None:
     args = _inputs((33, 20, 48), dtype, device, "uniform")
     assert_matches_reference(SPEC, SPEC.stock, args, f"stock {dtype}")
+
+
+@pytest.mark.parametrize("kernel_name", ["gate_up_kernel", "down_kernel"])
+def test_shrinks_until_the_launch_fits(kernel_name, device, tmp_path: Path, monkeypatch) -> None:
+    """Out of shared memory: fewer stages, then a smaller BLOCK_K; the fit is then remembered."""
+    module = load_starter_with("fused_mlp", {"GATE_BLOCK_K": 128, "GATE_NUM_STAGES": 4,
+                                             "DOWN_BLOCK_K": 128, "DOWN_NUM_STAGES": 4}, tmp_path)
+    picky = _RefusesLargeLaunches(getattr(module, kernel_name), "BLOCK_K", max_block=32)
+    monkeypatch.setattr(module, kernel_name, picky)
+    args = _inputs((40, 200, 150), torch.float32, device)
+    assert_matches_reference(SPEC, module.kernel_fn, args, "after shrinking")
+    assert picky.launches[-1] == (32, 1)
+    assert picky.launches == sorted(picky.launches, reverse=True)  # only ever shrinks
+    picky.launches.clear()
+    module.kernel_fn(*args)
+    assert picky.launches == [(32, 1)]
 
 
 def test_rejects_mismatched_operands(device) -> None:

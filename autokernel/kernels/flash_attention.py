@@ -26,14 +26,13 @@ Tunables:
   BLOCK_M     queries per program; BLOCK_N keys per inner step. The launcher shrinks either to
               next_pow2(S) (minimum 16, tl.dot's smallest tile) for short sequences.
   NUM_WARPS   warps per program.
-  NUM_STAGES  pipeline depth of the K/V loads. The launcher lowers it until the buffers fit the
-              GPU's shared memory (and halves BLOCK_N if one stage alone cannot), so every
-              combination compiles.
+  NUM_STAGES  pipeline depth of the K/V loads. The launcher lowers it, then BLOCK_N, until the
+              kernel fits the GPU's shared memory, so every combination runs.
 """
 
 import functools
 import math
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import triton
@@ -184,26 +183,47 @@ def _block(requested: int, dim: int) -> int:
     return max(16, min(requested, triton.next_power_of_2(dim)))
 
 
-def _launch_fitting_shared_memory(
-    kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], device: torch.device,
-    fixed_bytes: int, stage_bytes: int, num_warps: int, num_stages: int, **constexprs: Any,
-) -> None:
-    """Launch with the deepest pipeline <= num_stages whose buffers fit shared memory.
+def _estimated_fit(block_m: int, block_n: int, block_d: int, num_stages: int, element_size: int,
+                   device: torch.device) -> tuple[int, int]:
+    """(BLOCK_N, stages) whose buffers fit in shared memory: the Q tile and the probabilities fed
+    to PV are held once, a K and a V tile per stage. BLOCK_N halves first if even one stage
+    cannot fit."""
+    if device.type != "cuda":
+        return block_n, num_stages  # the interpreter has no shared memory
+    budget = _shared_memory_bytes(device.index)
 
-    The estimate (fixed_bytes + stages x stage_bytes) leaves out Triton's own scratch, so a
-    launch that still runs out of shared memory is retried one stage shallower.
-    """
-    if device.type == "cuda":
-        room = _shared_memory_bytes(device.index) - fixed_bytes
-        num_stages = max(1, min(num_stages, room // stage_bytes))
+    def held(bn: int) -> int:
+        return (block_m * block_d + block_m * bn) * element_size
+
+    while block_n > 16 and held(block_n) + 2 * block_n * block_d * element_size > budget:
+        block_n //= 2
+    per_stage = 2 * block_n * block_d * element_size
+    return block_n, max(1, min(num_stages, (budget - held(block_n)) // per_stage))
+
+
+_FITTED: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+
+def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int, int], None],
+                                  block_n: int, num_stages: int) -> None:
+    """launch(block_n, num_stages), shrinking the pipeline and then BLOCK_N while the compiled
+    kernel still needs more shared memory than the GPU has (the estimate leaves out Triton's
+    layout-conversion buffers). The pair that fits is remembered per config, so later calls
+    launch directly."""
+    block_n, num_stages = _FITTED.get(config, (block_n, num_stages))
     while True:
         try:
-            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
-            return
+            launch(block_n, num_stages)
         except triton.runtime.errors.OutOfResources:
-            if num_stages == 1:
+            if num_stages > 1:
+                num_stages -= 1
+            elif block_n > 16:
+                block_n //= 2
+            else:
                 raise
-            num_stages -= 1
+        else:
+            _FITTED[config] = (block_n, num_stages)
+            return
 
 
 def flash_attention(
@@ -221,34 +241,27 @@ def flash_attention(
     if head_dim > MAX_HEAD_DIM:
         raise ValueError(f"head dim {head_dim} > {MAX_HEAD_DIM} is not supported")
     out = torch.empty((batch, heads, seq_len, head_dim), dtype=q.dtype, device=q.device)
-    sm_scale = 1.0 / math.sqrt(head_dim) if scale is None else float(scale)
+    qk_scale = (1.0 / math.sqrt(head_dim) if scale is None else float(scale)) * LOG2_E
 
     upcast = q.device.type == "cpu"  # CPU tensors only ever run in the interpreter
     precision = "ieee" if q.dtype == torch.float32 or upcast else "tf32"
     block_d = max(16, triton.next_power_of_2(head_dim))
-    block_m, block_n = _block(BLOCK_M, seq_len), _block(BLOCK_N, seq_len)
-    size = q.element_size()
-
-    def fixed_bytes(bn: int) -> int:  # the Q tile and the probabilities fed to PV
-        return (block_m * block_d + block_m * bn) * size
-
-    def stage_bytes(bn: int) -> int:  # one K tile and one V tile
-        return 2 * bn * block_d * size
-
-    if q.device.type == "cuda":
-        while block_n > 16 and fixed_bytes(block_n) + stage_bytes(block_n) > \
-                _shared_memory_bytes(q.device.index):
-            block_n //= 2
-
+    block_m = _block(BLOCK_M, seq_len)
     grid = (triton.cdiv(seq_len, block_m) * batch * heads,)
-    _launch_fitting_shared_memory(
-        flash_attention_kernel, grid,
-        (q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-         heads, seq_len, sm_scale * LOG2_E),
-        q.device, fixed_bytes(block_n), stage_bytes(block_n), NUM_WARPS, NUM_STAGES,
-        CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-        BLOCK_D=block_d, DOT_PRECISION=precision, UPCAST=upcast,
-    )
+
+    def launch(block_n: int, num_stages: int) -> None:
+        flash_attention_kernel[grid](
+            q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
+            heads, seq_len, qk_scale,
+            CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
+            BLOCK_D=block_d, DOT_PRECISION=precision, UPCAST=upcast,
+            num_warps=NUM_WARPS, num_stages=num_stages,
+        )
+
+    block_n, num_stages = _estimated_fit(block_m, _block(BLOCK_N, seq_len), block_d, NUM_STAGES,
+                                         q.element_size(), q.device)
+    config = (q.dtype, q.device, head_dim, block_m, block_n, num_stages, NUM_WARPS, bool(causal))
+    _launch_fitting_shared_memory(config, launch, block_n, num_stages)
     return out
 
 

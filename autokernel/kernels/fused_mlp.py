@@ -22,14 +22,14 @@ Tunables (GATE_* for kernel 1, DOWN_* for kernel 2):
   *_BLOCK_M, GATE_BLOCK_H, DOWN_BLOCK_N, *_BLOCK_K  tile sizes; the launcher shrinks a block to
       next_pow2 of a small dim (minimum 16, tl.dot's smallest tile).
   *_NUM_WARPS, *_NUM_STAGES  warps per program; K-loop pipeline depth. The launcher lowers
-      NUM_STAGES until the stage buffers fit the GPU's shared memory (and halves BLOCK_K if one
-      stage alone cannot), so every combination compiles.
+      NUM_STAGES, then BLOCK_K, until the kernel fits the GPU's shared memory, so every
+      combination runs.
   GROUP_M  row-tiles per L2 group (1 = plain row-major order), both kernels.
   FP32_PRECISION  dot precision for fp32 inputs, both kernels.
 """
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import triton
@@ -131,7 +131,9 @@ def gate_up_kernel(
     hidden = gate / (1.0 + tl.exp(-gate)) * up
     out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     out_units = tile_h * BLOCK_H + tl.arange(0, BLOCK_H)
-    hidden_ptrs = hidden_ptr + out_rows.to(tl.int64)[:, None] * stride_hm + out_units[None, :] * stride_hh
+    hidden_ptrs = (
+        hidden_ptr + out_rows.to(tl.int64)[:, None] * stride_hm + out_units[None, :] * stride_hh
+    )
     in_bounds = (out_rows[:, None] < M) & (out_units[None, :] < H)
     tl.store(hidden_ptrs, hidden.to(hidden_ptr.dtype.element_ty), mask=in_bounds)
 
@@ -193,35 +195,41 @@ def _block(requested: int, dim: int) -> int:
     return max(16, min(requested, triton.next_power_of_2(dim)))
 
 
-def _fit_block_k(block_k: int, stage_elements_per_k: int, element_size: int,
-                 device: torch.device) -> int:
-    """Halve BLOCK_K until one pipeline stage (stage_elements_per_k * BLOCK_K) fits."""
-    if device.type == "cuda":
-        budget = _shared_memory_bytes(device.index)
-        while block_k > 16 and stage_elements_per_k * block_k * element_size > budget:
-            block_k //= 2
-    return block_k
+def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torch.device
+                   ) -> tuple[int, int]:
+    """(BLOCK_K, stages) whose operand buffers, stages x bytes_per_k x BLOCK_K, fit in shared
+    memory: BLOCK_K halves first if even one stage cannot fit."""
+    if device.type != "cuda":
+        return block_k, num_stages  # the interpreter has no shared memory
+    budget = _shared_memory_bytes(device.index)
+    while block_k > 16 and bytes_per_k * block_k > budget:
+        block_k //= 2
+    return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
 
 
-def _launch_fitting_shared_memory(
-    kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], device: torch.device,
-    stage_bytes: int, num_warps: int, num_stages: int, **constexprs: Any,
-) -> None:
-    """Launch with the deepest pipeline <= num_stages whose stage buffers fit shared memory.
+_FITTED: dict[tuple[Any, ...], tuple[int, int]] = {}
 
-    The estimate (stages x stage_bytes) leaves out Triton's own scratch, so a launch that still
-    runs out of shared memory is retried one stage shallower.
-    """
-    if device.type == "cuda":
-        num_stages = max(1, min(num_stages, _shared_memory_bytes(device.index) // stage_bytes))
+
+def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int, int], None],
+                                  block_k: int, num_stages: int) -> None:
+    """launch(block_k, num_stages), shrinking the pipeline and then BLOCK_K while the compiled
+    kernel still needs more shared memory than the GPU has (the estimate leaves out Triton's
+    epilogue and operand-conversion buffers). The pair that fits is remembered per config, so
+    later calls launch directly."""
+    block_k, num_stages = _FITTED.get(config, (block_k, num_stages))
     while True:
         try:
-            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
-            return
+            launch(block_k, num_stages)
         except triton.runtime.errors.OutOfResources:
-            if num_stages == 1:
+            if num_stages > 1:
+                num_stages -= 1
+            elif block_k > 16:
+                block_k //= 2
+            else:
                 raise
-            num_stages -= 1
+        else:
+            _FITTED[config] = (block_k, num_stages)
+            return
 
 
 def fused_mlp(
@@ -244,30 +252,44 @@ def fused_mlp(
     precision = FP32_PRECISION if x.dtype == torch.float32 else "ieee" if upcast else "tf32"
     size = x.element_size()
 
-    block_m, block_h = _block(GATE_BLOCK_M, m), _block(GATE_BLOCK_H, h)
-    # One stage holds an x tile and two weight tiles.
-    block_k = _fit_block_k(_block(GATE_BLOCK_K, d), block_m + 2 * block_h, size, x.device)
-    _launch_fitting_shared_memory(
-        gate_up_kernel, (triton.cdiv(m, block_m) * triton.cdiv(h, block_h),),
-        (x, w_gate, w_up, hidden, m, h, d, x.stride(0), x.stride(1),
-         w_gate.stride(0), w_gate.stride(1), w_up.stride(0), w_up.stride(1),
-         hidden.stride(0), hidden.stride(1)),
-        x.device, (block_m + 2 * block_h) * block_k * size, GATE_NUM_WARPS, GATE_NUM_STAGES,
-        BLOCK_M=block_m, BLOCK_H=block_h, BLOCK_K=block_k, GROUP_M=GROUP_M,
-        EVEN_K=d % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
-    )
+    gate_m, gate_h = _block(GATE_BLOCK_M, m), _block(GATE_BLOCK_H, h)
 
-    block_m, block_n = _block(DOWN_BLOCK_M, m), _block(DOWN_BLOCK_N, d)
-    block_k = _fit_block_k(_block(DOWN_BLOCK_K, h), block_m + block_n, size, x.device)
-    _launch_fitting_shared_memory(
-        down_kernel, (triton.cdiv(m, block_m) * triton.cdiv(d, block_n),),
-        # B = W_downᵀ: B[k, n] = w_down[n, k].
-        (hidden, w_down, out, m, d, h, hidden.stride(0), hidden.stride(1),
-         w_down.stride(1), w_down.stride(0), out.stride(0), out.stride(1)),
-        x.device, (block_m + block_n) * block_k * size, DOWN_NUM_WARPS, DOWN_NUM_STAGES,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
-        EVEN_K=h % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
+    def launch_gate_up(block_k: int, num_stages: int) -> None:
+        gate_up_kernel[(triton.cdiv(m, gate_m) * triton.cdiv(h, gate_h),)](
+            x, w_gate, w_up, hidden, m, h, d, x.stride(0), x.stride(1),
+            w_gate.stride(0), w_gate.stride(1), w_up.stride(0), w_up.stride(1),
+            hidden.stride(0), hidden.stride(1),
+            BLOCK_M=gate_m, BLOCK_H=gate_h, BLOCK_K=block_k, GROUP_M=GROUP_M,
+            EVEN_K=d % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
+            num_warps=GATE_NUM_WARPS, num_stages=num_stages,
+        )
+
+    # One stage holds an x tile and two weight tiles.
+    block_k, num_stages = _estimated_fit(
+        _block(GATE_BLOCK_K, d), GATE_NUM_STAGES, (gate_m + 2 * gate_h) * size, x.device
     )
+    config = ("gate_up", x.dtype, x.device, gate_m, gate_h, block_k, num_stages, GATE_NUM_WARPS,
+              precision)
+    _launch_fitting_shared_memory(config, launch_gate_up, block_k, num_stages)
+
+    down_m, down_n = _block(DOWN_BLOCK_M, m), _block(DOWN_BLOCK_N, d)
+
+    def launch_down(block_k: int, num_stages: int) -> None:
+        down_kernel[(triton.cdiv(m, down_m) * triton.cdiv(d, down_n),)](
+            # B = W_downᵀ: B[k, n] = w_down[n, k].
+            hidden, w_down, out, m, d, h, hidden.stride(0), hidden.stride(1),
+            w_down.stride(1), w_down.stride(0), out.stride(0), out.stride(1),
+            BLOCK_M=down_m, BLOCK_N=down_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+            EVEN_K=h % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
+            num_warps=DOWN_NUM_WARPS, num_stages=num_stages,
+        )
+
+    block_k, num_stages = _estimated_fit(
+        _block(DOWN_BLOCK_K, h), DOWN_NUM_STAGES, (down_m + down_n) * size, x.device
+    )
+    config = ("down", x.dtype, x.device, down_m, down_n, block_k, num_stages, DOWN_NUM_WARPS,
+              precision)
+    _launch_fitting_shared_memory(config, launch_down, block_k, num_stages)
     return out
 
 

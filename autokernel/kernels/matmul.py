@@ -21,15 +21,14 @@ Tunables:
                              (minimum 16, tl.dot's smallest tile) so tiny problems waste no work.
   GROUP_M                    row-tiles per L2 group (1 = plain row-major order).
   NUM_WARPS, NUM_STAGES      warps per program; software-pipeline depth of the K loop. The
-                             launcher lowers NUM_STAGES until the stage buffers fit the GPU's
-                             shared memory (and halves BLOCK_K if one stage alone cannot), so
-                             every combination compiles.
+                             launcher lowers NUM_STAGES, then BLOCK_K, until the kernel fits the
+                             GPU's shared memory, so every combination runs.
   SPLIT_K                    K ranges reduced by the second kernel (clamped to the K tile count).
   FP32_PRECISION             dot precision for fp32 inputs.
 """
 
 import functools
-from typing import Any
+from typing import Any, Callable
 
 import torch
 import triton
@@ -48,7 +47,7 @@ SPLIT_K = 1
 FP32_PRECISION = "ieee"
 
 TUNABLE_SPACE = {
-    "BLOCK_M": [16, 32, 64, 128, 256],
+    "BLOCK_M": [16, 32, 64, 128],
     "BLOCK_N": [32, 64, 128, 256],
     "BLOCK_K": [32, 64, 128],
     "GROUP_M": [1, 4, 8, 16],
@@ -148,25 +147,41 @@ def _shared_memory_bytes(device_index: int) -> int:
     return int(getattr(props, "shared_memory_per_block_optin", props.shared_memory_per_block))
 
 
-def _launch_fitting_shared_memory(
-    kernel: Any, grid: tuple[int, ...], args: tuple[Any, ...], device: torch.device,
-    stage_bytes: int, num_warps: int, num_stages: int, **constexprs: Any,
-) -> None:
-    """Launch with the deepest pipeline <= num_stages whose stage buffers fit shared memory.
+def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torch.device
+                   ) -> tuple[int, int]:
+    """(BLOCK_K, stages) whose operand buffers, stages x bytes_per_k x BLOCK_K, fit in shared
+    memory: BLOCK_K halves first if even one stage cannot fit."""
+    if device.type != "cuda":
+        return block_k, num_stages  # the interpreter has no shared memory
+    budget = _shared_memory_bytes(device.index)
+    while block_k > 16 and bytes_per_k * block_k > budget:
+        block_k //= 2
+    return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
 
-    The estimate (stages x stage_bytes) leaves out Triton's own scratch, so a launch that still
-    runs out of shared memory is retried one stage shallower.
-    """
-    if device.type == "cuda":
-        num_stages = max(1, min(num_stages, _shared_memory_bytes(device.index) // stage_bytes))
+
+_FITTED: dict[tuple[Any, ...], tuple[int, int]] = {}
+
+
+def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int, int], None],
+                                  block_k: int, num_stages: int) -> None:
+    """launch(block_k, num_stages), shrinking the pipeline and then BLOCK_K while the compiled
+    kernel still needs more shared memory than the GPU has (the estimate leaves out Triton's
+    epilogue and operand-conversion buffers). The pair that fits is remembered per config, so
+    later calls launch directly."""
+    block_k, num_stages = _FITTED.get(config, (block_k, num_stages))
     while True:
         try:
-            kernel[grid](*args, num_warps=num_warps, num_stages=num_stages, **constexprs)
-            return
+            launch(block_k, num_stages)
         except triton.runtime.errors.OutOfResources:
-            if num_stages == 1:
+            if num_stages > 1:
+                num_stages -= 1
+            elif block_k > 16:
+                block_k //= 2
+            else:
                 raise
-            num_stages -= 1
+        else:
+            _FITTED[config] = (block_k, num_stages)
+            return
 
 
 def _block(requested: int, dim: int) -> int:
@@ -176,46 +191,48 @@ def _block(requested: int, dim: int) -> int:
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"matmul needs a[M, K] and b[K, N]; got {tuple(a.shape)} and {tuple(b.shape)}")
+        raise ValueError(
+            f"matmul needs a[M, K] and b[K, N]; got {tuple(a.shape)} and {tuple(b.shape)}"
+        )
     if a.dtype != b.dtype:
         raise ValueError(f"a and b must share a dtype; got {a.dtype} and {b.dtype}")
     m, k = a.shape
     n = b.shape[1]
     c = torch.empty((m, n), dtype=a.dtype, device=a.device)
 
-    block_m, block_n, block_k = _block(BLOCK_M, m), _block(BLOCK_N, n), _block(BLOCK_K, k)
-    if a.device.type == "cuda":
-        # Even one stage of 256x128 + 128x256 fp32 tiles overflows shared memory: halve K first.
-        while block_k > 16 and (block_m + block_n) * block_k * a.element_size() > \
-                _shared_memory_bytes(a.device.index):
-            block_k //= 2
-    k_tiles = triton.cdiv(k, block_k)
-    k_per_split = triton.cdiv(k_tiles, min(SPLIT_K, k_tiles)) * block_k
-    num_splits = triton.cdiv(k, k_per_split)  # no empty ranges
-
     upcast = a.device.type == "cpu"  # CPU tensors only ever run in the interpreter
     precision = FP32_PRECISION if a.dtype == torch.float32 else "ieee" if upcast else "tf32"
-    if num_splits == 1:
-        target, split_stride = c, 0
-    else:
-        target = torch.empty((num_splits, m, n), dtype=torch.float32, device=a.device)
-        split_stride = target.stride(0)
+    block_m, block_n = _block(BLOCK_M, m), _block(BLOCK_N, n)
+    grid_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
 
-    grid = (triton.cdiv(m, block_m) * triton.cdiv(n, block_n), num_splits)
-    _launch_fitting_shared_memory(
-        matmul_kernel, grid,
-        (a, b, target, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-         target.stride(-2), target.stride(-1), split_stride, k_per_split),
-        a.device, (block_m * block_k + block_k * block_n) * a.element_size(),
-        NUM_WARPS, NUM_STAGES,
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
-        EVEN_K=k % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
-    )
-    if num_splits > 1:
-        numel = m * n
-        split_k_reduce_kernel[(triton.cdiv(numel, SPLIT_REDUCE_BLOCK),)](
-            target, c, numel, num_splits, BLOCK=SPLIT_REDUCE_BLOCK
+    def launch(block_k: int, num_stages: int) -> None:
+        k_tiles = triton.cdiv(k, block_k)
+        k_per_split = triton.cdiv(k_tiles, min(SPLIT_K, k_tiles)) * block_k
+        num_splits = triton.cdiv(k, k_per_split)  # no empty ranges
+        if num_splits == 1:
+            target, split_stride = c, 0
+        else:
+            target = torch.empty((num_splits, m, n), dtype=torch.float32, device=a.device)
+            split_stride = target.stride(0)
+        matmul_kernel[(grid_tiles, num_splits)](
+            a, b, target, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
+            target.stride(-2), target.stride(-1), split_stride, k_per_split,
+            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+            EVEN_K=k % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
+            num_warps=NUM_WARPS, num_stages=num_stages,
         )
+        if num_splits > 1:
+            numel = m * n
+            split_k_reduce_kernel[(triton.cdiv(numel, SPLIT_REDUCE_BLOCK),)](
+                target, c, numel, num_splits, BLOCK=SPLIT_REDUCE_BLOCK
+            )
+
+    block_k, num_stages = _estimated_fit(
+        _block(BLOCK_K, k), NUM_STAGES, (block_m + block_n) * a.element_size(), a.device
+    )
+    config = (a.dtype, a.device, block_m, block_n, block_k, num_stages, NUM_WARPS, SPLIT_K,
+              precision)
+    _launch_fitting_shared_memory(config, launch, block_k, num_stages)
     return c
 
 

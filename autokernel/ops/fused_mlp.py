@@ -1,4 +1,4 @@
-"""fused_mlp: the SwiGLU MLP, (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ. Shapes are written M x D x H.
+"""fused_mlp: the SwiGLU MLP, (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ; shapes written M x D x H.
 
 x [M, D]; w_gate, w_up [H, D]; w_down [D, H] (nn.Linear layouts). The hidden activation is rounded
 to x's dtype before the down projection, as in the reference (a real model stores it).
