@@ -22,6 +22,7 @@ by `IdentitySnapshot` rather than silently believed.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import types
@@ -60,8 +61,17 @@ POISONED_ALLOCATIONS: frozenset[str] = frozenset({
 # Ops that may move data between devices: allowed only when every tensor stays on the device.
 DEVICE_CHECKED_OPS: frozenset[str] = frozenset({"copy_", "_to_copy", "to"})
 
-_TORCH_DIR = str(Path(torch.__file__).resolve().parent)
-_THIS_FILE = str(Path(__file__).resolve())
+
+def _source_prefixes(module_file: str, directory: bool = True) -> tuple[str, ...]:
+    """A module's location as code objects name it (the import path) and resolved (symlinks)."""
+    path = Path(module_file)
+    target = path.parent if directory else path
+    forms = {str(target), str(target.resolve())}
+    return tuple(f + os.sep if directory else f for f in forms)
+
+
+_TORCH_PREFIXES = _source_prefixes(torch.__file__)
+_THIS_FILE = _source_prefixes(__file__, directory=False)
 
 
 def _current_raw_stream() -> int:
@@ -84,7 +94,7 @@ class LaunchMonitor:
         self.installed: dict[str, tuple[type, str, Any]] = {}
         self.installed_functions: dict[str, Callable[..., Any]] = {}
         self.armed = False  # True while the candidate's code runs
-        self.triton_dir = ""
+        self.triton_prefixes: tuple[str, ...] = ()
 
     # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
     # reach the monitor's state through them without private attribute access.
@@ -92,7 +102,7 @@ class LaunchMonitor:
         import triton
         from triton.runtime.jit import JITFunction
 
-        self.triton_dir = str(Path(triton.__file__).resolve().parent)
+        self.triton_prefixes = _source_prefixes(triton.__file__)
         if self.device == "cuda":
             self.expected_stream = _current_raw_stream()
         self._wrap_run(JITFunction, "JITFunction.run")
@@ -206,10 +216,10 @@ class LaunchMonitor:
         candidate's)? The first frame outside torch and this file decides."""
         while frame is not None:
             filename = frame.f_code.co_filename
-            if filename.startswith(_TORCH_DIR) or filename == _THIS_FILE:
+            if filename.startswith(_TORCH_PREFIXES) or filename in _THIS_FILE:
                 frame = frame.f_back
                 continue
-            return filename.startswith(self.triton_dir)
+            return filename.startswith(self.triton_prefixes)
         return False
 
 
