@@ -7,6 +7,7 @@ The kernels are the starters (each a valid kernel.py), registered as a finished 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from typing import Any
 
 import pytest
@@ -277,6 +278,38 @@ def test_linear_transposes_its_weight_once_and_again_only_when_it_changes(
     assert route.cache["weight_t"] is not cached
     torch.testing.assert_close(second, F.linear(x, linear.weight, linear.bias))
     assert patch.report.kernels["01_matmul"].calls == 3
+
+
+class Softmax(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x, dim=-1)
+
+
+def test_eager_inference_skips_the_op_dispatcher_and_autograd_goes_through_it(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    real = kernels["softmax"]
+    calls = {"op": 0, "direct": 0}
+
+    def through_op(*args: Any) -> torch.Tensor:
+        calls["op"] += 1
+        return real.op.op(*args)
+
+    def direct(*args: Any) -> torch.Tensor:
+        calls["direct"] += 1
+        return real.op.direct(*args)
+
+    counted = dataclasses.replace(real, op=dataclasses.replace(real.op, op=through_op,
+                                                               direct=direct))
+    model = Softmax()
+    patch_model(model, [counted])
+    x = torch.randn(3, 5, device=device)
+    with torch.no_grad():
+        model(x)
+    model(x)  # grad mode, but nothing needs a gradient
+    assert calls == {"op": 0, "direct": 2}
+    model(x.requires_grad_(True)).sum().backward()
+    assert calls == {"op": 1, "direct": 2}
+    assert x.grad is not None
 
 
 def test_gradients_flow_through_every_kernel_like_the_original(

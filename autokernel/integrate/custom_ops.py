@@ -272,13 +272,19 @@ def backward_for(kernel_type: str,
 
 @dataclass(frozen=True)
 class KernelOp:
-    """One registered kernel: call `op(*args)` with the reference's positional arguments."""
+    """One registered kernel: call `op(*args)` with the reference's positional arguments.
+
+    `direct` is the same kernel without the custom-op dispatch (autograd, fake tensors), for eager
+    calls that need neither: the dispatcher's Python round trip costs several times a small
+    kernel's launch, which a model's eager forward would pay on every routed call.
+    """
 
     kernel_type: str
     qualname: str  # "autokernel::rmsnorm_3f2a9c1d07"
     op: Callable[..., torch.Tensor]
     backward: str  # "analytic" or "recompute"
     device_type: str  # "cuda", or "cpu" when the kernels run in the Triton interpreter
+    direct: Callable[..., torch.Tensor] | None = None
 
 
 def op_name(kernel_type: str, source: str, device_type: str) -> str:
@@ -316,19 +322,21 @@ def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], so
     device_type = "cpu" if interpreting() else "cuda"
     name = op_name(kernel_type, source, device_type)
     qualname = f"{OP_NAMESPACE}::{name}"
-    existing = _existing_op(name)
-    if existing is not None:
-        return KernelOp(kernel_type, qualname, existing, BACKWARD_KIND[kernel_type], device_type)
 
     def implementation(*args: Any) -> torch.Tensor:
         return _unaliased(kernel_fn(*args), args)
+
+    existing = _existing_op(name)
+    if existing is not None:
+        return KernelOp(kernel_type, qualname, existing, BACKWARD_KIND[kernel_type], device_type,
+                        implementation)
 
     custom = torch.library.custom_op(qualname, implementation, mutates_args=(),
                                      schema=SCHEMAS[kernel_type])
     custom.register_fake(FAKES[kernel_type])
     custom.register_autograd(backward_for(kernel_type, references), setup_context=_setup_context)
     return KernelOp(kernel_type, qualname, _existing_op(name) or custom,
-                    BACKWARD_KIND[kernel_type], device_type)
+                    BACKWARD_KIND[kernel_type], device_type, implementation)
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:

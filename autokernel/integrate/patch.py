@@ -181,10 +181,20 @@ def _refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
     return None
 
 
+def _needs_custom_op(args: tuple[Any, ...]) -> bool:
+    """Autograd or the compiler needs the registered op; plain eager inference does not."""
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
 def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
     """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
+    direct = kernel.op.direct
+    call = kernel.op.op if direct is None or _needs_custom_op(args) else direct
     try:
-        return kernel.op.op(*args), None
+        return call(*args), None
     except (ValueError, NotImplementedError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         return None, f"kernel refused: {first[:80]}"
