@@ -131,3 +131,19 @@ def test_verify_refuses_a_run_whose_model_no_longer_loads(run_dir: Path) -> None
 
 def test_verify_refuses_zero_iterations(run_dir: Path) -> None:
     assert "--iters" in one_line_error(autokernel("verify", str(run_dir), "--iters", "0"))
+
+
+@pytest.mark.gpu
+def test_verify_on_the_gpu_with_inductor(run_dir: Path) -> None:
+    """The kernels compiled for the GPU, in eager and inside an Inductor graph, timed with CUDA
+    events (the run itself was tuned on the CPU, so its speedups are not the point here)."""
+    done = autokernel("verify", str(run_dir), "--device", "cuda", "--compile", "--budget", "5")
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    result = json.loads((run_dir / "verify.json").read_text())
+    assert result["gpu"] and result["timing"]["meaningful"] is True
+    assert result["timing"]["errors"] == {}
+    assert set(result["timing"]["contestants"]) == {"eager", "compile", "patched",
+                                                    "patched_compile"}
+    assert all(t["samples"] >= 20 for t in result["timing"]["contestants"].values())
+    assert result["accuracy"]["passed"] and result["gradients"]["passed"]
+    assert result["routed_calls_per_forward"] == sum(EXPECTED_MODULES.values())
