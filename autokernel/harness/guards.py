@@ -11,7 +11,8 @@ by `IdentitySnapshot` rather than silently believed.
   `InterpretedFunction.run`, `CompiledKernel[grid]`) to count the candidate's own launches, to
   check that each runs on the harness's CUDA stream, and, in ghost mode, to skip them: a
   candidate whose output is still right with every launch skipped did not compute it in Triton
-  (the "ghost replay" defence against token launches plus a host-side answer).
+  (the "ghost replay" defence against token launches plus a host-side answer). It also watches
+  `torch.cuda.Stream` creation and `torch.cuda.set_stream` while the candidate runs.
 - `FallbackRecorder`: a TorchDispatchMode that records every aten op the candidate runs outside
   its Triton launches. Only allocation, layout and copy ops are allowed (`ALLOWED_ATEN_OPS`);
   anything that computes is a library fallback.
