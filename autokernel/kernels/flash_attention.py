@@ -201,19 +201,16 @@ def _estimated_fit(block_m: int, block_n: int, block_d: int, num_stages: int, el
     return block_n, max(1, min(num_stages, (budget - held(block_n)) // per_stage))
 
 
-_FITTED: dict[tuple[Any, ...], tuple[int, int]] = {}
-
-
-def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int, int], None],
-                                  block_n: int, num_stages: int) -> None:
+def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_n: int,
+                                  num_stages: int) -> None:
     """launch(block_n, num_stages), shrinking the pipeline and then BLOCK_N while the compiled
-    kernel still needs more shared memory than the GPU has (the estimate leaves out Triton's
-    layout-conversion buffers). The pair that fits is remembered per config, so later calls
-    launch directly."""
-    block_n, num_stages = _FITTED.get(config, (block_n, num_stages))
+    kernel still needs more shared memory than the GPU has. The estimate that picked the
+    starting point leaves out Triton's layout-conversion buffers, so this is rare; a
+    cache of the pair that fits would be call-time state, which the harness forbids."""
     while True:
         try:
             launch(block_n, num_stages)
+            return
         except triton.runtime.errors.OutOfResources:
             if num_stages > 1:
                 num_stages -= 1
@@ -221,9 +218,6 @@ def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int
                 block_n //= 2
             else:
                 raise
-        else:
-            _FITTED[config] = (block_n, num_stages)
-            return
 
 
 def flash_attention(
@@ -260,8 +254,7 @@ def flash_attention(
 
     block_n, num_stages = _estimated_fit(block_m, _block(BLOCK_N, seq_len), block_d, NUM_STAGES,
                                          q.element_size(), q.device)
-    config = (q.dtype, q.device, head_dim, block_m, block_n, num_stages, NUM_WARPS, bool(causal))
-    _launch_fitting_shared_memory(config, launch, block_n, num_stages)
+    _launch_fitting_shared_memory(launch, block_n, num_stages)
     return out
 
 

@@ -207,19 +207,16 @@ def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torc
     return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
 
 
-_FITTED: dict[tuple[Any, ...], tuple[int, int]] = {}
-
-
-def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int, int], None],
-                                  block_k: int, num_stages: int) -> None:
+def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_k: int,
+                                  num_stages: int) -> None:
     """launch(block_k, num_stages), shrinking the pipeline and then BLOCK_K while the compiled
-    kernel still needs more shared memory than the GPU has (the estimate leaves out Triton's
-    epilogue and operand-conversion buffers). The pair that fits is remembered per config, so
-    later calls launch directly."""
-    block_k, num_stages = _FITTED.get(config, (block_k, num_stages))
+    kernel still needs more shared memory than the GPU has. The estimate that picked the
+    starting point leaves out Triton's epilogue and operand-conversion buffers, so this is rare; a
+    cache of the pair that fits would be call-time state, which the harness forbids."""
     while True:
         try:
             launch(block_k, num_stages)
+            return
         except triton.runtime.errors.OutOfResources:
             if num_stages > 1:
                 num_stages -= 1
@@ -227,9 +224,6 @@ def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int
                 block_k //= 2
             else:
                 raise
-        else:
-            _FITTED[config] = (block_k, num_stages)
-            return
 
 
 def fused_mlp(
@@ -268,9 +262,7 @@ def fused_mlp(
     block_k, num_stages = _estimated_fit(
         _block(GATE_BLOCK_K, d), GATE_NUM_STAGES, (gate_m + 2 * gate_h) * size, x.device
     )
-    config = ("gate_up", x.dtype, x.device, gate_m, gate_h, block_k, num_stages, GATE_NUM_WARPS,
-              precision)
-    _launch_fitting_shared_memory(config, launch_gate_up, block_k, num_stages)
+    _launch_fitting_shared_memory(launch_gate_up, block_k, num_stages)
 
     down_m, down_n = _block(DOWN_BLOCK_M, m), _block(DOWN_BLOCK_N, d)
 
@@ -287,9 +279,7 @@ def fused_mlp(
     block_k, num_stages = _estimated_fit(
         _block(DOWN_BLOCK_K, h), DOWN_NUM_STAGES, (down_m + down_n) * size, x.device
     )
-    config = ("down", x.dtype, x.device, down_m, down_n, block_k, num_stages, DOWN_NUM_WARPS,
-              precision)
-    _launch_fitting_shared_memory(config, launch_down, block_k, num_stages)
+    _launch_fitting_shared_memory(launch_down, block_k, num_stages)
     return out
 
 

@@ -159,19 +159,16 @@ def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torc
     return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
 
 
-_FITTED: dict[tuple[Any, ...], tuple[int, int]] = {}
-
-
-def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int, int], None],
-                                  block_k: int, num_stages: int) -> None:
+def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_k: int,
+                                  num_stages: int) -> None:
     """launch(block_k, num_stages), shrinking the pipeline and then BLOCK_K while the compiled
-    kernel still needs more shared memory than the GPU has (the estimate leaves out Triton's
-    epilogue and operand-conversion buffers). The pair that fits is remembered per config, so
-    later calls launch directly."""
-    block_k, num_stages = _FITTED.get(config, (block_k, num_stages))
+    kernel still needs more shared memory than the GPU has. The estimate that picked the
+    starting point leaves out Triton's epilogue and operand-conversion buffers, so this is rare; a
+    cache of the pair that fits would be call-time state, which the harness forbids."""
     while True:
         try:
             launch(block_k, num_stages)
+            return
         except triton.runtime.errors.OutOfResources:
             if num_stages > 1:
                 num_stages -= 1
@@ -179,9 +176,6 @@ def _launch_fitting_shared_memory(config: tuple[Any, ...], launch: Callable[[int
                 block_k //= 2
             else:
                 raise
-        else:
-            _FITTED[config] = (block_k, num_stages)
-            return
 
 
 def _block(requested: int, dim: int) -> int:
@@ -230,9 +224,7 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     block_k, num_stages = _estimated_fit(
         _block(BLOCK_K, k), NUM_STAGES, (block_m + block_n) * a.element_size(), a.device
     )
-    config = (a.dtype, a.device, block_m, block_n, block_k, num_stages, NUM_WARPS, SPLIT_K,
-              precision)
-    _launch_fitting_shared_memory(config, launch, block_k, num_stages)
+    _launch_fitting_shared_memory(launch, block_k, num_stages)
     return c
 
 
