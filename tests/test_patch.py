@@ -391,3 +391,35 @@ def test_custom_op_registration_fake_and_backward(
     expected = torch.autograd.grad(ref, leaves, direction)
     for a, b in zip(routed, expected):
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+
+
+def test_the_probe_tells_gate_from_up_even_when_outputs_are_tiny(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    """Half-precision MLP outputs of a fresh model are ~1e-2, inside an absolute tolerance: the
+    probe must still route gate and up the right way round (its error is relative)."""
+
+    class UpFirst(SwiGLU):  # children in the order up, gate, down: the first guess is wrong
+        def __init__(self) -> None:
+            nn.Module.__init__(self)
+            self.w3 = nn.Linear(D, HIDDEN, bias=False)
+            self.w1 = nn.Linear(D, HIDDEN, bias=False)
+            self.w2 = nn.Linear(HIDDEN, D, bias=False)
+            self.activation = F.silu
+
+    torch.manual_seed(0)
+    dtype = torch.float16
+    mlp = UpFirst().to(device=device, dtype=dtype).eval()
+    with torch.no_grad():
+        for linear in (mlp.w1, mlp.w2, mlp.w3):
+            linear.weight.mul_(0.05)
+    x = torch.randn(4, D, device=device, dtype=dtype)
+    with torch.no_grad():
+        expected = mlp(x)
+    assert expected.abs().max() < 1e-2
+    patch = patch_model(mlp, [kernels["fused_mlp"]])
+    assert mlp.forward.details["projections"] == ("w1", "w3", "w2")
+    with torch.no_grad():
+        routed = mlp(x)
+    assert patch.report.calls == 1
+    error = (routed.double() - expected.double()).norm() / expected.double().norm()
+    assert error < 1e-2
