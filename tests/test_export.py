@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from finished_run import (  # noqa: F401 - fixtures
-    EXPECTED_MODULES,
+    EXPECTED_CALLS,
     REPO,
     autokernel,
     made_run,
@@ -104,7 +104,7 @@ def test_export_writes_one_module_that_patches_a_model_without_autokernel(
     outcome = json.loads(used.stdout.strip().splitlines()[-1])
     assert outcome["blocked"] and outcome["autokernel_modules"] == []
     # Two forwards (one for the output, one for the gradients): every module routed each time.
-    assert outcome["calls"] == {kernel_type: 2 * n for kernel_type, n in EXPECTED_MODULES.items()}
+    assert outcome["calls"] == {kernel_type: 2 * n for kernel_type, n in EXPECTED_CALLS.items()}
     assert outcome["max_abs_error"] < 1e-5
     assert outcome["grad_error"] < 1e-4  # the backwards (and the inlined reference) work too
     assert sorted(outcome["tags"]) == sorted(t["tag"] for t in state["targets"])

@@ -9,7 +9,8 @@ import pytest
 import torch
 from conftest import DEVICE
 from finished_run import (  # noqa: F401 - fixtures
-    EXPECTED_MODULES,
+    EXPECTED_CALLS,
+    FUNCTIONAL,
     TINY_LLAMA,
     autokernel,
     made_run,
@@ -39,14 +40,16 @@ def test_verify_splices_every_finished_kernel_and_matches_the_model(run_dir: Pat
     assert accuracy["passed"] and accuracy["oracle"] == "fp64"
     assert accuracy["error_patched"] <= accuracy["bound"] < 1e-5  # fp32: near exact
     rows = {row["kernel_type"]: row for row in result["kernels"]}
-    assert set(rows) == set(EXPECTED_MODULES)
-    for kernel_type, count in EXPECTED_MODULES.items():
+    assert set(rows) == set(EXPECTED_CALLS)
+    for kernel_type, count in EXPECTED_CALLS.items():
         row = rows[kernel_type]
         assert row["calls_per_forward"] == count and not row["fallbacks"]
-        assert set(row["modules"]) == plan_sites(run_dir, kernel_type)  # the profiler's sites
-    assert rows["rotary_embedding"]["backward"] == "analytic"
-    assert rows["rmsnorm"]["backward"] == "recompute"
-    assert result["routed_calls_per_forward"] == sum(EXPECTED_MODULES.values())
+        routed = row["scopes"] if kernel_type in FUNCTIONAL else row["modules"]
+        assert set(routed) == plan_sites(run_dir, kernel_type)  # where the profiler found them
+    assert {t: row["backward"] for t, row in rows.items()} == {
+        "matmul": "analytic", "fused_mlp": "recompute", "flash_attention": "recompute",
+        "rotary_embedding": "analytic", "rmsnorm": "recompute"}
+    assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
     assert result["gradients"]["checked"] and result["gradients"]["passed"]
 
     timing = result["timing"]
@@ -100,13 +103,13 @@ def test_verify_times_torch_compile_of_the_original_and_the_patched_model(run_di
 
 def test_load_patches_a_model_from_python(run_dir: Path) -> None:
     kernels = autokernel_package.load(run_dir, device=DEVICE)
-    assert sorted(k.kernel_type for k in kernels.kernels) == sorted(EXPECTED_MODULES)
+    assert sorted(k.kernel_type for k in kernels.kernels) == sorted(EXPECTED_CALLS)
     loaded = load_model_file(TINY_LLAMA, dtype="fp32", device=DEVICE)
     expected = run_forward(loaded)
     patch = kernels.patch(loaded.model)
     routed = run_forward(loaded)
     torch.testing.assert_close(routed, expected, atol=1e-5, rtol=1e-5)
-    assert patch.report.calls == sum(EXPECTED_MODULES.values())
+    assert patch.report.calls == sum(EXPECTED_CALLS.values())
     assert all("call(s) routed" in line for line in patch.report.lines())
     patch.unpatch()
 
@@ -146,4 +149,4 @@ def test_verify_on_the_gpu_with_inductor(run_dir: Path) -> None:
                                                     "patched_compile"}
     assert all(t["samples"] >= 20 for t in result["timing"]["contestants"].values())
     assert result["accuracy"]["passed"] and result["gradients"]["passed"]
-    assert result["routed_calls_per_forward"] == sum(EXPECTED_MODULES.values())
+    assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
