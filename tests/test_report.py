@@ -79,9 +79,18 @@ def test_report_shows_the_end_to_end_figures_of_verify(run_dir: Path) -> None:
     for text in (measured, estimate, "## End to end"):
         assert text in markdown
     assert measured in done.stdout and "Amdahl estimate" in done.stdout
+    assert "Stale" not in markdown
     for row in result["kernels"]:  # functional routes are shown by where they are intercepted
         where = f"{len(row['modules'])} modules" if row["modules"] else ", ".join(row["scopes"])
         assert f"| {row['tag']} | {where} | {row['calls_per_forward']} |" in markdown
+
+
+    # A later session changes a target's best kernel: the figures no longer describe the run.
+    state = json.loads((run_dir / "state.json").read_text())
+    state["targets"][0]["best"]["experiment"] += 1000
+    (run_dir / "state.json").write_text(json.dumps(state))
+    assert "stale" in autokernel("report", str(run_dir)).stdout
+    assert "**Stale:**" in (run_dir / "report.md").read_text()
 
 
 def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:

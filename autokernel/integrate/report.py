@@ -114,6 +114,19 @@ class RunReport:
     def experiments_per_hour(self) -> float | None:
         return self.experiments / self.run_seconds * 3600 if self.run_seconds > 0 else None
 
+    @property
+    def stale_verify(self) -> str:
+        """Why verify.json no longer describes this run's kernels ("" when it does)."""
+        if not self.verify:
+            return ""
+        verified = {r["tag"]: r.get("best_experiment") for r in self.verify.get("kernels", [])}
+        current = {t.tag: t.best_experiment for t in self.targets if t.kernel_file}
+        if verified != current:
+            return (f"verify.json was made for other kernels than the run's current ones "
+                    f"(verified {verified}, now {current}); run `autokernel verify "
+                    f"{self.root}` again")
+        return ""
+
 
 def build_report(run: FinishedRun) -> RunReport:
     """The figures of a run, finished or still going (targets not done show their progress)."""
@@ -279,6 +292,8 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
                      f"{accuracy['oracle']} oracle: original {accuracy['error_original']:.2e}, "
                      f"patched {accuracy['error_patched']:.2e}); "
                      f"{v['routed_calls_per_forward']} kernel calls routed per forward.")
+        if report.stale_verify:
+            lines += ["", f"> **Stale:** {report.stale_verify}."]
         lines += ["", "```"] + end_to_end_lines(v) + ["```"]
         lines += ["", "| kernel | routed | calls/forward | backward |", "|---|---|---|---|"]
         for row in v["kernels"]:
@@ -401,6 +416,8 @@ def print_summary(report: RunReport, console: Console) -> None:
         for t in report.targets:
             console.print(f"  {_target_line(t)}", highlight=False)
     if report.verify:
+        if report.stale_verify:
+            console.print(f"[yellow]stale: {report.stale_verify}[/]")
         for line in end_to_end_lines(report.verify):
             console.print(line, highlight=False)
     else:
