@@ -150,6 +150,13 @@ def test_verify_refuses_a_run_whose_model_no_longer_loads(run_dir: Path) -> None
     assert "no longer loads" in line and "syntax error" in line
 
 
+def test_verify_refuses_a_run_whose_kernel_no_longer_loads(run_dir: Path) -> None:
+    kernel = next((run_dir / "kernels").glob("*rmsnorm.py"))
+    kernel.write_text(kernel.read_text() + "\nimport a_module_that_does_not_exist\n")
+    line = one_line_error(autokernel("verify", str(run_dir), "--device", "cpu"))
+    assert "does not load" in line and "a_module_that_does_not_exist" in line
+
+
 def test_verify_refuses_zero_iterations(run_dir: Path) -> None:
     assert "--iters" in one_line_error(autokernel("verify", str(run_dir), "--iters", "0"))
 

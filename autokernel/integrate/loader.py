@@ -210,7 +210,7 @@ class LoadedKernels:
 def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     import torch
 
-    from autokernel.integrate.patch import build_kernels
+    from autokernel.integrate.patch import KernelLoadError, build_kernels
     from autokernel.reference import REFERENCES
 
     targets = run.require_finished()
@@ -219,7 +219,10 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     manifest = [manifest_entry(run, t) for t in targets]
     sources = read_sources(run, targets)
     filenames = {t.tag: str(run.root / str(t.kernel_file)) for t in targets}
-    kernels = build_kernels(manifest, sources, REFERENCES, device, MODULE_PREFIX, filenames)
+    try:
+        kernels = build_kernels(manifest, sources, REFERENCES, device, MODULE_PREFIX, filenames)
+    except KernelLoadError as exc:
+        raise RunError(str(exc)) from None
     return LoadedKernels(run.root, kernels, manifest, device)
 
 

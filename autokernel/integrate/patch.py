@@ -817,6 +817,10 @@ def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel]) -> Patch:
 # From a manifest (what `autokernel.load` and an exported module both hold) to routed kernels
 
 
+class KernelLoadError(RuntimeError):
+    """A kernel cannot be loaded for the requested device; the message is one line."""
+
+
 def prepare_device(device: str) -> None:
     """Make kernels loaded from now on run on `device`: "cuda", or "cpu" (Triton interpreter)."""
     import os
@@ -825,13 +829,13 @@ def prepare_device(device: str) -> None:
         os.environ["TRITON_INTERPRET"] = "1"
     elif device == "cuda":
         if os.environ.get("TRITON_INTERPRET") == "1":
-            raise RuntimeError("TRITON_INTERPRET=1 is set, so the kernels would run in the CPU "
-                               "interpreter; unset it, or load for device 'cpu'")
+            raise KernelLoadError("TRITON_INTERPRET=1 is set, so the kernels would run in the "
+                                  "CPU interpreter; unset it, or load for device 'cpu'")
         if not torch.cuda.is_available():
-            raise RuntimeError("no CUDA GPU is visible to torch; load for device 'cpu' to run "
-                               "the kernels in the Triton interpreter")
+            raise KernelLoadError("no CUDA GPU is visible to torch; load for device 'cpu' to run "
+                                  "the kernels in the Triton interpreter")
     else:
-        raise ValueError(f"unknown device {device!r}; choose cuda or cpu")
+        raise KernelLoadError(f"unknown device {device!r}; choose cuda or cpu")
 
 
 def build_kernels(entries: Iterable[Mapping[str, Any]], sources: Mapping[str, str],
@@ -845,7 +849,13 @@ def build_kernels(entries: Iterable[Mapping[str, Any]], sources: Mapping[str, st
         tag = entry["tag"]
         source = sources[tag]
         filename = (filenames or {}).get(tag) or f"<{module_prefix}:{tag}>"
-        module = load_kernel_module(f"{module_prefix}_{tag}", source, filename)
-        op = register_kernel(entry["kernel_type"], module.kernel_fn, source, references)
+        try:
+            module = load_kernel_module(f"{module_prefix}_{tag}", source, filename)
+            kernel_fn = module.kernel_fn
+        except Exception as exc:  # a kernel file edited by hand, or a missing dependency
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise KernelLoadError(f"the kernel {tag} ({filename}) does not load: "
+                                  f"{type(exc).__name__}: {first}") from None
+        op = register_kernel(entry["kernel_type"], kernel_fn, source, references)
         kernels.append(RoutedKernel.from_manifest(entry, op, references[entry["kernel_type"]]))
     return kernels
