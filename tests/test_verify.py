@@ -11,6 +11,7 @@ from conftest import DEVICE
 from finished_run import (  # noqa: F401 - fixtures
     EXPECTED_CALLS,
     FUNCTIONAL,
+    REPO,
     TINY_LLAMA,
     autokernel,
     made_run,
@@ -175,3 +176,22 @@ def test_verify_on_the_gpu_with_inductor(run_dir: Path) -> None:
     assert all(t["samples"] >= 20 for t in result["timing"]["contestants"].values())
     assert result["accuracy"]["passed"] and result["gradients"]["passed"]
     assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
+
+
+def test_verify_says_when_a_finished_kernel_is_not_used_by_the_model(tmp_path: Path) -> None:
+    """log_softmax + nll_loss is a cross_entropy target for the profiler, but no single call the
+    router could send to the kernel: verify must say so, not report a silent 0."""
+    model = REPO / "tests" / "fixtures" / "models" / "log_softmax_nll.py"
+    run = tmp_path / "run"
+    done = autokernel("run", str(model), "--device", "cpu", "--agent", "tuner",
+                      "--max-experiments-per-target", "1", "--out", str(run), "--no-live")
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = autokernel("verify", str(run), "--device", "cpu", "--iters", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((run / "verify.json").read_text())
+    (row,) = result["kernels"]
+    assert row["kernel_type"] == "cross_entropy" and row["calls_per_forward"] == 0
+    assert "is not used by the model's forward" in done.stdout
+    assert result["amdahl"]["estimate_vs_eager"] is None
+    assert "no kernel was routed" in result["amdahl"]["message"]
+    assert result["accuracy"]["passed"] and result["accuracy"]["difference"] == 0

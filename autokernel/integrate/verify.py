@@ -322,6 +322,13 @@ def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None =
     calls = {tag: stats.calls for tag, stats in patch.report.kernels.items()}
     for line in patch.report.lines():
         log.emit(f"  {line}")
+    for tag, stats in patch.report.kernels.items():
+        if stats.calls == 0:
+            why = ("; ".join(f"{r} ×{n}" for r, n in stats.fallbacks.items())
+                   or "; ".join(f"{p}: {r}" for p, r in stats.skipped.items())
+                   or "no module or call of the model matches what the kernel implements")
+            log.note(f"{tag} is not used by the model's forward ({why}); its share is left "
+                     "out of the Amdahl estimate")
 
     oracle_type = oracle_dtype(dtype)
     oracle_model = copy.deepcopy(model).to(oracle_type)
