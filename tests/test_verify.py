@@ -133,6 +133,21 @@ def test_load_patches_a_model_from_python(run_dir: Path) -> None:
     patch.unpatch()
 
 
+def test_kernels_are_used_only_in_the_dtype_the_harness_verified(run_dir: Path) -> None:
+    """The run checked its kernels in fp32 only (no --check-all-dtypes): a bf16 model keeps
+    PyTorch for every call, and says why."""
+    kernels = autokernel_package.load(run_dir, device=DEVICE)
+    assert all(k.dtypes == frozenset({torch.float32}) for k in kernels.kernels)
+    loaded = load_model_file(TINY_LLAMA, dtype="bf16", device=DEVICE)
+    expected = run_forward(loaded)
+    patch = kernels.patch(loaded.model)
+    assert torch.equal(run_forward(loaded), expected)
+    assert patch.report.calls == 0
+    for stats in patch.report.kernels.values():
+        assert stats.fallbacks == {"dtype bfloat16 not verified": EXPECTED_CALLS[
+            stats.kernel_type]}
+
+
 def test_verify_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     line = one_line_error(autokernel("verify", str(tmp_path), "--device", "cpu"))
     assert "is not an autokernel run" in line

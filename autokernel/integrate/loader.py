@@ -153,6 +153,13 @@ def _limits(kernel_type: str) -> dict[str, Any]:
     return {}
 
 
+def verified_dtypes(target: TargetState, run_dtype: str) -> list[str]:
+    """The dtypes the harness checked the best kernel's correctness in: the run's own dtype
+    unless the run used --check-all-dtypes. Calls in any other dtype stay with PyTorch."""
+    verdict = target.best_result or {}
+    return list(verdict.get("correctness_dtypes") or [run_dtype])
+
+
 def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
     from autokernel.integrate.custom_ops import BACKWARD_KIND
     from autokernel.ops import get_spec
@@ -169,7 +176,7 @@ def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
         "tag": target.tag,
         "kernel_type": target.kernel_type,
         "file": target.kernel_file,
-        "dtypes": [dtype_name(d) for d in spec.dtypes],  # the harness checks every one of them
+        "dtypes": verified_dtypes(target, plan_target.dtype),
         "params": dict(plan_target.params),
         "sites": sites,
         "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
