@@ -88,7 +88,7 @@ def test_export_writes_one_module_that_patches_a_model_without_autokernel(
     source = module.read_text()
     assert "autokernel" not in imports_of(source)
     assert imports_of(source) <= {"__future__", "collections", "dataclasses", "hashlib",
-                                  "inspect", "linecache", "os", "sys", "types", "typing",
+                                  "inspect", "linecache", "math", "os", "sys", "types", "typing",
                                   "torch"}  # triton comes in with the kernel sources
     state = json.loads((run_dir / "state.json").read_text())
     for target in state["targets"]:  # the kernels themselves, verbatim

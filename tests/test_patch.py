@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from autokernel.integrate.loader import verified_params
 from autokernel.integrate.patch import RoutedKernel, build_kernels, patch_model
 from autokernel.kernels import starter_path
 from autokernel.ops import KERNEL_TYPES, get_spec
@@ -31,7 +32,8 @@ def entry(kernel_type: str) -> dict[str, Any]:
         "tag": f"01_{kernel_type}",
         "kernel_type": kernel_type,
         "dtypes": [dtype_name(d) for d in spec.dtypes],
-        "params": {"causal": True} if kernel_type == "flash_attention" else {},
+        # As the loader fills them in: the profiled eps, the reference's causal=True, scale=None.
+        "params": verified_params(kernel_type, {"eps": 1e-5} if "norm" in kernel_type else {}),
         "sites": [],
         "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
         "limits": {},
@@ -201,19 +203,21 @@ class Unsupported(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.gemma = GemmaRMSNorm(D)
+        self.loose_ln = nn.LayerNorm(D, eps=1e-3)  # the kernel was verified with eps=1e-5
         self.gelu_mlp = SwiGLU(D, HIDDEN, activation=F.gelu)
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        h = self.gelu_mlp(self.gemma(x))
+        h = self.gelu_mlp(self.loose_ln(self.gemma(x)))
         q = h.view(BATCH, SEQ, HEADS, HEAD_DIM).transpose(1, 2)
         mask = torch.ones(SEQ, SEQ, dtype=torch.bool, device=x.device).tril()
         masked = F.scaled_dot_product_attention(q, q, q, attn_mask=mask)
         bidirectional = F.scaled_dot_product_attention(q, q, q, is_causal=False)
+        rescaled = F.scaled_dot_product_attention(q, q, q, is_causal=True, scale=0.5)
         columns = torch.softmax(h, dim=0)
         totals = h.sum(0)
         smoothed = F.cross_entropy(h.reshape(-1, D), targets.reshape(-1) % D,
                                    label_smoothing=0.1)
-        return masked, bidirectional, columns, totals, smoothed
+        return masked, bidirectional, rescaled, columns, totals, smoothed
 
 
 def test_unsupported_calls_fall_back_with_reasons_and_probes_reject_lookalikes(
@@ -231,7 +235,9 @@ def test_unsupported_calls_fall_back_with_reasons_and_probes_reject_lookalikes(
     stats = {s.kernel_type: s for s in patch.report.kernels.values()}
     assert patch.report.calls == 0
     assert stats["flash_attention"].fallbacks == {"attn_mask": 1,
-                                                  "is_causal=False (verified: True)": 1}
+                                                  "is_causal=False (verified: True)": 1,
+                                                  "scale=0.5 (verified: None)": 1}
+    assert stats["layernorm"].fallbacks == {"eps=0.001 (verified: 1e-05)": 1}
     assert stats["softmax"].fallbacks == {"not over the last dim": 1}
     assert stats["reduce"].fallbacks == {"not over the last dim": 1}
     assert stats["cross_entropy"].fallbacks == {"weight, smoothing or legacy arguments": 1}

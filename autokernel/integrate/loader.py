@@ -160,6 +160,20 @@ def verified_dtypes(target: TargetState, run_dtype: str) -> list[str]:
     return list(verdict.get("correctness_dtypes") or [run_dtype])
 
 
+def verified_params(kernel_type: str, profiled: dict[str, Any]) -> dict[str, Any]:
+    """The parameters the harness ran the kernel with: the profiled ones (the loop hands them to
+    the harness), and the reference's defaults for the others (eps, causal, scale)."""
+    import inspect
+
+    from autokernel.reference import REFERENCES
+
+    params = dict(profiled)
+    for name, parameter in inspect.signature(REFERENCES[kernel_type]).parameters.items():
+        if parameter.default is not inspect.Parameter.empty:
+            params.setdefault(name, parameter.default)
+    return params
+
+
 def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
     from autokernel.integrate.custom_ops import BACKWARD_KIND
     from autokernel.ops import get_spec
@@ -177,7 +191,7 @@ def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
         "kernel_type": target.kernel_type,
         "file": target.kernel_file,
         "dtypes": verified_dtypes(target, plan_target.dtype),
-        "params": dict(plan_target.params),
+        "params": verified_params(target.kernel_type, plan_target.params),
         "sites": sites,
         "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
         "limits": _limits(target.kernel_type),

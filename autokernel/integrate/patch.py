@@ -36,6 +36,7 @@ This file imports only torch (and custom_ops), because `autokernel export` inlin
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -238,6 +239,19 @@ def _last_dim(dim: Any, ndim: int) -> bool:
     return isinstance(dim, int) and ndim > 0 and dim in (-1, ndim - 1)
 
 
+def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:
+    """Why a continuous parameter differs from the one the harness verified the kernel with (a
+    tuned kernel may have baked that value in), or None. Unknown to the manifest: any value."""
+    if name not in kernel.params:
+        return None
+    verified = kernel.params[name]
+    same = (value is None and verified is None) or (
+        value is not None and verified is not None
+        and math.isclose(float(value), float(verified), rel_tol=1e-6))
+    return None if same else f"{name}={value:g} (verified: {verified})" if value is not None \
+        else f"{name} default (verified: {verified})"
+
+
 # ---------------------------------------------------------------------------------------------
 # Module routes: each `_<type>_forward(route, args, kwargs)` returns an Outcome
 
@@ -323,7 +337,7 @@ def _rmsnorm_forward(route: _Route, args: tuple[Any, ...], kwargs: Mapping[str, 
     eps = getattr(module, route.details["eps_attribute"])
     if eps is None:  # nn.RMSNorm's default
         eps = torch.finfo(x.dtype).eps
-    why = _refusal(route.kernel, x, weight)
+    why = _refusal(route.kernel, x, weight) or _unverified(route.kernel, "eps", eps)
     if why:
         return None, why
     out, why = _call_kernel(route.kernel, _rows(x, width), weight, float(eps))
@@ -341,7 +355,7 @@ def _layernorm_forward(route: _Route, args: tuple[Any, ...],
     bias = _ones_or(module.bias, route, "bias", width, x, 0.0)
     if tuple(module.normalized_shape) != (width,):
         return None, "shape"
-    why = _refusal(route.kernel, x, weight, bias)
+    why = _refusal(route.kernel, x, weight, bias) or _unverified(route.kernel, "eps", module.eps)
     if why:
         return None, why
     out, why = _call_kernel(route.kernel, _rows(x, width), weight, bias, float(module.eps))
@@ -587,10 +601,12 @@ def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
         return None, f"is_causal={causal} (verified: {verified})"
     if bound["enable_gqa"] or q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
         return None, "q, k, v shapes differ"
-    why = _refusal(kernel, q, k, v)
+    scale = bound["scale"]
+    if scale is not None and math.isclose(float(scale), q.shape[-1] ** -0.5, rel_tol=1e-6):
+        scale = None  # the default, spelled out
+    why = _refusal(kernel, q, k, v) or _unverified(kernel, "scale", scale)
     if why:
         return None, why
-    scale = bound["scale"]
     return _call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
 
 
