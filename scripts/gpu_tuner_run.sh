@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A 20-minute tuner run on examples/models/llama.py (fp16) on one H100/H200, in chunks of at most
+# A 20-minute tuner run on a LLaMA-style model (fp16; default examples/models/llama_7b_layers.py, 7B
+# layer shapes at an 8192-token prefill: realistic sizes) on one H100/H200, in chunks of at most
 # ~9.5 minutes so that each chunk fits a 10-minute command limit:
 #
 #   scripts/gpu_tuner_run.sh [RUN_DIR]     # first call: profile + run; later calls: resume
@@ -15,11 +16,12 @@
 # on a machine that is released between calls, extract the tarball back to RUN_DIR (and carry it)
 # before the next call.
 #
-# Environment: HOURS (default 0.3333), CHUNK_SECONDS (default 540), TOP (default 8),
+# Environment: MODEL, HOURS (default 0.3333), CHUNK_SECONDS (default 540), TOP (default 8),
 # PYTHON (default: python), EXTRA_ARGS (passed to `autokernel run`).
 set -euo pipefail
 
 RUN_DIR=${1:-autokernel_runs/gpu-tuner-llama}
+MODEL=${MODEL:-examples/models/llama_7b_layers.py}
 HOURS=${HOURS:-0.3333}
 CHUNK_SECONDS=${CHUNK_SECONDS:-540}
 TOP=${TOP:-8}
@@ -32,7 +34,7 @@ status=0
 if [[ ! -f "$RUN_DIR/state.json" ]]; then
     echo "== starting a ${HOURS} h tuner run in $RUN_DIR"
     # shellcheck disable=SC2086
-    timeout -s TERM -k 60 "$CHUNK_SECONDS" "$PYTHON" -m autokernel run examples/models/llama.py \
+    timeout -s TERM -k 60 "$CHUNK_SECONDS" "$PYTHON" -m autokernel run "$MODEL" \
         --device cuda --dtype fp16 --agent tuner --hours "$HOURS" --top "$TOP" \
         --out "$RUN_DIR" --no-live ${EXTRA_ARGS:-} || status=$?
 else

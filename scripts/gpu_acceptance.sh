@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# One device call that checks and measures the foundation, the harness and the profiler on a GPU:
+# the GPU-marked tests, the harness table of the nine starters, and the example-model profiles.
+# Logs and tables go to $OUT (the device runner's output folder) or ./gpu-out.
+#
+#   scripts/gpu_acceptance.sh [tests|harness|profiles]...   (default: all three)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1
+PYTHON=${PYTHON:-python3}
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(tests harness profiles)
+
+{ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
+  "$PYTHON" -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
+  git rev-parse HEAD 2>/dev/null; } | tee "$OUT/env.txt"
+
+for step in "${steps[@]}"; do
+  case $step in
+    tests)
+      "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider --timeout 300 tests 2>&1 \
+        | tee "$OUT/gpu_tests.log" | tail -25 ;;
+    harness)
+      "$PYTHON" scripts/gpu_harness_table.py --out "$OUT/harness-starters.md" 2>&1 \
+        | tee "$OUT/harness.log" | tail -40 ;;
+    profiles)
+      "$PYTHON" scripts/gpu_profile_examples.py "$OUT/profiles" 2>&1 | tee "$OUT/profiles.log" | tail -60
+      tar -czf "$OUT/profiles.tar.gz" -C "$OUT" profiles && rm -rf "$OUT/profiles" ;;
+    *) echo "unknown step $step" >&2; exit 2 ;;
+  esac
+done
