@@ -40,7 +40,9 @@ SHARE_TOLERANCE = 0.01
 EXPECTATIONS: dict[str, tuple[set[str], set[str], set[str]]] = {
     "gpt2": ({"matmul"}, {"matmul", "flash_attention", "layernorm"}, {"rmsnorm", "fused_mlp"}),
     "bert": ({"matmul"}, {"matmul", "flash_attention", "layernorm"}, {"rmsnorm", "fused_mlp"}),
-    "llama": ({"matmul", "fused_mlp"},
+    # The compact LLaMA (d=1024, 512 tokens) is launch-bound: its hand-written RMSNorm runs as
+    # five small kernels per call and legitimately outweighs the small GEMMs (seen on an H200).
+    "llama": ({"matmul", "fused_mlp", "rmsnorm"},
               {"matmul", "fused_mlp", "flash_attention", "rmsnorm", "rotary_embedding"},
               {"layernorm"}),
     "llama_7b_layers": ({"matmul", "fused_mlp"},
