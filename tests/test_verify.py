@@ -21,7 +21,7 @@ from finished_run import (  # noqa: F401 - fixtures
 )
 
 import autokernel as autokernel_package
-from autokernel.integrate.loader import open_run
+from autokernel.integrate.loader import RunError, open_run
 from autokernel.integrate.verify import (
     VerifyOptions,
     amdahl_check,
@@ -146,6 +146,24 @@ def test_kernels_are_used_only_in_the_dtype_the_harness_verified(run_dir: Path) 
     for stats in patch.report.kernels.values():
         assert stats.fallbacks == {"dtype bfloat16 not verified": EXPECTED_CALLS[
             stats.kernel_type]}
+
+
+def test_kernels_slower_than_pytorch_are_left_out_on_a_gpu_run(run_dir: Path) -> None:
+    run = open_run(run_dir)
+    finished = run.finished_targets()
+    assert len(finished) >= 2
+    assert run.require_finished() == finished, "cpu timings mean nothing: every kernel counts"
+    run.info.setdefault("config", {})["device"] = "cuda"
+    for target, speedup in zip(finished, [0.8] + [1.5] * (len(finished) - 1)):
+        target.best.speedup_vs_eager = speedup
+    assert [t.tag for t in run.require_finished()] == [t.tag for t in finished[1:]]
+    everything = open_run(run_dir, include_slower=True)
+    everything.info.setdefault("config", {})["device"] = "cuda"
+    assert len(everything.require_finished()) == len(finished)
+    for target in finished:
+        target.best.speedup_vs_eager = 0.9
+    with pytest.raises(RunError, match="--all-kernels"):
+        run.require_finished()
 
 
 def test_verify_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:

@@ -28,6 +28,9 @@ def verify(
                                         "(default: on cuda)."),
     gradients: bool = typer.Option(True, "--gradients/--no-gradients", help="Check parameter "
                                    "gradients through the kernels' backward."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
+                                     "kernels that were slower than eager PyTorch at their "
+                                     "profiled shape (left out by default)."),
 ) -> None:
     """Splice the run's finished kernels into its model; check the output, time it end to end."""
     from autokernel.integrate.loader import RunError, open_run
@@ -37,7 +40,7 @@ def verify(
     if budget <= 0:
         fail("--budget must be positive")
     try:
-        run = open_run(directory)
+        run = open_run(directory, include_slower=all_kernels)
         run.require_finished()
     except RunError as exc:
         fail(str(exc))
@@ -84,13 +87,16 @@ def report(
 def export(
     directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
     to: Path = typer.Option(..., "--to", help="The module to write, e.g. llama_kernels.py."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
+                                     "kernels that were slower than eager PyTorch at their "
+                                     "profiled shape (left out by default)."),
 ) -> None:
     """Write the finished kernels as one self-contained module with a `patch(model)` function."""
     from autokernel.integrate.export import ExportError, export_run
     from autokernel.integrate.loader import RunError, open_run
 
     try:
-        run = open_run(directory)
+        run = open_run(directory, include_slower=all_kernels)
         tags = [t.tag for t in run.require_finished()]
         path = export_run(run, to)
     except (RunError, ExportError) as exc:

@@ -44,6 +44,8 @@ class FinishedRun:
     info: dict[str, Any]  # run.json
     plan: Plan
     state: RunState
+    include_slower: bool = False
+    """Route every finished kernel, also those slower than eager PyTorch at their profiled shape."""
 
     @property
     def results_path(self) -> Path:
@@ -75,16 +77,33 @@ class FinishedRun:
         return [t for t in self.state.targets
                 if t.status == "done" and t.kernel_file and (self.root / t.kernel_file).is_file()]
 
+    def beats_pytorch(self, target: TargetState) -> bool:
+        """Whether the target's best kernel was measured faster than eager PyTorch.
+
+        A kernel that lost to PyTorch at the model's own shape would only slow the model down, so
+        it is left out unless `include_slower`. Runs on the CPU interpreter have no meaningful
+        timings, so every finished kernel counts there.
+        """
+        if self.include_slower or self.device == "cpu":
+            return True
+        best = target.best
+        return best is None or best.speedup_vs_eager is None or best.speedup_vs_eager > 1.0
+
     def require_finished(self) -> list[TargetState]:
         finished = self.finished_targets()
         if not finished:
             states = ", ".join(f"{t.tag} {t.status}" for t in self.state.targets) or "no targets"
             raise RunError(f"{self.root} has no finished target with a passing kernel yet "
                            f"({states}); continue it with `autokernel resume {self.root}`")
-        return finished
+        winners = [t for t in finished if self.beats_pytorch(t)]
+        if not winners:
+            raise RunError(f"none of the finished kernels of {self.root} beats eager PyTorch at "
+                           f"its profiled shape ({', '.join(t.tag for t in finished)}); "
+                           "pass --all-kernels to splice them in anyway")
+        return winners
 
 
-def open_run(directory: str | Path) -> FinishedRun:
+def open_run(directory: str | Path, include_slower: bool = False) -> FinishedRun:
     from autokernel.loop.state import RunState
     from autokernel.loop.workspace import PLAN_FILE, RUN_FILE, STATE_FILE
     from autokernel.profiling.plan import Plan
@@ -103,7 +122,7 @@ def open_run(directory: str | Path) -> FinishedRun:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RunError(f"{directory} is not a readable autokernel run: "
                        f"{type(exc).__name__}: {exc}") from None
-    return FinishedRun(root, info, plan, state)
+    return FinishedRun(root, info, plan, state, include_slower)
 
 
 @contextmanager
@@ -247,10 +266,13 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     return LoadedKernels(run.root, kernels, manifest, device)
 
 
-def load(directory: str | Path, device: str | None = None) -> LoadedKernels:
+def load(
+    directory: str | Path, device: str | None = None, all_kernels: bool = False
+) -> LoadedKernels:
     """The finished kernels of the run in `directory`; `.patch(model)` routes a model to them.
 
     `device`: "cuda" (default when a GPU is visible) or "cpu", which runs the kernels in the
     Triton interpreter (slow; for tests) and must be chosen before any Triton kernel is loaded.
+    Only kernels measured faster than eager PyTorch are included unless `all_kernels`.
     """
-    return load_finished(open_run(directory), device)
+    return load_finished(open_run(directory, include_slower=all_kernels), device)

@@ -307,6 +307,10 @@ def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None =
     started = time.perf_counter()
     device = options.device
     loaded_kernels = load_finished(run, device)  # RunError: no finished target
+    slower = [t.tag for t in run.finished_targets() if not run.beats_pytorch(t)]
+    if slower:
+        log.note(f"left out, slower than eager PyTorch at their profiled shape: "
+                 f"{', '.join(slower)} (--all-kernels splices them in too)")
     loaded = load_run_model(run, device)  # RunError: the model no longer loads
     model, inputs, dtype = loaded.model, loaded.inputs, loaded.dtype
     dtype_label = dtype_name(dtype)
