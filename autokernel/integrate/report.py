@@ -120,7 +120,10 @@ class RunReport:
         if not self.verify:
             return ""
         verified = {r["tag"]: r.get("best_experiment") for r in self.verify.get("kernels", [])}
-        current = {t.tag: t.best_experiment for t in self.targets if t.kernel_file}
+        # Verify leaves out kernels slower than PyTorch, so only the kernels it spliced in are
+        # compared: stale means one of them has since changed or disappeared.
+        current = {t.tag: t.best_experiment for t in self.targets
+                   if t.kernel_file and t.tag in verified}
         if verified != current:
             return (f"verify.json was made for other kernels than the run's current ones "
                     f"(verified {verified}, now {current}); run `autokernel verify "
