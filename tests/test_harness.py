@@ -9,6 +9,9 @@ detector still runs); the shipped starters also run the full profile. GPU-only c
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -144,6 +147,50 @@ def test_hanging_kernel_times_out_and_is_killed(tmp_path: Path) -> None:
     assert result.status is Status.TIMEOUT
     assert "12 s" in result.reason and "killed" in result.reason
     assert result.harness_seconds is not None and result.harness_seconds < 60
+
+
+def test_a_hanging_worker_dies_with_a_killed_harness(tmp_path: Path) -> None:
+    """kill -9 of the process running the harness must not leave the candidate spinning."""
+    script = (f"from autokernel.harness.runner import run_bench\n"
+              f"run_bench({str(ADVERSARIAL_DIR / 'hang.py')!r}, device={DEVICE!r}, "
+              f"timeout_s=600, cache_dir={str(tmp_path)!r}, quick=True)\n")
+    parent = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        worker = None
+        deadline = time.monotonic() + 120
+        while worker is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+            worker = next((pid for pid in _children(parent.pid)), None)
+        assert worker is not None, "the harness never started its worker"
+        parent.kill()
+        parent.wait()
+        deadline = time.monotonic() + 20
+        while _alive(worker) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not _alive(worker), "the worker outlived the harness that started it"
+    finally:
+        parent.kill()
+
+
+def _children(pid: int) -> list[int]:
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines()
+                          if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid):
+            found.append(int(status.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 def test_segfaulting_kernel_is_a_crash(tmp_path: Path) -> None:

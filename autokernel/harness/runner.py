@@ -127,6 +127,20 @@ def _worker_command() -> list[str]:
             "from autokernel.harness.worker import main; main()"]
 
 
+def _die_with_parent() -> None:
+    """Between fork and exec in the worker: have the kernel SIGKILL it when this process dies.
+
+    The worker runs in its own session (so a timeout can kill its whole group), which also means
+    nothing else ends it if autokernel itself is killed (kill -9, a crash): a hanging candidate
+    would spin on the GPU forever. Linux's parent-death signal closes that gap.
+    """
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
+
+
 def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
                  timeout_s: float) -> tuple[int | None, bytes, str, bool]:
     """Run one worker: (returncode, result bytes, output tail, timed out)."""
@@ -136,7 +150,7 @@ def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
         proc = subprocess.Popen(
             _worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, cwd=cwd, env=env, pass_fds=(write_fd,),
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, preexec_fn=_die_with_parent,
         )
     finally:
         os.close(write_fd)
