@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
     from autokernel.loop.runner import LoopConfig
@@ -76,21 +77,6 @@ def _select_targets(plan: Plan, top: int, only: set[str], skip: set[str]) -> lis
         if (not only or t.kernel_type in only) and t.kernel_type not in skip
     ]
     return chosen[:top]
-
-
-def _versions() -> dict[str, str]:
-    import platform
-    from importlib import metadata
-
-    import autokernel
-
-    versions = {"autokernel": autokernel.__version__, "python": platform.python_version()}
-    for package in ("torch", "triton"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
 
 
 def _make_agent_or_fail(name: str, options: dict[str, Any]) -> tuple[Any, str, str]:
@@ -289,7 +275,7 @@ def _create_workspace(root: Path, run_tag: str, model_file: Path, class_name: st
         "targets": chosen,
         "config": config.to_dict(),
         "agent_options": {k: v for k, v in agent_options.items() if v is not None},
-        "versions": _versions(),
+        "versions": software_versions(),
         "gpu": plan.gpu,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": " ".join(sys.argv),

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.versions import software_versions
+
 if TYPE_CHECKING:
     import torch
     from rich.console import Console
@@ -382,7 +384,7 @@ def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None =
         "device": device,
         "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
         "dtype": dtype_label,
-        "versions": _versions(),
+        "versions": software_versions(),
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": None,
         "kernels": rows,
@@ -472,21 +474,6 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
         "compile_seconds": compile_seconds,
         "errors": errors,
     }
-
-
-def _versions() -> dict[str, str]:
-    import platform
-    from importlib import metadata
-
-    import autokernel
-
-    versions = {"autokernel": autokernel.__version__, "python": platform.python_version()}
-    for package in ("torch", "triton"):
-        try:
-            versions[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            pass
-    return versions
 
 
 def save_result(root: Path, result: dict[str, Any]) -> Path:

@@ -21,9 +21,7 @@ device, and cost one small event per module call.
 from __future__ import annotations
 
 import contextlib
-import platform
 from collections.abc import Callable, Iterator, Sequence
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +33,7 @@ from autokernel.profiling.events import (
     TimedRow,
 )
 from autokernel.profiling.model_loader import LoadedModel, call_forward
+from autokernel.versions import software_versions
 
 SCOPE_PREFIX = "autokernel.module:"
 """Name prefix of the annotation ranges that mark module calls."""
@@ -290,19 +289,6 @@ def _device_rows(
 # Running the profiler
 
 
-def environment_versions() -> dict[str, str]:
-    import torch
-
-    versions = {"python": platform.python_version(), "torch": torch.__version__}
-    try:
-        versions["triton"] = metadata.version("triton")
-    except metadata.PackageNotFoundError:
-        pass
-    if torch.version.cuda:
-        versions["cuda"] = str(torch.version.cuda)
-    return versions
-
-
 def profile_model(
     loaded: LoadedModel,
     warmup: int = 3,
@@ -341,7 +327,7 @@ def profile_model(
         iterations=iters,
         modules=describe_modules(model),
     )
-    record.versions = environment_versions()
+    record.versions = software_versions()
     if device == "cuda":
         record.gpu = torch.cuda.get_device_name()
     return record
