@@ -27,7 +27,7 @@ import os
 import sys
 import threading
 import types
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any

@@ -21,7 +21,7 @@ import ast
 import pprint
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun

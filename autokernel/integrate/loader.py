@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    import torch
     from torch import nn
 
     from autokernel.integrate.patch import Patch, RoutedKernel

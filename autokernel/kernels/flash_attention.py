@@ -32,7 +32,7 @@ Tunables:
 
 import functools
 import math
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import triton

@@ -29,7 +29,7 @@ Tunables (GATE_* for kernel 1, DOWN_* for kernel 2):
 """
 
 import functools
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import triton

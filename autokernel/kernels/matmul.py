@@ -28,7 +28,7 @@ Tunables:
 """
 
 import functools
-from typing import Any, Callable
+from typing import Callable
 
 import torch
 import triton
