@@ -6,6 +6,13 @@ import torch
 import torch.nn.functional as F
 
 from autokernel import reference
+from autokernel.ops.rowwise import (
+    ROW_BENCH_SHAPES,
+    ROW_CPU_EDGE_SHAPES,
+    ROW_CPU_SWEEP,
+    ROW_EDGE_SHAPES,
+    ROW_SWEEP,
+)
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
 
 DIMS = ("M", "N")
@@ -146,30 +153,11 @@ SPEC = OpSpec(
     bytes=bytes_moved,
     compute_bound=False,
     smoke_shape=(4, 37),
-    sweep=(
-        (4096, 4096),
-        (8192, 8192),
-        (16384, 8192),
-        (4096, 5120),
-        (32768, 4096),
-        (2048, 11008),
-        (1024, 32000),
-        (8192, 2048),
-        (2048, 16384),
-    ),
-    cpu_sweep=(
-        (1, 1),
-        (4, 8),
-        (7, 33),
-        (16, 100),
-        (5, 513),
-        (3, 1000),
-        (2, 2500),
-        (2, 20000),  # longer than the default single-pass limit: exercises the blocked walk
-    ),
-    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1), (1, 4097), (1, 65537)),
-    cpu_edge_shapes=((1, 129), (33, 1), (9, 257), (3, 1537), (1, 17000)),
-    bench_shapes=((4096, 4096), (8192, 8192), (16384, 8192)),
+    sweep=ROW_SWEEP + ((8192, 2048), (2048, 16384),),
+    cpu_sweep=ROW_CPU_SWEEP,
+    edge_shapes=ROW_EDGE_SHAPES + ((1, 65537),),
+    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES,
+    bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
     notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "
     "says otherwise); FLOPs = 7·M·N; bytes = read x, weight, bias + write y.",

@@ -1,0 +1,33 @@
+"""Shape tables shared by the row-wise ops over x[M, N] (softmax, layernorm, rmsnorm).
+
+Their starters share one structure (a row in registers up to a limit, a looped walk beyond it),
+so they are checked and timed at the same rows; each op adds only what is its own.
+"""
+
+from __future__ import annotations
+
+from autokernel.ops.spec import Shape
+
+# LLaMA/GPT widths, a vocab-sized row and a long batch: realistic GPU rows.
+ROW_SWEEP: tuple[Shape, ...] = (
+    (4096, 4096),
+    (8192, 8192),
+    (16384, 8192),
+    (4096, 5120),
+    (32768, 4096),
+    (2048, 11008),
+    (1024, 32000),
+)
+ROW_CPU_SWEEP: tuple[Shape, ...] = (
+    (1, 1),
+    (4, 8),
+    (7, 33),
+    (16, 100),
+    (5, 513),
+    (3, 1000),
+    (2, 2500),
+    (2, 20000),  # longer than the starters' default single-pass limit: exercises their loops
+)
+ROW_EDGE_SHAPES: tuple[Shape, ...] = ((1023, 4097), (4097, 1537), (1537, 1), (1, 4097))
+ROW_CPU_EDGE_SHAPES: tuple[Shape, ...] = ((1, 129), (33, 1), (9, 257), (3, 1537), (1, 17000))
+ROW_BENCH_SHAPES: tuple[Shape, ...] = ((4096, 4096), (8192, 8192), (16384, 8192))
