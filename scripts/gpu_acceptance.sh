@@ -20,8 +20,18 @@ steps=("$@")
 for step in "${steps[@]}"; do
   case $step in
     tests)
-      "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider --timeout 300 tests 2>&1 \
-        | tee "$OUT/gpu_tests.log" | tail -25 ;;
+      # The per-op full-size tests are independent and mostly compile time: run them side by
+      # side when pytest-xdist is there. The rest time things, so they run alone.
+      parallel=()
+      "$PYTHON" -c "import xdist" 2>/dev/null && parallel=(-n 6)
+      op_tests=(tests/test_{matmul,fused_mlp,flash_attention,softmax,layernorm,rmsnorm}.py
+                tests/test_{cross_entropy,rotary_embedding,reduce}.py)
+      "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider --timeout 300 "${parallel[@]}" \
+        "${op_tests[@]}" 2>&1 | tee "$OUT/gpu_op_tests.log" | tail -25
+      others=()
+      for f in tests/test_*.py; do [[ " ${op_tests[*]} " == *" $f "* ]] || others+=("$f"); done
+      "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider --timeout 300 "${others[@]}" 2>&1 \
+        | tee "$OUT/gpu_other_tests.log" | tail -25 ;;
     harness)
       "$PYTHON" scripts/gpu_harness_table.py --out "$OUT/harness-starters.md" 2>&1 \
         | tee "$OUT/harness.log" | tail -40 ;;

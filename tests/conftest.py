@@ -27,3 +27,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture
 def device() -> str:
     return DEVICE
+
+
+@pytest.fixture(autouse=True)
+def _release_cached_gpu_memory():
+    """Hand cached blocks back after each test, so full-size GPU tests can run side by side
+    (`pytest -n N`): without it each worker's allocator keeps its high-water mark, ~20 GiB."""
+    yield
+    if HAS_CUDA:
+        torch.cuda.empty_cache()

@@ -116,6 +116,23 @@ def test_common_offset_catches_low_precision_accumulation(device) -> None:
         assert_matches_reference(SPEC, lambda *_: running, (a, b), "fp16 accumulator")
 
 
+def _round_to_tf32(x: torch.Tensor) -> torch.Tensor:
+    """What a tf32 tensor core sees of an fp32 operand: 10 mantissa bits (round to nearest)."""
+    bits = x.contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+@pytest.mark.parametrize("name", ["wide_dynamic_range", "common_offset"])
+def test_fp32_cases_catch_a_tf32_shortcut(name, device) -> None:
+    """The fp32 cases are scaled down so a correct ieee kernel passes at K = 4096; they must
+    still fail a kernel that rounds fp32 operands to tf32 (emulated, so this runs on CPU too)."""
+    case = next(c for c in SPEC.adversarial if c.name == name)
+    a, b = case.make_inputs((64, 96, 1024), torch.float32, device, torch.Generator(device=device))
+    tf32 = (_round_to_tf32(a).double() @ _round_to_tf32(b).double()).float()
+    with pytest.raises(AssertionError):
+        assert_matches_reference(SPEC, lambda *_: tf32, (a, b), f"{name} through tf32")
+
+
 def test_non_contiguous_inputs(device) -> None:
     a, b = _inputs((40, 36, 50), torch.float16, device)
     column_major_a = a.t().contiguous().t()
