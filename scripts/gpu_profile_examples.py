@@ -7,6 +7,7 @@ For each model it runs `autokernel profile` as a user would (a fresh process, ti
 exit) and checks the issue's acceptance criteria:
 - the whole command takes under 60 s;
 - the shares of the targets and "other" add up to 100% ± 1 of the measured device time;
+- every GEMM kernel is counted as matmul or fused_mlp, never "other";
 - the expected kernel types rank on top (matmul for GPT-2/BERT; matmul or fused_mlp for LLaMA)
   and the architecture's kernels are recognised (rmsnorm + rotary + fused_mlp for LLaMA,
   layernorm for GPT-2/BERT, flash_attention for all).
@@ -85,6 +86,11 @@ def check(model: str, seconds: float, plan: Plan) -> Verdict:
         verdict.problems.append(f"missing {sorted(required - found)}")
     if forbidden & found:
         verdict.problems.append(f"unexpected {sorted(forbidden & found)}")
+    from autokernel.profiling.classify import classify_kernel_name
+
+    stray_gemms = [o["op"] for o in plan.other_ops if classify_kernel_name(o["op"]) == "matmul"]
+    if stray_gemms:
+        verdict.problems.append(f"GEMM kernels left in other: {stray_gemms[:3]}")
     return verdict
 
 

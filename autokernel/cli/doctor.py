@@ -19,7 +19,7 @@ import typer
 
 from autokernel.cli._common import console
 
-SUBPROCESS_TIMEOUT_S = 600
+SUBPROCESS_TIMEOUT_S = 180  # both probes take ~10 s; a stalled one must not stall doctor
 
 
 @dataclass
