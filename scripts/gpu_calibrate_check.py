@@ -6,7 +6,8 @@
 Runs `autokernel doctor --json --calibrate` in a subprocess, then checks that the GPU matched a
 datasheet entry (not an estimate), that the entry's compute capability is the card's, and that the
 measured copy bandwidth and bf16 GEMM rate are plausible fractions of the datasheet (copy 70-100%,
-GEMM 55-100%: an H100 SXM measured 3.0 TB/s and 798 TFLOP/s, an H200 4.25 TB/s and 676-720).
+GEMM 55-100%: an H100 SXM measured 3.0 TB/s and 798 TFLOP/s, an H200 4.23 TB/s and 796-799
+with the rested-rounds method, 676-797 with the single median it replaced).
 Prints one line per finding; exit status 1 if any check fails.
 """
 
