@@ -1,8 +1,16 @@
-"""autokernel: profile a PyTorch model, optimize its hottest GPU kernels overnight, splice them back."""
+"""autokernel: profile a PyTorch model, optimize its hottest GPU kernels overnight, splice them
+back."""
 
+import os as _os
 from typing import Any
 
 __version__ = "0.1.0"
+
+if _os.environ.get("TRITON_INTERPRET") == "1":
+    # Every process that interprets Triton (tests, harness workers, CLI runs) imports this first.
+    from autokernel.interpreter_compat import patch_triton_interpreter
+
+    patch_triton_interpreter()
 
 
 def load(directory: str, device: str | None = None) -> Any:

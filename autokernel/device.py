@@ -46,6 +46,9 @@ def use_device(device: str) -> None:
     if os.environ.get("TRITON_INTERPRET") == "1":
         return
     os.environ.update(interpreter_env())
+    from autokernel.interpreter_compat import patch_triton_interpreter
+
+    patch_triton_interpreter()
     # Kernels decorated before this point were compiled for a GPU and cannot run on CPU tensors.
     jitted = [m for m in list(sys.modules) if m.startswith("autokernel.kernels.")]
     if jitted:

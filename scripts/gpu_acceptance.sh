@@ -3,7 +3,7 @@
 # the GPU-marked tests, the harness table of the nine starters, and the example-model profiles.
 # Logs and tables go to $OUT (the device runner's output folder) or ./gpu-out.
 #
-#   scripts/gpu_acceptance.sh [tests|harness|profiles]...   (default: all three)
+#   COMMIT=<sha> scripts/gpu_acceptance.sh [tests|harness|profiles]...   (default: all three)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-gpu-out}
@@ -15,7 +15,9 @@ steps=("$@")
 
 { nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv
   "$PYTHON" -c "import sys, torch, triton; print(sys.version.split()[0], torch.__version__, triton.__version__)"
-  git rev-parse HEAD 2>/dev/null; } | tee "$OUT/env.txt"
+  # The device runner's copy carries a stale .git (the session's first HEAD), so git cannot
+  # be asked: the caller names the commit.
+  echo "commit ${COMMIT:-unknown (pass COMMIT=<sha>)}"; } | tee "$OUT/env.txt"
 
 for step in "${steps[@]}"; do
   case $step in

@@ -27,7 +27,6 @@ import argparse
 import json
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,20 +34,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from autokernel.versions import source_commit
+
 REPO = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 10.0
 SPEED_KERNELS = ("softmax", "rmsnorm")
-
-
-def git_commit() -> str:
-    try:
-        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO,
-                              capture_output=True, text=True, timeout=30)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "autokernel"], cwd=REPO,
-                               capture_output=True, text=True, timeout=30).stdout.strip()
-        return done.stdout.strip() + (" (uncommitted changes in autokernel/)" if dirty else "")
-    except (OSError, subprocess.TimeoutExpired):
-        return "unknown"
 
 
 def fmt(value: float | None, digits: int = 1, suffix: str = "") -> str:
@@ -146,7 +136,7 @@ def main() -> int:
         f"- GPU: **{gpu}**",
         f"- torch {torch.__version__}, triton {triton.__version__}, Python "
         f"{sys.version.split()[0]}",
-        f"- autokernel commit: `{git_commit()}`",
+        f"- autokernel commit: `{source_commit(REPO)}`",
         f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}",
         f"- command: `python scripts/gpu_harness_table.py{' --quick' if args.quick else ''}"
         f"{'' if args.device == 'cuda' else ' --device cpu'}`",

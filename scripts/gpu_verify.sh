@@ -52,16 +52,15 @@ mkdir -p "$DOCS_DIR"
 cp "$RUN_DIR/report.md" "$RUN_DIR/progress.png" "$RUN_DIR/verify.json" "$DOCS_DIR/"
 "$PYTHON" - "$RUN_DIR" "$DOCS_DIR/README.md" <<'PY'
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 from autokernel.integrate.verify import end_to_end_lines
+from autokernel.versions import source_commit
 
 run_dir, readme = Path(sys.argv[1]), Path(sys.argv[2])
 result = json.loads((run_dir / "verify.json").read_text())
-commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                        text=True).stdout.strip()
+commit = source_commit()
 versions = ", ".join(f"{k} {v}" for k, v in result["versions"].items())
 accuracy = result["accuracy"]
 lines = [

@@ -22,6 +22,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from autokernel.versions import source_commit
+
 
 def _float(text: str | None) -> float | None:
     return float(text) if text not in (None, "") else None
@@ -38,11 +40,7 @@ def summarize(run_dir: Path) -> str:
     run = json.loads((run_dir / "run.json").read_text())
     head = subprocess.run(["git", "-C", str(run_dir), "rev-parse", "--short", "HEAD"],
                           capture_output=True, text=True).stdout.strip()
-    try:
-        repo_commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True, check=True).stdout.strip()
-    except (subprocess.CalledProcessError, FileNotFoundError):
-        repo_commit = "unknown"
+    repo_commit = source_commit()
 
     out = [f"# Tuner run: {run['model']} ({run['config']['dtype']}) on {run.get('gpu') or 'cpu'}",
            ""]

@@ -843,6 +843,9 @@ def prepare_device(device: str) -> None:
 
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
+        from autokernel.interpreter_compat import patch_triton_interpreter
+
+        patch_triton_interpreter()
     elif device == "cuda":
         if os.environ.get("TRITON_INTERPRET") == "1":
             raise KernelLoadError("TRITON_INTERPRET=1 is set, so the kernels would run in the "
