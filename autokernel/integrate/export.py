@@ -2,9 +2,10 @@
 
 The written module holds:
 
-- the code of `autokernel/integrate/custom_ops.py` and `patch.py`, inlined (they import only
-  torch, by design), so registration, fake implementations, backwards, routing and probes are the
-  same code `autokernel verify` checked;
+- the code of `autokernel/interpreter_compat.py`, `integrate/custom_ops.py` and
+  `integrate/patch.py`, inlined (they import only torch, triton and numpy, by design), so
+  registration, fake implementations, backwards, routing and probes are the same code
+  `autokernel verify` checked;
 - each finished kernel's source and the reference oracles (backward recomputation and probes use
   them) as strings, executed into their own modules on first use: kernel files are modules with
   clashing top-level names (kernel_fn, BLOCK_N...), and Triton reads a kernel's source through
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
 
 EXPORT_MARKER = "# autokernel export"
-INLINED_MODULES = ("custom_ops", "patch")
+INLINED_MODULES = ("interpreter_compat.py", "integrate/custom_ops.py", "integrate/patch.py")
 
 
 class ExportError(ValueError):
@@ -116,7 +117,7 @@ def module_text(run: FinishedRun) -> str:
     targets = run.require_finished()
     manifest = [manifest_entry(run, t) for t in targets]
     sources = read_sources(run, targets)
-    package = Path(__file__).resolve().parent
+    package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha1("".join(sources.values()).encode()).hexdigest()[:10]
     summary = "\n".join(
         f"- {e['tag']}: {e['kernel_type']} at {'x'.join(map(str, e['shape']))} {e['dtype']}"
@@ -143,8 +144,8 @@ from __future__ import annotations
 '''
     parts = [header]
     for name in INLINED_MODULES:
-        parts.append(f"\n# {'-' * 93}\n# Inlined from autokernel/integrate/{name}.py\n\n")
-        parts.append(inlinable_source(package / f"{name}.py"))
+        parts.append(f"\n# {'-' * 93}\n# Inlined from autokernel/{name}\n\n")
+        parts.append(inlinable_source(package / name))
     parts.append(f"\n# {'-' * 93}\n# This run\n\n")
     parts.append(f"MODULE_PREFIX = {f'autokernel_export_{digest}'!r}\n\n")
     parts.append(f"MANIFEST: list[dict[str, Any]] = {pprint.pformat(manifest, width=99)}\n\n")

@@ -52,6 +52,7 @@ from autokernel.integrate.custom_ops import (  # `autokernel export` inlines tha
     load_kernel_module,
     register_kernel,
 )
+from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
@@ -843,8 +844,6 @@ def prepare_device(device: str) -> None:
 
     if device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"
-        from autokernel.interpreter_compat import patch_triton_interpreter
-
         patch_triton_interpreter()
     elif device == "cuda":
         if os.environ.get("TRITON_INTERPRET") == "1":
