@@ -15,11 +15,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+import pytest
 import torch
 
 from autokernel.kernelfile import parse_kernel_source, set_tunables
 from autokernel.kernels import starter_path
-from autokernel.ops.spec import Inputs, OpSpec
+from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, dtype_name
+
 
 def upcast(args: Inputs) -> Inputs:
     """Floating tensors to float64; everything else unchanged.
@@ -56,6 +58,27 @@ def assert_matches_reference(
             f"{got.flatten()[worst].item()}, expected {oracle.flatten()[worst].item()}"
         )
     return out
+
+
+def dtype_tolerance_params(spec: OpSpec) -> list[Any]:
+    """(dtype, atol, rtol) for each of the op's dtypes, as pytest params named by dtype."""
+    return [pytest.param(dt, spec.tolerance(dt).atol, spec.tolerance(dt).rtol, id=dtype_name(dt))
+            for dt in spec.dtypes]
+
+
+def seeded_inputs(spec: OpSpec, shape: Shape, dtype: torch.dtype, device: str,
+                  distribution: str = "normal", seed: int = 0, **params: Any) -> Inputs:
+    """The op's inputs from its own generator, seeded so a failure replays."""
+    generator = torch.Generator(device=device).manual_seed(seed)
+    return spec.make_inputs(shape, dtype, device, generator, distribution, **params)
+
+
+def assert_adversarial_case_passes(spec: OpSpec, fn: Callable[..., torch.Tensor],
+                                   case: AdversarialCase, shape: Shape, dtype: torch.dtype,
+                                   device: str, label: str = "") -> None:
+    generator = torch.Generator(device=device).manual_seed(1)
+    args = case.make_inputs(shape, dtype, device, generator)
+    assert_matches_reference(spec, fn, args, label or f"{case.name} {shape} {dtype}")
 
 
 def load_kernel_module(source: str, directory: Path, name: str) -> ModuleType:

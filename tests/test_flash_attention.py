@@ -3,18 +3,22 @@ and non-causal, traps, tunables."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
 import triton
 from starter_checks import (
+    assert_adversarial_case_passes,
     assert_deterministic,
     assert_matches_reference,
     covering_sample,
+    dtype_tolerance_params,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
+    seeded_inputs,
     starter_space,
 )
 
@@ -23,10 +27,7 @@ from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
 SPEC = get_spec("flash_attention")
 KERNEL = load_starter("flash_attention")
-DTYPE_TOLERANCES = [
-    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
-    for dt in SPEC.dtypes
-]
+DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 CAUSAL = [pytest.param(True, id="causal"), pytest.param(False, id="full")]
 # S spans several query and key blocks at the smallest blocks and is ragged against all of them;
 # a single query; D = 80 (padded head dim). Both causal modes run on each.
@@ -42,10 +43,7 @@ SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
 ORACLE_SCORE_BYTES = 4 << 30
 
 
-def _inputs(shape, dtype, device, distribution="normal", seed=0, causal=True, scale=None):
-    generator = torch.Generator(device=device).manual_seed(seed)
-    return SPEC.make_inputs(shape, dtype, device, generator, distribution, causal=causal,
-                            scale=scale)
+_inputs = functools.partial(seeded_inputs, SPEC, causal=True, scale=None)
 
 
 def _assert_matches_reference_by_heads(fn, args, label: str,
@@ -114,10 +112,8 @@ def small_block_kernel(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> None:
     kernel = KERNEL if blocks == "starter" else small_block_kernel
-    generator = torch.Generator(device=device).manual_seed(1)
-    args = case.make_inputs(shape, dtype, device, generator)
-    label = f"{case.name} {shape} {blocks} {dtype}"
-    assert_matches_reference(SPEC, kernel.kernel_fn, args, label)
+    assert_adversarial_case_passes(SPEC, kernel.kernel_fn, case, shape, dtype, device,
+                                   f"{case.name} {shape} {blocks} {dtype}")
 
 
 @pytest.mark.gpu

@@ -3,18 +3,22 @@ tunables."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
 import triton
 from starter_checks import (
+    assert_adversarial_case_passes,
     assert_deterministic,
     assert_matches_reference,
     covering_sample,
+    dtype_tolerance_params,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
+    seeded_inputs,
     starter_space,
 )
 
@@ -23,10 +27,7 @@ from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
 SPEC = get_spec("fused_mlp")
 KERNEL = load_starter("fused_mlp")
-DTYPE_TOLERANCES = [
-    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
-    for dt in SPEC.dtypes
-]
+DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 # (M, D, H): ragged everywhere with several K tiles in both reductions at every BLOCK_K; a single
 # token; a single hidden unit. With the smallest blocks each spans several tiles, so grouping and
 # wrap-around rows engage in both kernels.
@@ -38,9 +39,7 @@ SMALL_BLOCKS = {"GATE_BLOCK_M": 16, "GATE_BLOCK_H": 32, "GATE_BLOCK_K": 32, "DOW
                 "DOWN_BLOCK_N": 32, "DOWN_BLOCK_K": 32}
 
 
-def _inputs(shape, dtype, device, distribution="normal", seed=0):
-    generator = torch.Generator(device=device).manual_seed(seed)
-    return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+_inputs = functools.partial(seeded_inputs, SPEC)
 
 
 class _RefusesLargeLaunches:
@@ -90,10 +89,8 @@ def small_block_kernel(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> None:
     kernel = KERNEL if blocks == "starter" else small_block_kernel
-    generator = torch.Generator(device=device).manual_seed(1)
-    args = case.make_inputs(shape, dtype, device, generator)
-    label = f"{case.name} {shape} {blocks} {dtype}"
-    assert_matches_reference(SPEC, kernel.kernel_fn, args, label)
+    assert_adversarial_case_passes(SPEC, kernel.kernel_fn, case, shape, dtype, device,
+                                   f"{case.name} {shape} {blocks} {dtype}")
 
 
 @pytest.mark.gpu
@@ -102,9 +99,7 @@ def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> 
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial_gpu(case, dtype, shape) -> None:
-    generator = torch.Generator(device="cuda").manual_seed(1)
-    args = case.make_inputs(shape, dtype, "cuda", generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    assert_adversarial_case_passes(SPEC, KERNEL.kernel_fn, case, shape, dtype, "cuda")
 
 
 def test_saturated_silu_catches_a_naive_sigmoid(device) -> None:

@@ -3,19 +3,23 @@ tunables."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
 from starter_checks import (
+    assert_adversarial_case_passes,
     assert_deterministic,
     assert_matches_reference,
     corner_combinations,
     covering_sample,
+    dtype_tolerance_params,
     hopper_compile_problems,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
+    seeded_inputs,
     starter_space,
 )
 
@@ -24,10 +28,7 @@ from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
 SPEC = get_spec("layernorm")
 KERNEL = load_starter("layernorm")
-DTYPE_TOLERANCES = [
-    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
-    for dt in SPEC.dtypes
-]
+DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 # Short rows with several rows per program, a row over one Welford chunk, a row over the largest
 # single-pass limit: every tunable combination meets all three code paths.
 TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000))
@@ -41,9 +42,7 @@ GPU_ROW_SHAPES = sorted({(min(m, 16), n) for m, n in SPEC.sweep + SPEC.edge_shap
 NEEDS_INTERPRETER = pytest.mark.skipif(torch.cuda.is_available(), reason="checked by GPU tests")
 
 
-def _inputs(shape, dtype, device, distribution="normal", seed=0):
-    generator = torch.Generator(device=device).manual_seed(seed)
-    return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+_inputs = functools.partial(seeded_inputs, SPEC)
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
@@ -67,9 +66,7 @@ def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, device) -> None:
-    generator = torch.Generator(device=device).manual_seed(1)
-    args = case.make_inputs(shape, dtype, device, generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    assert_adversarial_case_passes(SPEC, KERNEL.kernel_fn, case, shape, dtype, device)
 
 
 @pytest.mark.gpu
@@ -77,9 +74,7 @@ def test_adversarial(case, dtype, shape, device) -> None:
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial_gpu(case, dtype, shape) -> None:
-    generator = torch.Generator(device="cuda").manual_seed(1)
-    args = case.make_inputs(shape, dtype, "cuda", generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    assert_adversarial_case_passes(SPEC, KERNEL.kernel_fn, case, shape, dtype, "cuda")
 
 
 def test_extra_leading_dims_and_non_contiguous_input(device) -> None:

@@ -3,18 +3,22 @@ tunables."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
 import triton
 from starter_checks import (
+    assert_adversarial_case_passes,
     assert_deterministic,
     assert_matches_reference,
     covering_sample,
+    dtype_tolerance_params,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
+    seeded_inputs,
     starter_space,
 )
 
@@ -23,10 +27,7 @@ from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
 SPEC = get_spec("matmul")
 KERNEL = load_starter("matmul")
-DTYPE_TOLERANCES = [
-    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
-    for dt in SPEC.dtypes
-]
+DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 # Ragged in every dim, several K tiles at every BLOCK_K; a single row; a single column. With the
 # smallest blocks each spans several tiles, so grouping, wrap-around rows and split-K all engage.
 TUNABLE_SHAPES = ((70, 45, 130), (1, 33, 257), (19, 1, 64))
@@ -36,9 +37,7 @@ TUNABLE_COMBINATIONS = covering_sample(starter_space("matmul"), count=12, seed=0
 SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 32, "SPLIT_K": 2}
 
 
-def _inputs(shape, dtype, device, distribution="normal", seed=0):
-    generator = torch.Generator(device=device).manual_seed(seed)
-    return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+_inputs = functools.partial(seeded_inputs, SPEC)
 
 
 class _RefusesLargeLaunches:
@@ -88,10 +87,8 @@ def small_block_kernel(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> None:
     kernel = KERNEL if blocks == "starter" else small_block_kernel
-    generator = torch.Generator(device=device).manual_seed(1)
-    args = case.make_inputs(shape, dtype, device, generator)
-    label = f"{case.name} {shape} {blocks} {dtype}"
-    assert_matches_reference(SPEC, kernel.kernel_fn, args, label)
+    assert_adversarial_case_passes(SPEC, kernel.kernel_fn, case, shape, dtype, device,
+                                   f"{case.name} {shape} {blocks} {dtype}")
 
 
 @pytest.mark.gpu
@@ -100,9 +97,7 @@ def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> 
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial_gpu(case, dtype, shape) -> None:
-    generator = torch.Generator(device="cuda").manual_seed(1)
-    args = case.make_inputs(shape, dtype, "cuda", generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    assert_adversarial_case_passes(SPEC, KERNEL.kernel_fn, case, shape, dtype, "cuda")
 
 
 def test_common_offset_catches_low_precision_accumulation(device) -> None:

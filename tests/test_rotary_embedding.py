@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
 import torch
 from starter_checks import (
+    assert_adversarial_case_passes,
     assert_deterministic,
     assert_matches_reference,
     covering_sample,
+    dtype_tolerance_params,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
+    seeded_inputs,
     starter_space,
 )
 
@@ -22,19 +26,14 @@ from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
 SPEC = get_spec("rotary_embedding")
 KERNEL = load_starter("rotary_embedding")
-DTYPE_TOLERANCES = [
-    pytest.param(dt, SPEC.tolerance(dt).atol, SPEC.tolerance(dt).rtol, id=dtype_name(dt))
-    for dt in SPEC.dtypes
-]
+DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 # One position and one head (every block clamps), an odd head count and odd S with a padded head
 # dim (72 -> 64 pairs of 36), and S over several of the largest position blocks.
 TUNABLE_SHAPES = ((1, 1, 1, 8), (2, 5, 13, 72), (1, 3, 70, 64))
 TUNABLE_COMBINATIONS = covering_sample(starter_space("rotary_embedding"), count=12, seed=0)
 
 
-def _inputs(shape, dtype, device, distribution="normal", seed=0):
-    generator = torch.Generator(device=device).manual_seed(seed)
-    return SPEC.make_inputs(shape, dtype, device, generator, distribution)
+_inputs = functools.partial(seeded_inputs, SPEC)
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
@@ -58,9 +57,7 @@ def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, device) -> None:
-    generator = torch.Generator(device=device).manual_seed(1)
-    args = case.make_inputs(shape, dtype, device, generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    assert_adversarial_case_passes(SPEC, KERNEL.kernel_fn, case, shape, dtype, device)
 
 
 @pytest.mark.gpu
@@ -69,9 +66,7 @@ def test_adversarial(case, dtype, shape, device) -> None:
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial_gpu(case, dtype, shape) -> None:
-    generator = torch.Generator(device="cuda").manual_seed(1)
-    args = case.make_inputs(shape, dtype, "cuda", generator)
-    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {shape} {dtype}")
+    assert_adversarial_case_passes(SPEC, KERNEL.kernel_fn, case, shape, dtype, "cuda")
 
 
 def test_cancelling_rotation_really_cancels(device) -> None:
