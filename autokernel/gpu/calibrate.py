@@ -10,13 +10,12 @@ against these measured ceilings.
 
 Each is the fastest of `rounds` short rounds, a round being the median of `repeats` runs timed
 with CUDA events, with a rest between rounds. Why not one long median: the power limit pulls a
-sustained GEMM down hard (an H200 measured 797 TFLOP/s fresh, 711-773 in back-to-back calls of 35
-runs, 603 after 300 runs), while the harness times short bursts with idle gaps. The rested best
-round measures that burst state and repeats closely from call to call.
+sustained GEMM down hard (an H200 read 711-798 TFLOP/s over six back-to-back calls of 35 runs, 603
+after 300 runs), while the harness times short bursts with idle gaps. The rested best round
+measures that burst state and repeats closely from call to call (796-798 over four calls).
 
-Other dtypes are scaled
-from the bf16 ceiling by the datasheet ratio (`measured_tflops`): an fp16 kernel on an H100 is
-held to measured_bf16 * 989.4/989.4, an fp32 (ieee, non-tensor) kernel to
+Other dtypes are scaled from the bf16 ceiling by the datasheet ratio (`measured_tflops`): an fp16
+kernel on an H100 is held to measured_bf16 * 989.4/989.4, an fp32 (ieee, non-tensor) kernel to
 measured_bf16 * 66.9/989.4. That assumes the same fraction of peak is reachable in every dtype,
 which is the best a single GEMM can say.
 
