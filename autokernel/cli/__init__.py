@@ -13,6 +13,7 @@ from autokernel import __version__
 COMMAND_MODULES: tuple[str, ...] = (
     "bench",
     "doctor",
+    "kernelbench",
     "profile",
     "results",
     "run",

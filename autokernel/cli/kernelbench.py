@@ -1,0 +1,150 @@
+"""`autokernel kernelbench PATH...`: KernelBench-style problems, each profiled, optimized and
+verified in its own workspace, with a table and KernelBench's fast_p over the set."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+
+DTYPE_CHOICES = ("fp16", "bf16", "fp32")
+DEFAULT_RUNS_DIR = Path("autokernel_runs")
+EXIT_INTERRUPTED = 130
+
+
+def _check_out_dir(out: Path) -> None:
+    from autokernel.loop.workspace import WorkspaceError, check_new_workspace_dir
+
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        fail(f"{out} already exists and is not empty; kernelbench needs a new --out DIR")
+    try:
+        check_new_workspace_dir(out)  # the rule about other people's git work trees
+    except WorkspaceError as exc:
+        fail(str(exc))
+
+
+def _meta(device: str, dtype: str, minutes: float, agent: str) -> dict[str, Any]:
+    import torch
+
+    import autokernel
+    from autokernel.versions import software_versions, source_commit
+
+    return {
+        "device": device, "dtype": dtype, "minutes_per_problem": minutes, "agent": agent,
+        "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
+        "commit": source_commit(Path(autokernel.__file__).resolve().parents[1]),
+        "versions": software_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "command": " ".join(sys.argv),
+    }
+
+
+def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
+    from autokernel.kernelbench.table import optimized_cell, reason_cell, times
+
+    figures = ""
+    if record["correctness"] != "–":
+        figures = (f" {record['correctness']}, {times(record['speedup_vs_eager'])} vs eager, "
+                   f"{times(record['speedup_vs_compile'])} vs compile;")
+    why = reason_cell(record)
+    return (f"[{index + 1}/{total}] {record['problem']}: {record['status']};{figures} "
+            f"{optimized_cell(record)}" + (f" — {why}" if why else "")
+            + f" ({record.get('seconds') or 0:.0f} s)")
+
+
+def kernelbench(
+    paths: list[Path] = typer.Argument(..., help="Problem files, or directories of them "
+                                       "(their *.py files). KernelBench convention: class "
+                                       "Model, get_inputs(), optional get_init_inputs()."),
+    minutes_per_problem: float = typer.Option(15.0, "--minutes-per-problem", help="Time "
+                                              "budget of each problem's optimization loop "
+                                              "(profiling and verify come on top)."),
+    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    dtype: str = typer.Option(None, "--dtype", help="fp16, bf16 or fp32. Default: fp16 on "
+                              "cuda, fp32 on cpu."),
+    out: Path = typer.Option(None, "--out", help="The set's directory (new): one workspace "
+                             "per problem, logs/, results.md/.json/.tsv. Default: "
+                             "./autokernel_runs/kernelbench-<timestamp>."),
+    agent: str = typer.Option("auto", "--agent", help="tuner, claude, or auto (claude when "
+                              "ANTHROPIC_API_KEY is set, else tuner)."),
+    top: int = typer.Option(5, "--top", help="Optimize each problem's N highest-ranked "
+                            "targets."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Verify with every finished "
+                                     "kernel, also those slower than eager PyTorch."),
+    claude_model: str = typer.Option(None, "--claude-model", help="Claude model id (claude "
+                                     "agent)."),
+    max_cost: float = typer.Option(None, "--max-cost", help="LLM spend cap in USD, per "
+                                   "problem (claude agent)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the tuner's search."),
+) -> None:
+    """Run KernelBench-style problems through profile → run → verify; table and fast_p."""
+    from autokernel.kernelbench.suite import SuiteError, discover_problems
+
+    if minutes_per_problem <= 0:
+        fail(f"--minutes-per-problem must be positive; got {minutes_per_problem:g}")
+    if top < 1:
+        fail("--top must be at least 1")
+    if dtype is not None and dtype not in DTYPE_CHOICES:
+        fail(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPE_CHOICES)}")
+    try:
+        problems = discover_problems(paths)
+    except SuiteError as exc:
+        fail(str(exc))
+    resolved_device = device_or_fail(device)
+    dtype = dtype or ("fp16" if resolved_device == "cuda" else "fp32")
+
+    from autokernel.agents import AgentUnavailable, make_agent, resolve_agent_name
+
+    agent_options = {k: v for k, v in (("seed", seed), ("model", claude_model),
+                                       ("max_cost", max_cost)) if v is not None}
+    try:
+        agent_name, agent_note = resolve_agent_name(agent)
+        make_agent(agent_name, **agent_options)  # refuse now, not once per problem
+    except AgentUnavailable as exc:
+        fail(str(exc))
+    out = out if out is not None else DEFAULT_RUNS_DIR / time.strftime("kernelbench-%Y%m%d-%H%M%S")
+    _check_out_dir(out)
+    out.mkdir(parents=True, exist_ok=True)
+
+    from autokernel.kernelbench.problem import ProblemJob
+    from autokernel.kernelbench.suite import SuiteInterrupted, hard_limit_s, run_suite
+    from autokernel.kernelbench.table import fast_p_rows, write_tables
+
+    meta = _meta(resolved_device, dtype, minutes_per_problem, agent_name)
+    template = ProblemJob(problem="", workspace="", result_path="", device=resolved_device,
+                          dtype=dtype, minutes=minutes_per_problem, agent=agent_name,
+                          agent_options=agent_options, top=top, all_kernels=all_kernels)
+    console.print(f"{len(problems)} problem(s), {dtype} on {meta['gpu'] or resolved_device}, "
+                  f"{minutes_per_problem:g} min each (hard limit "
+                  f"{hard_limit_s(minutes_per_problem) / 60:.0f} min); {agent_note}; "
+                  f"out: {out}", highlight=False, soft_wrap=True)
+
+    def on_record(index: int, record: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        console.print(_problem_line(index, len(problems), record), highlight=False,
+                      soft_wrap=True)
+        write_tables(out, records, meta)
+
+    def on_start(index: int, path: Path) -> None:
+        console.print(f"[{index + 1}/{len(problems)}] {path.name} ...", highlight=False)
+
+    try:
+        records = run_suite(problems, out, template, on_record, on_start)
+    except SuiteInterrupted:
+        console.print(f"interrupted; the table so far is in {out / 'results.md'}",
+                      highlight=False)
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    console.print("fast_p (fraction of the problems correct with speedup > p):", highlight=False)
+    for baseline, *cells, measured in fast_p_rows(records):
+        console.print(f"  vs {baseline}: fast_0 {cells[0]}, fast_1 {cells[1]}, fast_2 "
+                      f"{cells[2]} ({measured} with a speedup)", highlight=False)
+    paths_written = write_tables(out, records, meta)
+    console.print("table: " + ", ".join(str(p) for p in paths_written.values()),
+                  highlight=False, soft_wrap=True)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("kernelbench")(kernelbench)

@@ -1,0 +1,126 @@
+"""The set's table: one row per problem and KernelBench's fast_p, as markdown, JSON and TSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+from autokernel.kernelbench.problem import DONE, NO_TARGET
+from autokernel.kernelbench.scoring import THRESHOLDS, fast_p_table
+
+TABLE_STEM = "results"
+TSV_COLUMNS = ("problem", "status", "correctness", "speedup_vs_eager", "speedup_vs_compile",
+               "optimized", "stage", "reason", "seconds", "workspace")
+MD_COLUMNS = ("problem", "status", "correct", "vs eager", "vs compile", "optimized targets",
+              "why")
+BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile"}
+CPU_NOTE = ("device cpu: kernels ran in the Triton interpreter, so the speedups are host-clock "
+            "figures that say nothing about a GPU, and torch.compile was not timed")
+
+
+def times(value: float | None) -> str:
+    """1.42×; two significant digits below 0.1× (interpreter figures are ~0.0002×)."""
+    if value is None:
+        return "–"
+    return f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"
+
+
+def target_summary(target: dict[str, Any], verified: bool) -> str:
+    """'softmax 1.84× eager, 1 call/fwd': a target's kernel and whether the model used it."""
+    name = target["kernel_type"]
+    if not target["kernel"]:
+        return f"{name}: not reached" if target["status"] == "pending" else \
+            f"{name}: no passing kernel"
+    text = f"{name} {times(target['speedup_vs_eager'])} eager"
+    if not verified:
+        return text
+    if not target["spliced"]:
+        return f"{text}, left out (slower than eager)"
+    calls = target["calls_per_forward"]
+    return f"{text}, not routed" if not calls else f"{text}, {calls} call(s)/fwd"
+
+
+def optimized_cell(record: dict[str, Any]) -> str:
+    if record["status"] == NO_TARGET:
+        return "no optimizable target"
+    verified = record["status"] == DONE
+    return "; ".join(target_summary(t, verified) for t in record.get("targets", [])) or "–"
+
+
+def reason_cell(record: dict[str, Any]) -> str:
+    reason = record.get("reason") or ""
+    stage = record.get("stage")
+    return f"{stage}: {reason}" if stage and reason else reason
+
+
+def fast_p_rows(records: list[dict[str, Any]]) -> list[list[str]]:
+    table = fast_p_table(records)
+    rows = []
+    for baseline, row in table.items():
+        cells = ["–" if row[f"fast_{p:g}"] is None else f"{row[f'fast_{p:g}']:.2f}"
+                 for p in THRESHOLDS]
+        rows.append([BASELINE_LABELS[baseline], *cells, f"{row['measured']}/{row['problems']}"])
+    return rows
+
+
+def _md_row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+
+
+def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    where = meta.get("gpu") or meta["device"]
+    lines = [
+        f"# autokernel kernelbench: {len(records)} problem(s), {meta['dtype']} on {where}",
+        "",
+        (f"{meta['minutes_per_problem']:g} min of optimization per problem, agent "
+         f"{meta['agent']}; autokernel {meta['versions'].get('autokernel', '?')} at commit "
+         f"{meta['commit']}; torch {meta['versions'].get('torch', '?')}, triton "
+         f"{meta['versions'].get('triton', '?')}; {meta['created']}."),
+        ("Speedups are end to end (the model with its kernels spliced in, from `autokernel "
+         "verify`); per target, its kernel's speedup at the profiled shape."),
+        "",
+        _md_row(list(MD_COLUMNS)),
+        _md_row(["---"] * len(MD_COLUMNS)),
+    ]
+    for r in records:
+        lines.append(_md_row([r["problem"], r["status"], r["correctness"],
+                              times(r["speedup_vs_eager"]), times(r["speedup_vs_compile"]),
+                              optimized_cell(r), reason_cell(r)]))
+    lines += [
+        "",
+        ("fast_p (KernelBench): the fraction of all problems that are correct with a speedup "
+         "over the baseline greater than p (fast_0: the fraction correct)."),
+        "",
+        _md_row(["baseline", *(f"fast_{p:g}" for p in THRESHOLDS), "with a speedup"]),
+        _md_row(["---"] * (len(THRESHOLDS) + 2)),
+        *(_md_row(row) for row in fast_p_rows(records)),
+    ]
+    if meta["device"] == "cpu":
+        lines += ["", CPU_NOTE]
+    return "\n".join(lines) + "\n"
+
+
+def tsv(records: list[dict[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, delimiter="\t", lineterminator="\n")
+    writer.writerow(TSV_COLUMNS)
+    for r in records:
+        cells = {**r, "optimized": optimized_cell(r), "reason": r.get("reason") or ""}
+        writer.writerow(["" if cells.get(c) is None else str(cells[c]).replace("\t", " ")
+                         .replace("\n", " ") for c in TSV_COLUMNS])
+    return buffer.getvalue()
+
+
+def write_tables(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]
+                 ) -> dict[str, Path]:
+    """results.md, results.json and results.tsv in `out`; their paths by format."""
+    paths = {ext: out / f"{TABLE_STEM}.{ext}" for ext in ("md", "json", "tsv")}
+    paths["md"].write_text(markdown(records, meta), encoding="utf-8")
+    document = {"meta": meta, "fast_p": fast_p_table(records), "problems": records}
+    paths["json"].write_text(json.dumps(document, indent=2, default=str) + "\n",
+                             encoding="utf-8")
+    paths["tsv"].write_text(tsv(records), encoding="utf-8")
+    return paths
