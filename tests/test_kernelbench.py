@@ -1,0 +1,305 @@
+"""`autokernel kernelbench`: fast_p, problem discovery, the per-problem isolation, the command end
+to end on the CPU interpreter, and the shipped problem files and example models."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from autokernel.kernelbench.problem import (
+    CRASHED,
+    DONE,
+    ERROR,
+    NO_TARGET,
+    TIMEOUT,
+    ProblemJob,
+)
+from autokernel.kernelbench.scoring import fast_p, fast_p_table, is_fast
+from autokernel.kernelbench.suite import SuiteError, discover_problems, problem_names, run_one
+from autokernel.kernelbench.table import optimized_cell, target_summary
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY_PROBLEMS = ROOT / "tests" / "fixtures" / "kernelbench_tiny"
+PROBLEMS = ROOT / "examples" / "kernelbench"
+MODELS = ROOT / "examples" / "models"
+
+
+# ---------------------------------------------------------------------------------------------
+# fast_p
+
+
+@pytest.mark.parametrize("outcomes, p, expected", [
+    ([], 0.0, None),  # no problems: undefined, not 0
+    ([(False, 5.0), (False, None)], 0.0, 0.0),  # fast and wrong is not fast
+    ([(True, 0.5), (True, 3.0), (False, 9.0), (True, None)], 0.0, 3 / 4),  # fast_0: correct
+    ([(True, 0.5), (True, 3.0), (False, 9.0), (True, None)], 1.0, 1 / 4),
+    ([(True, 0.5), (True, 3.0), (False, 9.0), (True, None)], 2.0, 1 / 4),
+    ([(True, 1.0), (True, 2.0)], 1.0, 1 / 2),  # strictly greater: exactly 1x is not faster
+    ([(True, 1.0), (True, 2.0)], 2.0, 0.0),
+    ([(True, math.nan), (True, math.inf)], 1.0, 1 / 2),  # a NaN speedup is never fast
+    ([(True, None)], 1.0, 0.0),  # correct but unmeasured: not fast for p > 0
+    ([(True, None)], 0.0, 1.0),  # ... but correct, so it counts for fast_0
+    ([(True, 1.5)] * 3, 1.0, 1.0),
+])
+def test_fast_p(outcomes: list[tuple[bool, float | None]], p: float,
+                expected: float | None) -> None:
+    assert fast_p(outcomes, p) == expected
+
+
+@pytest.mark.parametrize("p", [-0.5, math.nan])
+def test_fast_p_refuses_a_negative_or_nan_threshold(p: float) -> None:
+    with pytest.raises(ValueError):
+        fast_p([(True, 1.0)], p)
+
+
+def test_fast_p_is_monotone_in_p() -> None:
+    outcomes = [(i % 3 != 0, 0.25 * i) for i in range(12)]
+    values = [fast_p(outcomes, p) for p in (0.0, 0.5, 1.0, 1.5, 2.0, 3.0)]
+    assert values == sorted(values, reverse=True)
+    assert is_fast((True, 2.5), 2.0) and not is_fast((True, 2.0), 2.0)
+
+
+def test_fast_p_table_per_baseline() -> None:
+    records = [
+        {"correct": True, "speedup_vs_eager": 2.5, "speedup_vs_compile": 1.2},
+        {"correct": True, "speedup_vs_eager": 0.9, "speedup_vs_compile": 0.5},
+        {"correct": False, "speedup_vs_eager": 3.0, "speedup_vs_compile": None},
+        {"correct": False, "speedup_vs_eager": None, "speedup_vs_compile": None},
+    ]
+    table = fast_p_table(records)
+    assert table["eager"] == {"fast_0": 0.5, "fast_1": 0.25, "fast_2": 0.25, "measured": 3,
+                              "problems": 4}
+    assert table["compile"] == {"fast_0": 0.5, "fast_1": 0.25, "fast_2": 0.0, "measured": 2,
+                                "problems": 4}
+
+
+def test_fast_p_table_leaves_an_unmeasured_baseline_undefined() -> None:
+    """No torch.compile timing at all (the CPU): fast_1 vs compile is unknown, not 0."""
+    records = [{"correct": True, "speedup_vs_eager": 1.5, "speedup_vs_compile": None}]
+    table = fast_p_table(records)
+    assert table["compile"]["fast_0"] == 1.0
+    assert table["compile"]["fast_1"] is None and table["compile"]["fast_2"] is None
+    assert table["eager"]["fast_1"] == 1.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Problems, names, table cells
+
+
+def test_discover_problems(tmp_path: Path) -> None:
+    for name in ("b.py", "a.py", "_helper.py", "notes.txt"):
+        (tmp_path / name).write_text("")
+    single = tmp_path / "sub" / "c.py"
+    single.parent.mkdir()
+    single.write_text("")
+    found = discover_problems([tmp_path, single])
+    assert [p.name for p in found] == ["a.py", "b.py", "c.py"]
+    with pytest.raises(SuiteError, match="no such problem"):
+        discover_problems([tmp_path / "missing.py"])
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(SuiteError, match="no problem files"):
+        discover_problems([empty])
+
+
+def test_problem_names_are_unique() -> None:
+    paths = [Path("x/softmax.py"), Path("y/softmax.py"), Path("matmul.py"), Path("z/softmax.py")]
+    assert problem_names(paths) == ["softmax", "softmax-2", "matmul", "softmax-3"]
+
+
+def _target(**overrides: object) -> dict:
+    target = {"kernel_type": "softmax", "status": "done", "kernel": True,
+              "speedup_vs_eager": 1.84, "spliced": True, "calls_per_forward": 2}
+    target.update(overrides)
+    return target
+
+
+@pytest.mark.parametrize("overrides, verified, expected", [
+    ({}, True, "softmax 1.84× eager, 2 call(s)/fwd"),
+    ({"calls_per_forward": 0}, True, "softmax 1.84× eager, not routed"),
+    ({"spliced": False, "calls_per_forward": None}, True,
+     "softmax 1.84× eager, left out (slower than eager)"),
+    ({}, False, "softmax 1.84× eager"),
+    ({"kernel": False}, True, "softmax: no passing kernel"),
+    ({"kernel": False, "status": "pending"}, False, "softmax: not reached"),
+    ({"speedup_vs_eager": 0.00024}, False, "softmax 0.00024× eager"),
+])
+def test_target_summary(overrides: dict, verified: bool, expected: str) -> None:
+    assert target_summary(_target(**overrides), verified) == expected
+
+
+def test_optimized_cell_says_when_there_is_nothing_to_optimize() -> None:
+    assert optimized_cell({"status": NO_TARGET, "targets": []}) == "no optimizable target"
+    cell = optimized_cell({"status": DONE, "targets": [_target(), _target(kernel_type="matmul",
+                                                                           kernel=False)]})
+    assert cell == "softmax 1.84× eager, 2 call(s)/fwd; matmul: no passing kernel"
+
+
+# ---------------------------------------------------------------------------------------------
+# One problem in its own process: a crash or a hang is a row, not the end of the set
+
+
+def _job(tmp_path: Path, problem: Path) -> ProblemJob:
+    return ProblemJob(problem=str(problem), workspace=str(tmp_path / "ws"),
+                      result_path=str(tmp_path / "result.json"), device="cpu", dtype="fp32",
+                      minutes=0.1, agent="tuner")
+
+
+def _problem_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "problem.py"
+    path.write_text(textwrap.dedent(f"""\
+        import os, time
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        def get_inputs():
+            {body}
+            return [torch.randn(4, 4)]
+        """))
+    return path
+
+
+@pytest.mark.parametrize("body, limit_s, status, words", [
+    ("os._exit(3)", 120.0, CRASHED, "exit status 3"),
+    ("time.sleep(600)", 6.0, TIMEOUT, "hard limit"),
+])
+def test_a_crashing_or_hanging_problem_is_one_row(tmp_path: Path, body: str, limit_s: float,
+                                                  status: str, words: str) -> None:
+    job = _job(tmp_path, _problem_file(tmp_path, body))
+    record = run_one(job, tmp_path / "problem.log", limit_s=limit_s)
+    assert record["status"] == status and words in record["reason"]
+    assert record["correct"] is False and record["correctness"] == "–"
+    assert "\n" not in record["reason"]
+
+
+# ---------------------------------------------------------------------------------------------
+# The command end to end on the CPU interpreter
+
+
+def test_kernelbench_end_to_end_on_cpu(tmp_path: Path) -> None:
+    broken = tmp_path / "broken_problem.py"
+    broken.write_text("import torch\n\ndef get_inputs(:\n")
+    out = tmp_path / "set"
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env.pop("ANTHROPIC_API_KEY", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "autokernel", "kernelbench", str(TINY_PROBLEMS), str(broken),
+         "--device", "cpu", "--minutes-per-problem", "0.1", "--agent", "tuner", "--out",
+         str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "Traceback" not in done.stdout + done.stderr
+
+    document = json.loads((out / "results.json").read_text())
+    rows = {r["problem"]: r for r in document["problems"]}
+    assert list(rows) == ["channel_sum", "softmax_rows", "broken_problem"]
+
+    assert rows["channel_sum"]["status"] == NO_TARGET
+    assert rows["channel_sum"]["correct"] is False
+    assert (out / "channel_sum" / "plan.json").is_file()
+
+    softmax = rows["softmax_rows"]
+    assert softmax["status"] == DONE and softmax["correctness"] == "PASS" and softmax["correct"]
+    assert softmax["speedup_vs_eager"] > 0 and softmax["speedup_vs_compile"] is None
+    (target,) = softmax["targets"]
+    assert target["kernel_type"] == "softmax" and target["kernel"] and target["spliced"]
+    assert target["calls_per_forward"] >= 1
+    assert (out / "softmax_rows" / "verify.json").is_file()
+    assert (out / "softmax_rows" / "report.md").is_file()
+
+    assert rows["broken_problem"]["status"] == ERROR and rows["broken_problem"]["stage"] == "load"
+    assert "syntax error" in rows["broken_problem"]["reason"]
+
+    assert document["fast_p"]["eager"]["fast_0"] == pytest.approx(1 / 3)
+    assert document["fast_p"]["compile"]["fast_1"] is None  # not timed on cpu
+    tsv_lines = (out / "results.tsv").read_text().splitlines()
+    assert tsv_lines[0].split("\t")[:3] == ["problem", "status", "correctness"]
+    assert [line.split("\t")[0] for line in tsv_lines[1:]] == list(rows)
+    markdown = (out / "results.md").read_text()
+    assert "no optimizable target" in markdown and "fast_0" in markdown
+    for name in rows:
+        assert f"| {name} |" in markdown and name in done.stdout
+
+
+def test_kernelbench_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "file").write_text("x")
+    for args, words in [
+        ([str(tmp_path / "missing.py")], "no such problem"),
+        ([str(TINY_PROBLEMS), "--out", str(busy)], "not empty"),
+        ([str(TINY_PROBLEMS), "--minutes-per-problem", "0"], "--minutes-per-problem"),
+        ([str(TINY_PROBLEMS), "--dtype", "fp8"], "unknown dtype"),
+    ]:
+        done = subprocess.run([sys.executable, "-m", "autokernel", "kernelbench", *args,
+                               "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,
+                              env=dict(os.environ, TRITON_INTERPRET="1"), timeout=120,
+                              check=False)
+        assert done.returncode == 2, (args, done.stderr)
+        assert words in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# The shipped problems and example models
+
+
+@pytest.mark.parametrize("path", sorted(PROBLEMS.glob("*.py")), ids=lambda p: p.stem)
+def test_shipped_problem_follows_the_convention(path: Path) -> None:
+    """Importing is cheap; building the inputs at full size is not (GBs on a CPU)."""
+    from autokernel.profiling.model_loader import import_model_file
+
+    module = import_model_file(path)
+    assert (module.__doc__ or "").strip(), "each problem says what it exercises"
+    assert callable(module.Model) and callable(module.get_inputs)
+    assert callable(module.get_init_inputs)
+
+
+def test_there_are_a_dozen_problems() -> None:
+    assert 10 <= len(list(PROBLEMS.glob("*.py"))) <= 13
+
+
+def _tiny_wrapper(tmp_path: Path, module: str, inputs: str) -> Path:
+    path = tmp_path / f"tiny_{module}.py"
+    path.write_text(textwrap.dedent(f"""\
+        import sys
+        sys.path.insert(0, {str(MODELS)!r})
+        from {module} import TINY, Model, init_inputs_for, inputs_for  # noqa: F401
+
+        def get_inputs():
+            return inputs_for(TINY, {inputs})
+
+        def get_init_inputs():
+            return init_inputs_for(TINY)
+        """))
+    return path
+
+
+@pytest.mark.parametrize("module, inputs, expected", [
+    ("mistral_decoder", "2, 16",
+     {"rmsnorm", "fused_mlp", "matmul", "rotary_embedding", "flash_attention"}),
+    ("vit_encoder", "2", {"matmul", "flash_attention", "layernorm"}),
+])
+def test_example_model_at_tiny_size_profiles_into_its_targets(
+        tmp_path: Path, module: str, inputs: str, expected: set[str]) -> None:
+    from autokernel.profiling.model_loader import load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    path = _tiny_wrapper(tmp_path, module, inputs)
+    loaded = load_model_file(path, device="cpu")
+    plan = build_plan(profile_model(loaded, warmup=1, iters=1), model=str(path),
+                      class_name="Model")
+    assert {t.kernel_type for t in plan.targets} == expected
+    sys.modules.pop(module, None)  # the wrapper imported it by its bare name
