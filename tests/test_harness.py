@@ -29,7 +29,7 @@ from autokernel.harness.runner import (
     BenchInputError, candidate_env, read_baseline_cache, run_bench, write_baseline_cache,
 )
 from autokernel.harness.timing import (
-    Samples, hidden_work_reason, impossible_reason, iqr, median, quantile,
+    SyncedCalls, hidden_work_reason, impossible_reason, iqr, median, quantile,
 )
 from autokernel.kernels import starter_path
 from autokernel.ops import get_spec
@@ -433,14 +433,23 @@ def test_median_quantiles_and_iqr() -> None:
         median([])
 
 
-def test_hidden_work_after_the_timed_call_is_flagged() -> None:
-    honest = Samples(latency_us=[20.0] * 9, after_sync_us=[28.0] * 9)
-    eager = Samples(latency_us=[30.0] * 9, after_sync_us=[37.0] * 9)
-    assert hidden_work_reason(honest, eager) is None
-    side_stream = Samples(latency_us=[2.0] * 9, after_sync_us=[300.0] * 9)
-    reason = hidden_work_reason(side_stream, eager)
+def test_hidden_work_after_the_call_is_flagged() -> None:
+    honest = SyncedCalls(wall_us=[40.0] * 9, tail_us=[8.0] * 9)
+    eager = SyncedCalls(wall_us=[45.0] * 9, tail_us=[7.0] * 9)
+    assert hidden_work_reason(honest, eager, 20.0) is None
+    side_stream = SyncedCalls(wall_us=[40.0] * 9, tail_us=[298.0] * 9)
+    reason = hidden_work_reason(side_stream, eager, 2.0)
     assert reason is not None and "another stream" in reason
-    assert hidden_work_reason(Samples([1.0]), Samples([1.0])) is None  # CPU: no tail
+    # Half the candidate's own device time is tolerated: long kernels have longer tails.
+    assert hidden_work_reason(SyncedCalls([1.0], [400.0]), eager, 1000.0) is None
+    assert hidden_work_reason(SyncedCalls(), SyncedCalls(), 1.0) is None  # CPU: no tails
+
+
+def test_launch_cost_is_wall_time_minus_device_time() -> None:
+    calls = SyncedCalls(wall_us=[50.0, 70.0, 60.0], tail_us=[5.0] * 3)
+    assert calls.launch_us(45.0) == pytest.approx(15.0)
+    assert calls.launch_us(80.0) == 0.0  # never negative
+    assert SyncedCalls().launch_us(10.0) is None
 
 
 # -- protocol, environment, caches, plan -----------------------------------------------------------

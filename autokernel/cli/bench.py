@@ -1,8 +1,10 @@
 """`autokernel bench KERNEL.py`: the correctness + anti-cheat + timing harness on one kernel file.
 
 Exit status 0 only for PASS; 1 for FAIL, REJECTED, CRASH or TIMEOUT; 2 for bad input (no such
-file, not a kernel file, unknown shape or dtype). With --json the last stdout line is the
-BenchResult as one JSON object.
+file, not a kernel file, unknown shape or dtype). With --json the BenchResult is printed as one
+JSON object; with --json-out PATH it is also written to PATH. Scripts should read the verdict from
+the exit status or the --json-out file, never from stdout's last line: stdout is a terminal
+stream other processes can write to.
 """
 
 from __future__ import annotations
@@ -64,25 +66,38 @@ def print_summary(result: Any, kernel_path: Path) -> None:
 
     if result.timings:
         meaningful = result.timing_meaningful
-        title = "Timing (median, CUDA events, L2 flushed, fresh inputs, interleaved)" \
+        title = "Device time (median ± IQR, µs; L2 flushed, fresh inputs, interleaved rounds)" \
             if meaningful else "Timing (host clock, Triton interpreter: NOT meaningful)"
         timing = Table(title=title, title_justify="left")
-        for column, justify in (("shape", "left"), ("dtype", "left"), ("latency us", "right"),
-                                ("eager us", "right"), ("compile us", "right"),
-                                ("speedup eager/compile", "right"), ("throughput", "right"),
-                                ("% peak datasheet/measured", "right")):
+        paired = any(t.vs_incumbent is not None for t in result.timings)
+        columns = [("shape", "left"), ("dtype", "left"), ("kernel", "right"),
+                   ("eager", "right"), ("compile", "right"), ("speedup eager/compile", "right")]
+        if paired:
+            columns.append(("vs incumbent (95% CI)", "right"))
+        columns += [("throughput", "right"), ("% peak datasheet/measured", "right"),
+                    ("launch µs kernel/eager", "right")]
+        for column, justify in columns:
             timing.add_column(column, justify=justify)
         for t in result.timings:
             compile_us = _number(t.compile_us) + ("*" if t.compile_cached else "")
             throughput = "-" if t.throughput is None \
                 else f"{t.throughput:,.4g} {t.throughput_unit or ''}"
-            timing.add_row(
-                "x".join(str(d) for d in t.shape), t.dtype,
-                f"{_number(t.latency_us)} ±{_number(t.iqr_us)}", _number(t.eager_us), compile_us,
-                f"{_speedup(t.speedup_vs_eager)} / {_speedup(t.speedup_vs_compile)}", throughput,
-                f"{_number(t.pct_peak_datasheet, 1)} / {_number(t.pct_peak_measured, 1)}",
-            )
+            row = ["x".join(str(d) for d in t.shape), t.dtype,
+                   f"{_number(t.latency_us)} ±{_number(t.iqr_us)}", _number(t.eager_us),
+                   compile_us, f"{_speedup(t.speedup_vs_eager)} / {_speedup(t.speedup_vs_compile)}"]
+            if paired:
+                row.append("-" if t.vs_incumbent is None else
+                           f"{t.vs_incumbent:.3f}x ({t.vs_incumbent_lo:.3f}-"
+                           f"{t.vs_incumbent_hi:.3f})" + (" re-timed" if t.retimed else ""))
+            row += [throughput,
+                    f"{_number(t.pct_peak_datasheet, 1)} / {_number(t.pct_peak_measured, 1)}",
+                    f"{_number(t.launch_us, 1)} / {_number(t.eager_launch_us, 1)}"]
+            timing.add_row(*row)
         console.print(timing)
+        if meaningful:
+            console.print("launch µs: host launch cost, one synchronous call's wall time minus "
+                          "its device time (a separate figure, never part of the device time)",
+                          style="dim")
         if any(t.compile_cached for t in result.timings):
             console.print("* compile latency from the baseline cache", style="dim")
         if not meaningful:
@@ -115,6 +130,15 @@ def bench(
     cache_dir: Path = typer.Option(None, "--cache-dir",
                                    help="Where compile baselines and Triton caches persist. "
                                         "Default: $AUTOKERNEL_CACHE_DIR or ~/.cache/autokernel."),
+    incumbent: Path = typer.Option(None, "--incumbent",
+                                   help="A kernel file to time in the same rounds (paired A/B): "
+                                        "reports the speedup over it with a 95% interval."),
+    min_gain: float = typer.Option(0.01, "--min-gain", min=0.0,
+                                   help="With --incumbent: a wide interval straddling 1 + this "
+                                        "is re-timed once with more rounds."),
+    json_out: Path = typer.Option(None, "--json-out",
+                                  help="Also write the result as JSON to this file (what scripts "
+                                       "should read, with the exit status)."),
 ) -> None:
     """Judge KERNEL.py: static scan, five correctness stages, anti-cheat, timing vs PyTorch.
 
@@ -127,6 +151,8 @@ def bench(
 
     if not kernel.is_file():
         fail(f"no such kernel file: {kernel}")
+    if incumbent is not None and not incumbent.is_file():
+        fail(f"no such incumbent kernel file: {incumbent}")
     try:
         info = read_kernel_file(kernel)
     except (KernelFileError, UnicodeDecodeError) as exc:
@@ -145,9 +171,14 @@ def bench(
     resolved = device_or_fail(device)
     try:
         result = run_bench(kernel, device=resolved, shapes=shape_list, dtypes=dtype_list,
-                           timeout_s=timeout, cache_dir=cache_dir, quick=quick)
+                           timeout_s=timeout, cache_dir=cache_dir, quick=quick,
+                           incumbent=incumbent, min_gain=min_gain)
     except BenchInputError as exc:
         fail(str(exc))
+    if json_out is not None:
+        from autokernel.loop.state import atomic_write_text
+
+        atomic_write_text(json_out, result.to_json() + "\n")
     if json_output:
         typer.echo(result.to_json())
     else:

@@ -159,6 +159,9 @@ def run(
                                          "torch.compile), eager or compile."),
     max_experiments_per_target: int = typer.Option(None, "--max-experiments-per-target",
                                                    help="Move on after N experiments."),
+    min_gain: float = typer.Option(0.01, "--min-gain", help="Keep a candidate when the 95% "
+                                   "lower bound of its speedup over the best, timed in the same "
+                                   "rounds, exceeds 1 + this."),
     only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
                              "(others are skipped)."),
     skip: str = typer.Option(None, "--skip", help="Comma-separated kernel types to leave alone."),
@@ -190,6 +193,7 @@ def run(
     _positive(max_consecutive_reverts, "--max-consecutive-reverts", allow_zero=True)
     _positive(target_speedup, "--target-speedup", allow_zero=True)
     _positive(max_experiments_per_target, "--max-experiments-per-target")
+    _positive(min_gain, "--min-gain", allow_zero=True)
     if top < 1:
         fail("--top must be at least 1")
     if not 0 <= peak_fraction <= 1:
@@ -249,6 +253,7 @@ def run(
         # run (CI's end-to-end test) in minutes; every detector still runs.
         harness_quick=resolved_device == "cpu",
         check_all_dtypes=check_all_dtypes,
+        min_keep_margin=min_gain,
         seed=seed,
     )
     workspace, state = _create_workspace(root, run_tag, model_file, class_name, plan, chosen,

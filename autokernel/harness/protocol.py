@@ -32,6 +32,8 @@ class Job:
     quick: bool = False
     timing_budget_s: float = 1.0
     cached_baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    incumbent_path: str | None = None  # the worker's copy of the current best, timed alongside
+    min_gain: float = 0.01  # a paired interval straddling 1 + min_gain widely is re-timed once
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -43,7 +45,12 @@ class Job:
 
 @dataclass
 class TimedShape:
-    """Raw timing at one (shape, dtype); the harness process turns it into throughput."""
+    """Raw timing at one (shape, dtype); the harness process turns it into throughput.
+
+    `*_us` are device-time medians over the timed rounds; `*launch_us` the host launch cost (one
+    synchronous call's wall time minus its device time), from separate calls. The per-round lists
+    pair candidate and incumbent by round, for the parent's bootstrap.
+    """
 
     shape: list[int]
     dtype: str
@@ -55,6 +62,18 @@ class TimedShape:
     compile_us: float | None = None
     compile_iqr_us: float | None = None
     compile_cached: bool = False
+    launch_us: float | None = None
+    eager_launch_us: float | None = None
+    compile_launch_us: float | None = None
+    incumbent_us: float | None = None
+    incumbent_iqr_us: float | None = None
+    incumbent_launch_us: float | None = None
+    liger_us: float | None = None  # Liger-Kernel's version of the op, when installed
+    candidate_rounds_us: list[float] = field(default_factory=list)
+    incumbent_rounds_us: list[float] = field(default_factory=list)
+    retimed: bool = False  # the paired interval was too wide; timed again with more rounds
+    retried_batches: int = 0
+    host_bound_batches: int = 0
 
 
 @dataclass

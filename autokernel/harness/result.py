@@ -38,6 +38,20 @@ class ShapeTiming:
     speedup_vs_compile: float | None = None
     throughput: float | None = None
     throughput_unit: str | None = None
+    # Host launch cost: one synchronous call's wall time minus its device time (separate calls).
+    launch_us: float | None = None
+    eager_launch_us: float | None = None
+    compile_launch_us: float | None = None
+    # Against the incumbent (the current best kernel), timed in the same rounds.
+    incumbent_us: float | None = None
+    incumbent_launch_us: float | None = None
+    paired_ratios: list[float] = field(default_factory=list)  # incumbent / candidate, per round
+    vs_incumbent: float | None = None  # median paired speedup, with its 95% bootstrap interval
+    vs_incumbent_lo: float | None = None
+    vs_incumbent_hi: float | None = None
+    retimed: bool = False  # too noisy after the first pass; timed again with more rounds
+    liger_us: float | None = None  # Liger-Kernel's version of the op (blank: not installed)
+    speedup_vs_liger: float | None = None
 
 
 @dataclass
@@ -50,8 +64,13 @@ class BenchResult:
     device: str = "cuda"
     shapes: list[list[int]] = field(default_factory=list)  # timed shapes, primary first
     dtypes: list[str] = field(default_factory=list)
-    latency_us: float | None = None  # median at the primary shape and dtype
+    latency_us: float | None = None  # device-time median at the primary shape and dtype
     iqr_us: float | None = None
+    launch_us: float | None = None  # host launch cost at the primary shape (eager's beside it)
+    eager_launch_us: float | None = None
+    vs_incumbent: float | None = None  # paired speedup over the incumbent at the primary shape
+    vs_incumbent_lo: float | None = None
+    vs_incumbent_hi: float | None = None
     throughput: float | None = None
     throughput_unit: str | None = None  # "TFLOP/s" (compute-bound types) or "GB/s"
     tflops: float | None = None
@@ -62,6 +81,7 @@ class BenchResult:
     compile_latency_us: float | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    speedup_vs_liger: float | None = None  # blank unless liger-kernel is installed
     peak_vram_mb: float | None = None
     harness_seconds: float | None = None
     timing_meaningful: bool = True  # False on the CPU interpreter

@@ -248,6 +248,7 @@ def _ratio(numerator: float | None, denominator: float | None) -> float | None:
 def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: str) -> None:
     """Fill `result` from the worker's report: verdict, timings, roofline, plausibility."""
     from autokernel.gpu.roofline import roofline
+    from autokernel.harness.paired import paired_speedup, round_ratios
     from autokernel.harness.timing import impossible_reason
     from autokernel.ops.spec import parse_dtype
 
@@ -265,6 +266,8 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
     for timed in report.timings:
         shape, dtype = tuple(timed.shape), parse_dtype(timed.dtype)
         line = roofline(spec, shape, dtype, timed.latency_us, gpu, ceilings)
+        ratios = round_ratios(timed.incumbent_rounds_us, timed.candidate_rounds_us)
+        paired = paired_speedup([ratios]) if ratios else None
         result.timings.append(ShapeTiming(
             shape=list(shape), dtype=timed.dtype, latency_us=timed.latency_us,
             iqr_us=timed.iqr_us, eager_us=timed.eager_us, compile_us=timed.compile_us,
@@ -275,10 +278,21 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
             speedup_vs_eager=_ratio(timed.eager_us, timed.latency_us),
             speedup_vs_compile=_ratio(timed.compile_us, timed.latency_us),
             throughput=line.throughput, throughput_unit=line.throughput_unit,
+            launch_us=timed.launch_us, eager_launch_us=timed.eager_launch_us,
+            compile_launch_us=timed.compile_launch_us, incumbent_us=timed.incumbent_us,
+            incumbent_launch_us=timed.incumbent_launch_us, paired_ratios=ratios,
+            vs_incumbent=paired.estimate if paired else None,
+            vs_incumbent_lo=paired.low if paired else None,
+            vs_incumbent_hi=paired.high if paired else None, retimed=timed.retimed,
+            liger_us=timed.liger_us, speedup_vs_liger=_ratio(timed.liger_us, timed.latency_us),
         ))
     if result.timings:
         primary = result.timings[0]
         result.latency_us, result.iqr_us = primary.latency_us, primary.iqr_us
+        result.launch_us, result.eager_launch_us = primary.launch_us, primary.eager_launch_us
+        result.vs_incumbent = primary.vs_incumbent
+        result.vs_incumbent_lo, result.vs_incumbent_hi = (primary.vs_incumbent_lo,
+                                                          primary.vs_incumbent_hi)
         result.throughput, result.throughput_unit = primary.throughput, primary.throughput_unit
         result.tflops, result.gbps = primary.tflops, primary.gbps
         result.pct_peak_datasheet = primary.pct_peak_datasheet
@@ -286,6 +300,7 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
         result.eager_latency_us, result.compile_latency_us = primary.eager_us, primary.compile_us
         result.speedup_vs_eager = primary.speedup_vs_eager
         result.speedup_vs_compile = primary.speedup_vs_compile
+        result.speedup_vs_liger = primary.speedup_vs_liger
     if any(t.compile_cached for t in result.timings):
         result.notes.append("torch.compile latency from this run's baseline cache (measured "
                             "interleaved with the candidate in an earlier call)")
@@ -322,6 +337,8 @@ def run_bench(
     quick: bool = False,
     timing_budget_s: float = 1.0,
     static_scan: bool = True,
+    incumbent: str | Path | None = None,
+    min_gain: float = 0.01,
 ) -> BenchResult:
     """Judge one kernel file: static scan, five correctness stages, anti-cheat, timing.
 
@@ -334,6 +351,9 @@ def run_bench(
     - `cache_dir`: where compiled-stock timings and Triton/Inductor caches persist across calls.
     - `quick`: fewer sweep and edge shapes (every detector still runs); for tests.
     - `static_scan=False` skips the AST scan, to exercise the dynamic detectors alone (tests).
+    - `incumbent`: the current best kernel file, timed in the same rounds as this one (paired A/B:
+      `vs_incumbent` with its 95% interval); `min_gain`: a paired interval that straddles
+      1 + min_gain and is wide is re-timed once with more rounds.
 
     Raises BenchInputError for a missing file or an impossible shape or dtype; every judgement
     of the kernel itself, including "not a kernel file", is a BenchResult.
@@ -355,6 +375,8 @@ def run_bench(
     path = Path(kernel_path)
     if not path.is_file():
         raise BenchInputError(f"no such kernel file: {path}")
+    if incumbent is not None and not Path(incumbent).is_file():
+        raise BenchInputError(f"no such incumbent kernel file: {incumbent}")
     try:
         source = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -419,6 +441,11 @@ def run_bench(
     try:
         kernel_copy = workdir / "kernel.py"
         kernel_copy.write_text(source, encoding="utf-8")
+        incumbent_copy = None
+        if incumbent is not None:
+            incumbent_copy = workdir / "incumbent.py"
+            incumbent_copy.write_text(Path(incumbent).read_text(encoding="utf-8"),
+                                      encoding="utf-8")
         job = Job(
             kernel_path=str(kernel_copy), kernel_type=info.kernel_type, device=device,
             timing_shapes=[list(s) for s in timing_shapes],
@@ -427,6 +454,8 @@ def run_bench(
             model_shapes=[list(s) for s in extra_shapes], params=dict(params or {}),
             seed=secrets.randbelow(2**62), nonce=secrets.token_hex(16), result_fd=-1,
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
+            incumbent_path=str(incumbent_copy) if incumbent_copy is not None else None,
+            min_gain=min_gain,
         )
         env = candidate_env(device, workdir, caches)
         spawned = time.perf_counter()

@@ -45,22 +45,26 @@ from autokernel.harness.guards import (
 )
 from autokernel.harness.probe import self_test
 from autokernel.harness.protocol import Job, TimedShape, WorkerReport, baseline_key, encode_report
+from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
 from autokernel.harness.timing import (
-    Samples, hidden_work_reason, host_seconds, iqr, make_flush_buffer, median, rounds_for,
-    time_interleaved,
+    MAX_ROUNDS, Samples, Spinner, SyncedCalls, hidden_work_reason, host_seconds, iqr,
+    make_flush_buffer, median, rounds_for, synced_calls, time_rounds,
 )
 from autokernel.ops import get_spec
 from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
 
 # References are computed in float64 when all inputs together are at most this many elements.
 FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
-TIMING_INPUT_SETS = 3  # buffers rotated through while timing
 AUDITS_PER_TIMED_SHAPE = 3  # timed outputs re-checked against a trusted reference
-RECORDER_AUDITS_PER_TIMED_SHAPE = 2  # untimed calls under the op recorder, at secret rounds
 SPLICE_ELEMENTS = 4  # elements kept from the old input at each end in the "refill" probe
 CANDIDATE_MODULE = "candidate_kernel"
+INCUMBENT_MODULE = "incumbent_kernel"
 
 _perf_counter = time.perf_counter
+
+
+class IncumbentFailed(Exception):
+    """The incumbent raised while timed: the paired comparison is lost, not the verdict."""
 
 
 class Verdict(Exception):
@@ -146,6 +150,7 @@ class Worker:
         self.report = WorkerReport(status="PASS")
         self.stage = "setup"
         self.kernel_fn: Callable[..., Any] | None = None
+        self.incumbent_fn: Callable[..., Any] | None = None
         self.phase_started = _perf_counter()
 
     # -- bookkeeping ------------------------------------------------------------------------------
@@ -304,6 +309,13 @@ class Worker:
                     self.compiled[(shape, dtype)] = compiled
         else:
             self.report.notes.append("torch.compile baseline skipped on the CPU interpreter")
+        self.liger = None  # imported now, before the candidate exists, like the other baselines
+        if self.spec.liger is not None and self.device.type == "cuda":
+            try:
+                self.liger = self.spec.liger()
+            except Exception as exc:  # a broken optional install costs the baseline, not more
+                self.report.notes.append(f"liger-kernel baseline unavailable: "
+                                         f"{type(exc).__name__}: {str(exc)[:200]}")
         self._sync()
         poisoned = poison_free_cache(self.device)
         if poisoned:
@@ -521,8 +533,33 @@ class Worker:
 
     # -- step 4: timing ----------------------------------------------------------------------------
 
+    def _load_incumbent(self) -> None:
+        """The current best kernel, timed in the same rounds as the candidate (paired A/B).
+
+        It passed the harness before; if it no longer loads, the comparison is lost, not the
+        verdict."""
+        path = self.job.incumbent_path
+        if path is None:
+            return
+        threads = live_threads()
+        try:
+            module_spec = importlib.util.spec_from_file_location(INCUMBENT_MODULE, path)
+            assert module_spec is not None and module_spec.loader is not None
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[INCUMBENT_MODULE] = module
+            module_spec.loader.exec_module(module)
+            kernel_fn = getattr(module, "kernel_fn")
+        except BaseException as exc:
+            self.report.notes.append(f"the incumbent did not load and was not timed: "
+                                     f"{type(exc).__name__}: {str(exc)[:300]}")
+            return
+        self._check_integrity("timing", threads, "while importing the incumbent")
+        self.incumbent_fn = kernel_fn
+
     def _run_timing(self) -> None:
+        self._load_incumbent()
         flush = make_flush_buffer(self.device)
+        self.spinner = Spinner()
         for k, (shape, dtype) in enumerate(self.timed):
             budget = self.job.timing_budget_s if k == 0 else self.job.timing_budget_s / 2
             self.report.timings.append(self._time_shape(k, shape, dtype, flush, budget))
@@ -530,31 +567,82 @@ class Worker:
             self.report.notes.append("timings come from a host clock on the Triton interpreter "
                                      "and are not meaningful")
 
+    def _timed_wrapper(self, kernel_fn: Callable[..., Any], where: str,
+                       checked: bool) -> Callable[..., Any]:
+        """kernel_fn with the guards every timed call gets: launch monitor armed, op recorder on
+        (allocations unpoisoned: a fill would add device time), and, when `checked`, the
+        host-only checks after each call (a launch happened, no compute op, no thread left
+        running, a plain tensor returned). Input mutation and output audits are checked after
+        the batch, outside the timed region."""
+        monitor, recorder, kernel_path = self.monitor, self.recorder, self.job.kernel_path
+
+        def call(*args: Any) -> Any:
+            threads = live_threads() if checked else set()
+            launches = monitor.launches
+            recorder.reset()
+            recorder.poison_allocations = False
+            monitor.armed = True
+            try:
+                with recorder:
+                    out = kernel_fn(*args)
+            except BaseException as exc:
+                if not checked:
+                    raise IncumbentFailed(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                raise Verdict("CRASH", "timing", f"{where}: "
+                              + _exception_summary(exc, kernel_path)) from None
+            finally:
+                monitor.armed = False
+                recorder.poison_allocations = True
+            if not checked:
+                return out
+            if recorder.violations:
+                ops = sorted(set(recorder.violations))
+                raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
+                              f"ran torch compute op(s) {', '.join(ops[:6])}", "library-fallback")
+            if monitor.launches == launches:
+                raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
+                              "launched no Triton kernel", "library-fallback")
+            started = new_threads(threads)
+            if started:
+                raise Verdict("REJECTED", "timing", f"background thread at {where}: still "
+                              f"running after a timed call returned: {', '.join(started[:3])}",
+                              "thread")
+            if type(out) is not torch.Tensor:  # noqa: E721
+                if isinstance(out, torch.Tensor):
+                    raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
+                                  f"{type(out).__qualname__}", "tensor-subclass")
+                raise Verdict("FAIL", "timing", f"{where}: returned {type(out).__qualname__}, "
+                              "not a tensor")
+            return out
+
+        return call
+
+    def _incumbent_contestant(self, inputs: Inputs, where: str) -> Callable[..., Any] | None:
+        if self.incumbent_fn is None:
+            return None
+        incumbent = self._timed_wrapper(self.incumbent_fn, where, checked=False)
+        try:
+            incumbent(*inputs)
+            self._sync()
+        except BaseException as exc:  # the paired comparison is lost, not the verdict
+            reason = exc.reason if isinstance(exc, Verdict) else f"{type(exc).__name__}: {exc}"
+            self.report.notes.append(f"the incumbent failed at {where} and was not timed: "
+                                     f"{reason[:300]}")
+            return None
+        return incumbent
+
     def _time_shape(self, k: int, shape: Shape, dtype: torch.dtype,
                     flush: torch.Tensor | None, budget_s: float) -> TimedShape:
         assert self.kernel_fn is not None
         spec = self.spec
         where = f"timing [{spec.format_shape(shape)}] {dtype_name(dtype)}"
         generator = self._generator(case_seed(self.job.seed, 20_000 + k))
-        sets = [self._make(shape, dtype, generator) for _ in range(TIMING_INPUT_SETS)]
         audits = self.audits[(shape, dtype)]
         out_nbytes = audits[0].out_nbytes
-
-        out = self._guarded_call(sets[0], out_nbytes, where)  # warm-up, every detector armed
+        warm = self._make(shape, dtype, generator)
+        out = self._guarded_call(warm, out_nbytes, where)  # warm-up, every detector armed
         del out
-        kernel_fn, kernel_path = self.kernel_fn, self.job.kernel_path
-
-        monitor = self.monitor
-
-        def candidate(*args: Any) -> Any:
-            monitor.armed = True
-            try:
-                return kernel_fn(*args)
-            except BaseException as exc:
-                raise Verdict("CRASH", "timing", f"{where}: "
-                              + _exception_summary(exc, kernel_path)) from None
-            finally:
-                monitor.armed = False
+        input_bytes = sum(t.numel() * t.element_size() for t in _tensors(warm))
 
         if self.device.type == "cuda" and k == 0:
             # Peak memory of a bare call at the primary shape: what the kernel itself allocates
@@ -562,82 +650,142 @@ class Worker:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats(self.device)
             allocated = torch.cuda.memory_allocated(self.device)
-            out = candidate(*sets[0])
+            out = self.kernel_fn(*warm)
             torch.cuda.synchronize()
-            peak = torch.cuda.max_memory_allocated(self.device) - allocated
-            self.report.peak_vram_mb = round(peak / 2**20, 3)
+            self.report.peak_vram_mb = round((torch.cuda.max_memory_allocated(self.device)
+                                              - allocated) / 2**20, 3)
             del out
-        contestants: list[tuple[str, Callable[..., Any]]] = [("candidate", candidate)]
+        contestants: list[tuple[str, Callable[..., Any]]] = [
+            ("candidate", self._timed_wrapper(self.kernel_fn, where, checked=True))]
+        incumbent = self._incumbent_contestant(warm, where)
+        if incumbent is not None:
+            contestants.append(("incumbent", incumbent))
         baselines = [("eager", spec.stock)]
         if (shape, dtype) in self.compiled:
             baselines.append(("compile", self.compiled[(shape, dtype)]))
+        if self.liger is not None:
+            baselines.append(("liger", self.liger))
         for name, fn in baselines:
             try:
-                fn(*sets[0])
+                fn(*warm)
                 contestants.append((name, fn))
             except Exception as exc:
                 self.report.notes.append(f"{name} baseline failed at {where}: "
                                          f"{type(exc).__name__}: {str(exc)[:200]}")
-        round_s = sum(host_seconds(lambda fn=fn: fn(*sets[0]), self.device)
+        round_s = sum(2 * host_seconds(lambda fn=fn: fn(*warm), self.device)
                       for _, fn in contestants)
         refill_s = host_seconds(lambda: self._make(shape, dtype, generator), self.device)
-        rounds = rounds_for(budget_s, round_s + 2 * len(contestants) * refill_s, self.device,
+        rounds = rounds_for(budget_s, round_s + len(contestants) * refill_s, self.device,
                             self.job.quick)
+        warm = ()  # not needed past here; large inputs should not stay alive while timing
 
         chooser = secrets.SystemRandom()
         audit_rounds = sorted(chooser.sample(range(rounds - 1), len(audits) - 1)) + [rounds - 1] \
             if rounds > len(audits) else list(range(rounds))[-len(audits):]
         audit_at = dict(zip(audit_rounds, audits))
-        recorder_rounds = set(chooser.sample(range(rounds),
-                                             min(RECORDER_AUDITS_PER_TIMED_SHAPE, rounds)))
         produced: list[tuple[Prepared, torch.Tensor]] = []
-        launches_before = [0]
-        threads_before: list[set[int]] = [set()]
+        pending: dict[tuple[int, str], tuple[Inputs, torch.Tensor]] = {}
 
-        def prepare(r: int, name: str) -> tuple[Any, ...]:
-            buffers = sets[r % TIMING_INPUT_SETS]
+        def prepare(r: int, name: str) -> Inputs:
             if name == "candidate" and r in audit_at:
-                values = self._regenerate(audit_at[r])
+                inputs = self._regenerate(audit_at[r])
             else:
-                values = self._make(shape, dtype, generator)
-            for buffer, value in zip(_tensors(buffers), _tensors(values)):
-                buffer.copy_(value)
+                inputs = self._make(shape, dtype, generator)
             if name == "candidate":
-                launches_before[0] = self.monitor.launches
-                threads_before[0] = live_threads()
-            return buffers
+                pending[(r, name)] = (inputs, [bits(t).clone() for t in _tensors(inputs)])
+            return inputs
 
         def after(r: int, name: str, out: Any) -> None:
             if name != "candidate":
                 return
-            started = new_threads(threads_before[0])
-            if started:
-                raise Verdict("REJECTED", "timing", f"background thread at {where}: still "
-                              f"running after a timed call returned: {', '.join(started[:3])}",
-                              "thread")
-            if self.monitor.launches == launches_before[0]:
-                raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
-                              "launched no Triton kernel", "library-fallback")
-            if type(out) is not torch.Tensor:  # noqa: E721
-                if isinstance(out, torch.Tensor):
-                    raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
-                                  f"{type(out).__qualname__}", "tensor-subclass")
-                raise Verdict("FAIL", "timing", f"{where}: returned {type(out).__qualname__}, "
-                              "not a tensor")
+            inputs, before = pending.pop((r, name))
+            if not all(torch.equal(bits(t), saved) for t, saved in zip(_tensors(inputs), before)):
+                raise Verdict("REJECTED", "timing", f"input mutation at {where}: a timed call "
+                              "modified its inputs", "input-mutation")
             if r in audit_at:
-                produced.append((audit_at[r], out.clone()))
-            if r in recorder_rounds:
-                spare = sets[(r + 1) % TIMING_INPUT_SETS]
-                values = self._make(shape, dtype, generator)
-                for buffer, value in zip(_tensors(spare), _tensors(values)):
-                    buffer.copy_(value)
-                del values
-                extra = self._guarded_call(spare, out_nbytes, f"{where} (audit call)")
-                del extra
+                produced.append((audit_at[r], out))
 
-        samples = time_interleaved(contestants, rounds, prepare, after, self.device, flush)
-        # Threads were checked around each candidate call; the baselines may start their own.
-        self._check_integrity("timing", live_threads(), f"during {where}")
+        try:
+            timed = time_rounds(contestants, rounds, prepare, after, self.device, flush,
+                                2 * input_bytes, self.spinner)
+        except IncumbentFailed as exc:
+            self.report.notes.append(f"the incumbent failed while timing at {where} and was "
+                                     f"dropped: {exc}")
+            contestants = [c for c in contestants if c[0] != "incumbent"]
+            incumbent = None
+            produced.clear()
+            timed = time_rounds(contestants, rounds, prepare, after, self.device, flush,
+                                2 * input_bytes, self.spinner)
+        retimed = False
+        if incumbent is not None and self._too_noisy(timed.samples):
+            more = time_rounds(contestants, min(2 * rounds, MAX_ROUNDS), prepare, after,
+                               self.device, flush, input_bytes, self.spinner)
+            for name, samples in more.samples.items():
+                timed.samples[name].latency_us.extend(samples.latency_us)
+            timed.retried_batches += more.retried_batches
+            timed.host_bound_batches += more.host_bound_batches
+            retimed = True
+        threads = live_threads()  # the baselines may start their own; the candidate's are checked
+        self._audit(produced, dtype, where)
+        produced.clear()
+        samples = timed.samples
+        candidate = samples["candidate"]
+        synced = self._synced_calls(contestants, shape, dtype, generator, flush)
+        self._check_integrity("timing", threads, f"during {where}")
+        if "eager" in synced:
+            reason = hidden_work_reason(synced["candidate"], synced["eager"], candidate.median_us)
+            if reason is not None:
+                raise Verdict("REJECTED", "timing", f"{reason} ({where})", "side-stream")
+        if timed.host_bound_batches:
+            self.report.notes.append(
+                f"{where}: the host fell behind the GPU in {timed.host_bound_batches} batch(es) "
+                "even after retries; their device times may include host launch time")
+
+        def launch(name: str) -> float | None:
+            if name not in synced or name not in samples:
+                return None
+            return synced[name].launch_us(samples[name].median_us)
+
+        result = TimedShape(shape=list(shape), dtype=dtype_name(dtype),
+                            latency_us=candidate.median_us, iqr_us=candidate.iqr_us,
+                            samples=len(candidate.latency_us), launch_us=launch("candidate"),
+                            eager_launch_us=launch("eager"), compile_launch_us=launch("compile"),
+                            incumbent_launch_us=launch("incumbent"), retimed=retimed,
+                            retried_batches=timed.retried_batches,
+                            host_bound_batches=timed.host_bound_batches)
+        if "incumbent" in samples:
+            result.incumbent_us, result.incumbent_iqr_us = _stats(samples["incumbent"])
+            result.candidate_rounds_us = [round(v, 4) for v in candidate.latency_us]
+            result.incumbent_rounds_us = [round(v, 4) for v in samples["incumbent"].latency_us]
+        if "eager" in samples:
+            result.eager_us, result.eager_iqr_us = _stats(samples["eager"])
+        if "liger" in samples:
+            result.liger_us = samples["liger"].median_us
+        if "compile" in samples:
+            result.compile_us, result.compile_iqr_us = _stats(samples["compile"])
+            self.report.new_baselines[self._baseline_key(shape, dtype)] = {
+                "compile_us": result.compile_us, "compile_iqr_us": result.compile_iqr_us,
+                "eager_us": result.eager_us, "samples": result.samples,
+                "compile_launch_us": result.compile_launch_us,
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        elif (shape, dtype) in self.cached_compile:
+            cached = self.cached_compile[(shape, dtype)]
+            result.compile_us = cached.get("compile_us")
+            result.compile_iqr_us = cached.get("compile_iqr_us")
+            result.compile_launch_us = cached.get("compile_launch_us")
+            result.compile_cached = True
+        return result
+
+    def _too_noisy(self, samples: dict[str, Samples]) -> bool:
+        ratios = round_ratios(samples["incumbent"].latency_us, samples["candidate"].latency_us)
+        speedup = paired_speedup([ratios])
+        return speedup is not None and too_noisy(speedup, 1.0 + self.job.min_gain)
+
+    def _audit(self, produced: list[tuple[Prepared, torch.Tensor]], dtype: torch.dtype,
+               where: str) -> None:
+        """Timed outputs at secret rounds: right against the reference computed before the
+        candidate existed, and bit for bit what a guarded call on the same inputs returns."""
         for prepared, out in produced:
             mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
                                     self.device, self.tolerances[dtype])
@@ -645,31 +793,22 @@ class Worker:
                 raise Verdict("FAIL", "timing", f"an output produced while timing is wrong "
                               f"(replayed or drifting results) at {where}: {mismatch.detail}",
                               "replay")
-        del produced, sets
+            rerun = self._guarded_call(self._regenerate(prepared), prepared.out_nbytes,
+                                       f"{where} (audit re-run)")
+            if not bitwise_equal(out, rerun):
+                raise Verdict("FAIL", "timing", f"an output produced while timing differs bit for "
+                              f"bit from a checked call on the same inputs at {where}: timed "
+                              "calls compute something else", "replay")
 
-        candidate = samples["candidate"]
-        if "eager" in samples:
-            reason = hidden_work_reason(candidate, samples["eager"])
-            if reason is not None:
-                raise Verdict("REJECTED", "timing", f"{reason} ({where})", "side-stream")
-        timed = TimedShape(shape=list(shape), dtype=dtype_name(dtype),
-                           latency_us=candidate.median_us, iqr_us=candidate.iqr_us,
-                           samples=len(candidate.latency_us))
-        if "eager" in samples:
-            timed.eager_us, timed.eager_iqr_us = _stats(samples["eager"])
-        if "compile" in samples:
-            timed.compile_us, timed.compile_iqr_us = _stats(samples["compile"])
-            self.report.new_baselines[self._baseline_key(shape, dtype)] = {
-                "compile_us": timed.compile_us, "compile_iqr_us": timed.compile_iqr_us,
-                "eager_us": timed.eager_us, "samples": timed.samples,
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-        elif (shape, dtype) in self.cached_compile:
-            cached = self.cached_compile[(shape, dtype)]
-            timed.compile_us = cached.get("compile_us")
-            timed.compile_iqr_us = cached.get("compile_iqr_us")
-            timed.compile_cached = True
-        return timed
+    def _synced_calls(self, contestants: list[tuple[str, Callable[..., Any]]], shape: Shape,
+                      dtype: torch.dtype, generator: torch.Generator,
+                      flush: torch.Tensor | None) -> dict[str, SyncedCalls]:
+        """Host launch cost and hidden-work tails, from bare synchronous calls: the monitor and
+        recorder off for every contestant alike, so the host figure is what a model would pay."""
+        bare = {"candidate": self.kernel_fn, "incumbent": self.incumbent_fn}
+        return {name: synced_calls(bare.get(name) or fn,
+                                   lambda: self._make(shape, dtype, generator), self.device, flush)
+                for name, fn in contestants}
 
 
 def _stats(samples: Samples) -> tuple[float, float]:

@@ -12,9 +12,11 @@
    in this dtype", whatever the depth. A broken kernel is off by O(1), far outside. The same rule
    checks the parameter gradients of a random projection of the outputs, through each kernel's
    backward.
-3. Latency: eager, torch.compile, patched eager and patched torch.compile, each the median over
-   interleaved rounds with the harness's protocol (`autokernel.harness.timing.time_interleaved`:
-   rotating order, L2 flushed between calls, CUDA events). The measured end-to-end speedup is
+3. Latency: eager, torch.compile, patched eager and patched torch.compile, each the median wall
+   time of one forward bracketed by synchronize, over interleaved rounds
+   (`autokernel.harness.timing.time_synchronous_calls`: rotating order, L2 flushed between
+   calls). This is what an eager model pays per forward, host launch time included: the
+   real-model effect of the kernels' device time and their launch cost together. The measured end-to-end speedup is
    printed next to the Amdahl estimate from the plan's shares and the kernels' measured speedups,
    and a disagreement larger than the noise (the combined relative IQR of the two timings) is
    called out.
@@ -193,17 +195,14 @@ def time_contestants(contestants: dict[str, Callable[[], Any]], device: torch.de
                      rounds: int | None, budget_s: float) -> tuple[dict[str, Timing], int]:
     """Median and IQR of each contestant with the harness's interleaved protocol."""
     from autokernel.harness.timing import (
-        host_seconds, make_flush_buffer, rounds_for, time_interleaved,
+        host_seconds, make_flush_buffer, rounds_for, time_synchronous_calls,
     )
 
     if rounds is None:
         round_s = sum(host_seconds(fn, device) for fn in contestants.values())
         rounds = rounds_for(budget_s, round_s, device, quick=False)
-    samples = time_interleaved(
-        [(name, fn) for name, fn in contestants.items()], rounds,
-        prepare=lambda r, name: (), after=lambda r, name, out: None,
-        device=device, flush=make_flush_buffer(device),
-    )
+    samples = time_synchronous_calls([(name, fn) for name, fn in contestants.items()], rounds,
+                                     device, make_flush_buffer(device))
     return {name: Timing(name, s.median_us, s.iqr_us, len(s.latency_us))
             for name, s in samples.items()}, rounds
 
@@ -467,8 +466,9 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
     return {
         "rounds": rounds,
         "meaningful": meaningful,
-        "protocol": "autokernel.harness.timing.time_interleaved: rotating order, L2 flush, "
-                    "CUDA events (host clock on cpu); median and IQR",
+        "protocol": "autokernel.harness.timing.time_synchronous_calls: wall time of one "
+                    "synchronized forward (host launch included), rotating order, L2 flush; "
+                    "median and IQR",
         "contestants": {name: t.to_dict() for name, t in timings.items()},
         "compile_backend": options.compile_backend if options.compile else None,
         "compile_seconds": compile_seconds,

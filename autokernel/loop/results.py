@@ -13,6 +13,12 @@ ours. Definitions that differ from a first guess:
   each shape's share of the target's profiled time (equal to `latency_us` for a single shape).
 - `tag` names the target (`01_rmsnorm`, as its file under kernels/), since one kernel type can be
   several targets at different shapes.
+- `latency_us` and `objective_us` are device time (the host kept out of the timed interval);
+  `launch_us` and `eager_launch_us` are the host launch cost of the kernel and of eager PyTorch
+  (one synchronous call's wall time minus its device time), a separate figure.
+- `vs_best` is the median speedup over the target's best kernel when this experiment ran, timed
+  in the same rounds, with its 95% bootstrap interval in `vs_best_lo`..`vs_best_hi`; the keep
+  rule keeps when `vs_best_lo` > 1 + the minimum gain.
 
 The file is git-ignored in the workspace, so `git reset --hard` never touches it; every row is
 flushed and fsynced before the loop moves on, and a row torn by a power loss is cut on resume.
@@ -48,6 +54,11 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "speedup_vs_compile",
     "pct_peak_measured",
     "objective_us",
+    "vs_best",
+    "vs_best_lo",
+    "vs_best_hi",
+    "launch_us",
+    "eager_launch_us",
     "agent",
     "seconds",
     "harness_seconds",
@@ -106,6 +117,11 @@ class ResultRow:
     speedup_vs_compile: float | None = None
     pct_peak_measured: float | None = None
     objective_us: float | None = None
+    vs_best: float | None = None
+    vs_best_lo: float | None = None
+    vs_best_hi: float | None = None
+    launch_us: float | None = None
+    eager_launch_us: float | None = None
     seconds: float | None = None
     harness_seconds: float | None = None
     commit: str = ""
@@ -156,6 +172,7 @@ class ResultsLog:
         """Open an existing log, cutting a trailing row that a crash left half-written."""
         log = cls(path)
         log.repair()
+        log.upgrade_columns()
         for row in log.rows():
             log._note(int(row["experiment"]))
         return log
@@ -163,6 +180,25 @@ class ResultsLog:
     def _note(self, experiment: int) -> None:
         self._experiments.add(experiment)
         self._last = experiment if self._last is None else max(self._last, experiment)
+
+    def upgrade_columns(self) -> bool:
+        """Rewrite a results.tsv written by an older version with today's columns (new columns
+        empty in old rows), so a resumed run appends rows that line up. True if it rewrote."""
+        from autokernel.loop.state import atomic_write_text
+
+        text = self.path.read_text(encoding="utf-8")
+        header = text.split("\n", 1)[0].split("\t")
+        if header == list(COLUMNS):
+            return False
+        unknown = [c for c in header if c not in COLUMNS]
+        if unknown:
+            raise ValueError(f"{self.path} has columns this version does not know: "
+                             f"{', '.join(unknown[:5])}")
+        rows = self.rows()
+        lines = [header_line()] + ["\t".join(row.get(c) or "" for c in COLUMNS) + "\n"
+                                   for row in rows]
+        atomic_write_text(self.path, "".join(lines))
+        return True
 
     def repair(self) -> bool:
         """Truncate an incomplete last line (no newline, or too few cells). True if it cut."""
@@ -176,7 +212,8 @@ class ResultsLog:
         else:
             last_start = data.rfind(b"\n", 0, len(data) - 1) + 1
             last = data[last_start:].decode("utf-8", errors="replace").rstrip("\n")
-            if last.count("\t") != len(COLUMNS) - 1:
+            columns = data.split(b"\n", 1)[0].count(b"\t") + 1  # an older file has fewer
+            if last.count("\t") != columns - 1:
                 cut = last_start
         if cut == len(data):
             return False

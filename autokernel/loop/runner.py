@@ -5,8 +5,8 @@ One experiment:
     agent.propose(context) -> Proposal (the whole new kernel.py)
     journal "written", write kernel.py
     harness at the target's profiled shapes and dtype -> BenchResult
-    verdict: KEEP if it passes and beats the best by more than the noise, else REVERT
-             (or fail / crash / timeout / rejected, from the harness)
+    verdict: KEEP if it passes and, timed in the same rounds as the best, is faster beyond
+             doubt (`autokernel.loop.keep`), else REVERT (or fail / crash / timeout / rejected)
     journal "benchmarked"; a keep is committed (journal "committed")
     append the row to results.tsv; a non-keep resets the tree to the last kept commit
     one atomic state write: counters, best, experiment number, journal cleared
@@ -24,7 +24,6 @@ using the journal in state.json, results.tsv and the branch (see autokernel.loop
 from __future__ import annotations
 
 import inspect
-import math
 import signal
 import threading
 import time
@@ -37,6 +36,7 @@ from autokernel.agents.base import Agent, AgentContext, AgentStop, Attempt, Prop
 from autokernel.harness.result import BenchResult, Status
 from autokernel.kernelfile import KernelFileError, parse_kernel_source
 from autokernel.loop.dashboard import Dashboard, PlainDashboard, row_summary, times
+from autokernel.loop.keep import KeepVerdict, verdict_for
 from autokernel.loop.results import COMMITTED_STATUSES, ResultRow, ResultsLog, sanitize
 from autokernel.loop.state import InFlight, Measurement, RunState, TargetState
 from autokernel.loop.workspace import KERNEL_FILE, KERNELS_DIR, RunLock, Workspace, WorkspaceError
@@ -45,12 +45,6 @@ from autokernel.profiling.plan import Plan, Target
 
 BenchFn = Callable[..., BenchResult]
 
-VERDICT_OF_STATUS = {
-    Status.FAIL: "fail",
-    Status.CRASH: "crash",
-    Status.TIMEOUT: "timeout",
-    Status.REJECTED: "rejected",
-}
 # Stop rules after which a target is worth another visit when the run has time left.
 REVISIT_RULES = frozenset({"plateau", "time", "hours", "stopped"})
 CPU_TIMING_NOTE = (
@@ -68,8 +62,7 @@ class LoopConfig:
     agent: str  # the resolved agent name
     hours: float | None = 8.0
     move_on: MoveOnConfig = field(default_factory=MoveOnConfig)
-    min_keep_margin: float = 0.01  # a keep must beat the best by at least this fraction...
-    # ...and by more than the measured noise: hypot(IQR_new, IQR_best) / best latency.
+    min_keep_margin: float = 0.01  # keep when the paired speedup's 95% lower bound > 1 + this
     bench_timeout_s: float = 120.0
     max_shapes: int = 2  # profiled shapes timed per experiment (most time first); every profiled
     # shape is checked for correctness
@@ -165,32 +158,6 @@ def measure(result: BenchResult, experiment: int, commit: str,
         passed=result.passed,
         shapes=weighted_shapes,
     )
-
-
-def keep_margin(new: Measurement, best: Measurement, min_margin: float) -> float:
-    """The fraction by which `new` must beat `best`: the larger of `min_margin` and the combined
-    spread (IQR) of both measurements relative to the best's median."""
-    if not best.latency_us:
-        return min_margin
-    spread = math.hypot(new.iqr_us or 0.0, best.iqr_us or 0.0) / best.latency_us
-    return max(min_margin, spread)
-
-
-def verdict_for(result: BenchResult, new: Measurement, best: Measurement | None,
-                min_margin: float) -> tuple[str, str]:
-    """(results.tsv status, one-line reason) for a non-baseline experiment."""
-    if not result.passed:
-        return VERDICT_OF_STATUS.get(result.status, "fail"), result.reason
-    if new.latency_us is None:
-        return "revert", "passed, but the harness returned no timing"
-    if best is None or not best.passed or best.latency_us is None:
-        return "keep", "the first kernel of this target that passes"
-    margin = keep_margin(new, best, min_margin)
-    ratio = best.latency_us / new.latency_us
-    if new.latency_us < best.latency_us * (1.0 - margin):
-        return "keep", f"{ratio:.3f}× the best (needed > {1 / (1 - margin):.3f}×: noise margin)"
-    return "revert", (f"{ratio:.3f}× the best, within the noise margin "
-                      f"({margin:.1%}; needed > {1 / (1 - margin):.3f}×)")
 
 
 def _speedups_text(m: Measurement | None, best: Measurement | None = None) -> str:
@@ -655,14 +622,18 @@ class Runner:
             # The harness runs candidates in their own session: a Ctrl-C in the terminal reaches
             # only this process, so the verdict below is the kernel's, also when stopping.
             result = self._bench(target, baseline=flight.baseline)
-            new = measure(result, flight.experiment, "",
-                          shape_weights(self._plan_target(target), self._timed_shapes(target)))
+            weights = shape_weights(self._plan_target(target), self._timed_shapes(target))
+            new = measure(result, flight.experiment, "", weights)
             if flight.baseline:
-                verdict, reason = "baseline", result.reason if not result.passed else ""
+                decision = KeepVerdict("baseline", result.reason if not result.passed else "")
             else:
-                verdict, reason = verdict_for(result, new, target.best, self.config.min_keep_margin)
+                decision = verdict_for(result, new, target.best, self.config.min_keep_margin,
+                                       weights)
             flight.result = result.to_dict()
-            flight.verdict, flight.verdict_reason = verdict, reason
+            flight.verdict, flight.verdict_reason = decision.status, decision.reason
+            if decision.vs_best is not None:
+                flight.vs_best = [decision.vs_best.estimate, decision.vs_best.low,
+                                  decision.vs_best.high]
             flight.seconds_before += self.clock() - started
             started = self.clock()
             flight.phase = "benchmarked"
@@ -682,7 +653,7 @@ class Runner:
                         flight.verdict or "fail", flight.verdict_reason,
                         commit=flight.commit or "", seconds=seconds,
                         stage=(result.stage or "") if result is not None else "agent",
-                        tunables=flight.tunables)
+                        tunables=flight.tunables, vs_best=flight.vs_best)
         if not self.results.has(flight.experiment):
             self.results.append(row)
         if flight.verdict not in COMMITTED_STATUSES:
@@ -727,6 +698,8 @@ class Runner:
                 cache_dir=cache,
                 quick=self.config.harness_quick,
                 timing_budget_s=self.config.timing_budget_s,
+                incumbent=None if baseline else self._incumbent_file(target),
+                min_gain=self.config.min_keep_margin,
             )
         except KeyboardInterrupt:
             raise
@@ -734,6 +707,15 @@ class Runner:
             return BenchResult(status=Status.CRASH, stage="harness",
                                reason=f"the harness failed: {type(exc).__name__}: {exc}",
                                kernel_type=target.kernel_type, device=self.config.device)
+
+    def _incumbent_file(self, target: TargetState) -> Path | None:
+        """The target's best kernel, for the harness to time in the same rounds as the
+        candidate; None while nothing passes."""
+        if target.best is None or not target.best.passed:
+            return None
+        path = self.ws.cache_dir / "incumbent.py"
+        path.write_text(self._best_source_of(target), encoding="utf-8")
+        return path
 
     def _commit_message(self, target: TargetState, flight: InFlight,
                         result: BenchResult) -> str:
@@ -748,7 +730,8 @@ class Runner:
 
     def _row(self, target: TargetState, experiment: int, fields: dict[str, Any],
              result: BenchResult | None, status: str, reason: str, *, commit: str,
-             seconds: float, stage: str, tunables: dict[str, Any]) -> ResultRow:
+             seconds: float, stage: str, tunables: dict[str, Any],
+             vs_best: list[float] | None = None) -> ResultRow:
         plan_target = self._plan_target(target)
         objective = None
         if result is not None and result.passed:
@@ -774,6 +757,11 @@ class Runner:
             speedup_vs_compile=result.speedup_vs_compile if result else None,
             pct_peak_measured=result.pct_peak_measured if result else None,
             objective_us=objective,
+            vs_best=vs_best[0] if vs_best else None,
+            vs_best_lo=vs_best[1] if vs_best else None,
+            vs_best_hi=vs_best[2] if vs_best else None,
+            launch_us=result.launch_us if result else None,
+            eager_launch_us=result.eager_launch_us if result else None,
             seconds=round(seconds, 3),
             harness_seconds=result.harness_seconds if result else None,
             commit=commit,
@@ -1019,10 +1007,8 @@ __all__ = [
     "Runner",
     "RunInconsistent",
     "WorkspaceError",
-    "keep_margin",
     "measure",
     "row_summary",
     "run_summary",
     "shape_weights",
-    "verdict_for",
 ]

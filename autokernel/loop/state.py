@@ -141,6 +141,7 @@ class InFlight:
     result: dict[str, Any] | None = None
     verdict: str | None = None  # a results.tsv status
     verdict_reason: str = ""
+    vs_best: list[float] | None = None  # paired speedup over the best: estimate, low, high
     commit: str | None = None
 
     def __post_init__(self) -> None:

@@ -6,6 +6,8 @@ the loss is a float32 scalar whatever the logits' dtype (see `reference.cross_en
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -169,11 +171,25 @@ ADVERSARIAL = (
 )
 
 
+def liger_cross_entropy() -> Callable[..., torch.Tensor] | None:
+    """Liger's cross-entropy forward (no gradient: the logits do not require one)."""
+    try:
+        from liger_kernel.ops.cross_entropy import LigerCrossEntropyFunction
+    except ImportError:
+        return None
+
+    def run(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return LigerCrossEntropyFunction.apply(logits, targets, None, IGNORE_INDEX)[0]
+
+    return run
+
+
 SPEC = OpSpec(
     name="cross_entropy",
     dims=DIMS,
     reference=reference.cross_entropy,
     stock=stock_cross_entropy,
+    liger=liger_cross_entropy,
     make_inputs=make_inputs,
     flops=flops,
     bytes=bytes_moved,

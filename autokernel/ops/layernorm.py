@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -143,11 +145,25 @@ ADVERSARIAL = (
 )
 
 
+def liger_layernorm() -> Callable[..., torch.Tensor] | None:
+    try:
+        from liger_kernel.ops.layer_norm import LigerLayerNormFunction
+    except ImportError:
+        return None
+
+    def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+            eps: float = DEFAULT_EPS) -> torch.Tensor:
+        return LigerLayerNormFunction.apply(x, weight, bias, eps)
+
+    return run
+
+
 SPEC = OpSpec(
     name="layernorm",
     dims=DIMS,
     reference=reference.layernorm,
     stock=stock_layernorm,
+    liger=liger_layernorm,
     make_inputs=make_inputs,
     flops=flops,
     bytes=bytes_moved,

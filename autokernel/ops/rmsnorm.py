@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 import torch.nn.functional as F
 
@@ -121,11 +123,25 @@ ADVERSARIAL = (
 )
 
 
+def liger_rmsnorm() -> Callable[..., torch.Tensor] | None:
+    """Liger's RMSNorm (llama casting: normalised in float32, rounded, then scaled by weight)."""
+    try:
+        from liger_kernel.ops.rms_norm import LigerRMSNormFunction
+    except ImportError:
+        return None
+
+    def run(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
+        return LigerRMSNormFunction.apply(x, weight, eps)
+
+    return run
+
+
 SPEC = OpSpec(
     name="rmsnorm",
     dims=DIMS,
     reference=reference.rmsnorm,
     stock=stock_rmsnorm,
+    liger=liger_rmsnorm,
     make_inputs=make_inputs,
     flops=flops,
     bytes=bytes_moved,

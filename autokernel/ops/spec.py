@@ -105,6 +105,9 @@ class OpSpec:
     dtypes: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
     notes: str = ""
     """Conventions worth printing next to a figure (e.g. how causal attention FLOPs are counted)."""
+    liger: Callable[[], Callable[..., torch.Tensor] | None] | None = None
+    """The op in Liger-Kernel (the best open-source Triton kernels), with the reference's
+    signature: a third baseline, timed when `liger-kernel` is installed (None: not installed)."""
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return self.tolerances[dtype]

@@ -1,0 +1,363 @@
+"""Does the harness's timing hold up? Agreement with do_bench, and A/A and A/B keep rates.
+
+    python scripts/gpu_timing_check.py agreement [--kernels rmsnorm softmax ...] --out DIR
+    python scripts/gpu_timing_check.py keep-rates --out DIR [--trials 40] [--configs ...]
+
+`agreement`: every starter at two medium shapes and one large one, fp16. The harness
+(`run_bench`, a fresh worker, quick correctness in fp16, timing as in a run) reports device-time
+medians and IQRs; beside them, in this process, `triton.testing.do_bench` (median, L2 cleared
+before each call) of the same starter and of eager PyTorch at the same shape, and the wall time of
+one synchronized call. Pass: the harness within 10% of do_bench, its IQR at most 5% of its median.
+
+`keep-rates`: the keep rule against a known truth. A candidate is timed against an incumbent
+`--trials` times, each trial the harness worker's own timing of one shape (`Worker._time_shape`:
+the guards, fresh inputs, flush, batches, audits; the compile baseline cached as in a run's later
+experiments), then the loop's keep rule (`autokernel.loop.keep.verdict_for`). Pairs: the rmsnorm
+starter against itself (A/A: should almost never be kept) and against copies of itself that also
+read a fraction of x in an extra kernel (A/B: kept at the rate reported; the true ratio is
+do_bench's, measured in the same process). Each configuration runs in its own process, because the
+worker installs process-wide hooks.
+
+Both write `<mode>.json` and `<mode>.md` under --out and print the markdown last. `--device cpu`
+runs the same code on the interpreter with tiny shapes (a smoke test; its figures mean nothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from autokernel.versions import source_commit
+
+REPO = Path(__file__).resolve().parents[1]
+AGREEMENT_TOLERANCE = 0.10
+IQR_LIMIT = 0.05
+ROW = ("2048x2048", "3136x3072", "8192x8192")
+SHAPES: dict[str, tuple[str, str, str]] = {  # two medium, one large (fp16)
+    "softmax": ROW, "layernorm": ROW, "rmsnorm": ROW,
+    "reduce": ("2048x2048", "3136x3072", "16384x8192"),
+    "cross_entropy": ("1024x32000", "2048x32000", "8192x50257"),
+    "rotary_embedding": ("1x16x1024x128", "2x16x2048x128", "1x32x4096x128"),
+    "matmul": ("1024x1024x1024", "2048x2048x2048", "8192x8192x8192"),
+    "fused_mlp": ("512x2048x5632", "2048x2048x5632", "4096x4096x14336"),
+    "flash_attention": ("1x16x1024x128", "2x16x2048x128", "1x32x4096x128"),
+}
+CPU_SHAPES = {"rmsnorm": ("16x64", "8x128", "32x64"), "softmax": ("16x64", "8x128", "32x64")}
+# (name, extra fraction of x read by the incumbent, shape): ~(2 + f) / 2 slower in traffic terms.
+KEEP_CONFIGS: dict[str, tuple[float, str]] = {
+    "aa-medium": (0.0, "2048x2048"),
+    "aa-large": (0.0, "8192x8192"),
+    "ab110-medium": (0.24, "2048x2048"),
+    "ab110-large": (0.24, "8192x8192"),
+    "ab103-large": (0.07, "8192x8192"),
+    "ab103-medium": (0.07, "2048x2048"),
+}
+SLOWER_SUFFIX = '''
+
+@triton.jit
+def _extra_read_kernel(x_ptr, partial_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    values = tl.load(x_ptr + offsets, mask=offsets < n, other=0.0).to(tl.float32)
+    tl.store(partial_ptr + tl.program_id(0), tl.sum(values, axis=0))
+
+
+_starter_kernel_fn = kernel_fn
+
+
+def kernel_fn(x, weight, eps=1e-6):
+    n = int(x.numel() * EXTRA_READ_FRACTION)
+    if n > 0:
+        partial = torch.empty(triton.cdiv(n, 4096), dtype=torch.float32, device=x.device)
+        _extra_read_kernel[(triton.cdiv(n, 4096),)](x, partial, n, BLOCK=4096)
+    return _starter_kernel_fn(x, weight, eps)
+'''
+
+
+def header(title: str, device: str, command: str) -> list[str]:
+    import torch
+    import triton
+
+    gpu = torch.cuda.get_device_name(0) if device == "cuda" else "cpu (Triton interpreter)"
+    return [f"# {title}", "", f"- GPU: **{gpu}**",
+            f"- torch {torch.__version__}, triton {triton.__version__}, Python "
+            f"{sys.version.split()[0]}",
+            f"- autokernel commit: `{source_commit(REPO)}`",
+            f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+            f"- command: `{command}`", ""]
+
+
+def load_module(path: Path, name: str) -> Any:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synced_wall_us(fn: Any, calls: int = 30) -> float:
+    import torch
+
+    walls = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        began = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        walls.append((time.perf_counter() - began) * 1e6)
+    return statistics.median(walls)
+
+
+def agreement(args: argparse.Namespace) -> int:
+    import torch
+    from triton.testing import do_bench
+
+    from autokernel.harness.runner import run_bench
+    from autokernel.kernels import starter_path
+    from autokernel.ops import get_spec
+
+    table = CPU_SHAPES if args.device == "cpu" else SHAPES
+    kernels = args.kernels or list(table)
+    rows, raw, ok = [], {}, True
+    with tempfile.TemporaryDirectory(prefix="autokernel-agree-") as scratch:
+        for kernel_type in kernels:
+            spec = get_spec(kernel_type)
+            shapes = list(table[kernel_type])
+            began = time.perf_counter()
+            result = run_bench(starter_path(kernel_type), device=args.device, shapes=shapes,
+                               dtypes=["fp16" if args.device == "cuda" else "fp32"],
+                               correctness_dtypes=["fp16" if args.device == "cuda" else "fp32"],
+                               quick=True, cache_dir=Path(scratch) / "cache", timeout_s=900)
+            wall = time.perf_counter() - began
+            raw[kernel_type] = result.to_dict()
+            print(f"{kernel_type}: {result.status.value} in {wall:.1f} s {result.reason[:200]}",
+                  file=sys.stderr, flush=True)
+            if not result.passed:
+                ok = False
+                rows.append(f"| {kernel_type} | {result.status.value} | | | | | | | | |")
+                continue
+            module = load_module(starter_path(kernel_type), f"starter_{kernel_type}")
+            for timing in result.timings:
+                shape = tuple(timing.shape)
+                if args.device == "cuda":
+                    generator = torch.Generator(device="cuda").manual_seed(0)
+                    inputs = spec.make_inputs(shape, torch.float16, torch.device("cuda"),
+                                              generator, "normal")
+                    ours = do_bench(lambda: module.kernel_fn(*inputs), warmup=25, rep=200,
+                                    return_mode="median") * 1e3
+                    eager = do_bench(lambda: spec.stock(*inputs), warmup=25, rep=200,
+                                     return_mode="median") * 1e3
+                    synced = synced_wall_us(lambda: module.kernel_fn(*inputs))
+                    del inputs
+                    torch.cuda.empty_cache()
+                else:
+                    ours = eager = synced = float("nan")
+                agree = abs(timing.latency_us / ours - 1) if ours == ours else float("nan")
+                spread = timing.iqr_us / timing.latency_us
+                passed = agree <= AGREEMENT_TOLERANCE and spread <= IQR_LIMIT
+                ok &= passed or args.device != "cuda"
+                rows.append(
+                    f"| {kernel_type} | {spec.format_shape(shape)} | {timing.latency_us:.2f} | "
+                    f"{spread:.1%} | {ours:.2f} | {timing.latency_us / ours:.3f} | "
+                    f"{timing.eager_us:.2f} | {eager:.2f} | {synced:.1f} | "
+                    f"{_num(timing.launch_us)} / {_num(timing.eager_launch_us)} | "
+                    f"{'yes' if passed else '**no**'} |")
+    lines = header("Harness device time against triton.testing.do_bench", args.device,
+                   "python scripts/gpu_timing_check.py agreement")
+    lines += [
+        "Harness: `run_bench` on each starter (fresh worker; quick correctness in fp16), timing "
+        "as in a run: fresh inputs per call, L2 flushed (256 MiB), batches queued behind a GPU "
+        "spin so the host stays ahead, CUDA events, rotating order; median and IQR over the "
+        "rounds. do_bench: `triton.testing.do_bench(fn, warmup=25, rep=200, "
+        "return_mode='median')` in this process on one fixed input (it clears L2 before every "
+        "call). Synced call: median wall time of one call bracketed by `torch.cuda.synchronize()` "
+        "(host launch included). launch: the harness's host launch cost (synced wall minus "
+        "device time), kernel / eager.",
+        "",
+        f"Pass: harness median within {AGREEMENT_TOLERANCE:.0%} of do_bench and IQR at most "
+        f"{IQR_LIMIT:.0%} of the median.",
+        "",
+        "| kernel | shape | harness µs | IQR/median | do_bench µs | harness/do_bench | "
+        "harness eager µs | do_bench eager µs | synced call µs | launch µs kernel / eager | "
+        "pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+        *rows,
+    ]
+    write(args.out, "agreement", lines, raw)
+    return 0 if ok else 1
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def keep_rates(args: argparse.Namespace) -> int:
+    configs = args.configs or list(KEEP_CONFIGS)
+    results = {}
+    for name in configs:
+        command = [sys.executable, __file__, "_trial", "--config", name, "--trials",
+                   str(args.trials), "--device", args.device]
+        began = time.perf_counter()
+        env = dict(os.environ, **({"TRITON_INTERPRET": "1"} if args.device == "cpu" else {}))
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout,
+                              env=env)
+        print(f"{name}: exit {done.returncode} in {time.perf_counter() - began:.0f} s",
+              file=sys.stderr, flush=True)
+        if done.returncode != 0:
+            print(done.stdout[-2000:], done.stderr[-4000:], file=sys.stderr)
+            results[name] = {"error": done.stderr[-2000:]}
+            continue
+        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+    lines = header("Keep rule against a known truth: A/A and A/B keep rates", args.device,
+                   f"python scripts/gpu_timing_check.py keep-rates --trials {args.trials}")
+    lines += [
+        "Each trial: the harness worker times one shape (`Worker._time_shape`: guards on the "
+        "candidate, fresh inputs every call, L2 flush, batches queued behind a GPU spin, "
+        "audits, untimed synced calls for launch cost; 1 s budget; the compile baseline cached "
+        "as in a run's later experiments), then `autokernel.loop.keep.verdict_for` decides with "
+        "min_gain 1%. Candidate: the rmsnorm starter, fp16. Incumbent: the same starter (A/A), "
+        "or the starter plus an extra kernel reading a fraction of x (A/B). True ratio: "
+        "do_bench (median) of incumbent / candidate in the same process.",
+        "",
+        "| config | shape | extra read | do_bench ratio | trials | kept | keep rate | "
+        "median vs_best | median CI width | re-timed | median rounds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, data in results.items():
+        if "error" in data:
+            lines.append(f"| {name} | error: {data['error'][-200:]!r} |")
+            continue
+        trials = data["trials"]
+        kept = sum(t["status"] == "keep" for t in trials)
+        lines.append(
+            f"| {name} | {data['shape']} | {data['fraction']:.2f} | "
+            f"{data['do_bench_ratio']:.3f} | {len(trials)} | {kept} | {kept / len(trials):.0%} | "
+            f"{statistics.median(t['estimate'] for t in trials):.3f} | "
+            f"{statistics.median(t['width'] for t in trials):.3f} | "
+            f"{sum(t['retimed'] for t in trials)} | "
+            f"{statistics.median(t['rounds'] for t in trials):.0f} |")
+    write(args.out, "keep-rates", lines, results)
+    return 0
+
+
+def trial(args: argparse.Namespace) -> int:
+    """One configuration, in this process: `args.trials` timings and verdicts, JSON on stdout."""
+    import secrets
+
+    import torch
+
+    from autokernel.harness.protocol import Job, WorkerReport, baseline_key
+    from autokernel.harness.result import BenchResult, Status
+    from autokernel.harness.runner import apply_report
+    from autokernel.harness.timing import Spinner, make_flush_buffer
+    from autokernel.harness.worker import Worker
+    from autokernel.kernels import starter_path
+    from autokernel.loop.keep import verdict_for
+    from autokernel.loop.runner import measure
+    from autokernel.loop.state import Measurement
+    from autokernel.ops import get_spec
+    from autokernel.ops.spec import dtype_name
+
+    fraction, shape_text = KEEP_CONFIGS[args.config]
+    cpu = args.device == "cpu"
+    if cpu:
+        from autokernel.device import use_device
+
+        use_device("cpu")
+        shape_text = "32x64"
+    spec = get_spec("rmsnorm")
+    shape = spec.parse_shape(shape_text)
+    dtype = torch.float32 if cpu else torch.float16
+    scratch = Path(tempfile.mkdtemp(prefix="autokernel-trial-"))
+    starter = starter_path("rmsnorm").read_text()
+    candidate = scratch / "candidate.py"
+    candidate.write_text(starter)
+    incumbent = scratch / "incumbent.py"
+    incumbent.write_text(starter + f"\nEXTRA_READ_FRACTION = {fraction}\n" + SLOWER_SUFFIX
+                         if fraction else starter)
+    gpu_name = "cpu" if cpu else torch.cuda.get_device_name(0)
+    cached = {baseline_key("rmsnorm", list(shape), dtype_name(dtype), gpu_name,
+                           torch.__version__, {}): {"compile_us": None}}
+    job = Job(kernel_path=str(candidate), kernel_type="rmsnorm", device=args.device,
+              timing_shapes=[list(shape)], timing_dtypes=[dtype_name(dtype)],
+              correctness_dtypes=[dtype_name(dtype)], model_shapes=[], params={},
+              seed=secrets.randbelow(2**62), nonce="trial", result_fd=-1, quick=True,
+              cached_baselines=cached, incumbent_path=str(incumbent))
+    worker = Worker(job)
+    worker._setup()
+    worker._prepare_references()
+    worker._prepare_timing()
+    worker._load_candidate()
+    worker._load_incumbent()
+    worker.spinner = Spinner()
+    flush = make_flush_buffer(worker.device)
+    ratio = float("nan")
+    if not cpu:
+        from triton.testing import do_bench
+
+        generator = torch.Generator(device="cuda").manual_seed(1)
+        inputs = spec.make_inputs(shape, dtype, worker.device, generator, "normal")
+        times = [do_bench(lambda fn=fn: fn(*inputs), warmup=25, rep=300, return_mode="median")
+                 for fn in (worker.kernel_fn, worker.incumbent_fn)]
+        ratio = times[1] / times[0]
+    weights = {tuple(shape): 1.0}
+    best = Measurement(experiment=0, commit="incumbent", latency_us=1.0, iqr_us=0.0)
+    trials = []
+    for t in range(args.trials):
+        timed = worker._time_shape(0, shape, dtype, flush, job.timing_budget_s)
+        result = BenchResult(status=Status.PASS, kernel_type="rmsnorm", device=args.device)
+        apply_report(result, WorkerReport(status="PASS", timings=[timed]), spec, args.device)
+        verdict = verdict_for(result, measure(result, t + 1, "", weights), best, job.min_gain,
+                              weights)
+        paired = verdict.vs_best
+        trials.append({"status": verdict.status, "reason": verdict.reason,
+                       "estimate": paired.estimate if paired else None,
+                       "low": paired.low if paired else None,
+                       "high": paired.high if paired else None,
+                       "width": paired.relative_width if paired else None,
+                       "rounds": timed.samples, "retimed": timed.retimed,
+                       "candidate_us": timed.latency_us, "incumbent_us": timed.incumbent_us,
+                       "host_bound_batches": timed.host_bound_batches,
+                       "retried_batches": timed.retried_batches})
+    print(json.dumps({"config": args.config, "shape": shape_text, "fraction": fraction,
+                      "do_bench_ratio": ratio, "trials": trials}))
+    return 0
+
+
+def write(out: Path, name: str, lines: list[str], raw: Any) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    text = "\n".join(lines) + "\n"
+    (out / f"{name}.md").write_text(text)
+    (out / f"{name}.json").write_text(json.dumps(raw, indent=1, default=str) + "\n")
+    print(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("agreement", "keep-rates", "_trial"))
+    parser.add_argument("--out", type=Path, default=Path("gpu-out"))
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--kernels", nargs="*", default=None)
+    parser.add_argument("--configs", nargs="*", default=None, choices=list(KEEP_CONFIGS))
+    parser.add_argument("--config", default="aa-medium", choices=list(KEEP_CONFIGS))
+    parser.add_argument("--trials", type=int, default=40)
+    parser.add_argument("--timeout", type=float, default=300.0)
+    args = parser.parse_args()
+    if args.mode == "agreement":
+        return agreement(args)
+    if args.mode == "keep-rates":
+        return keep_rates(args)
+    return trial(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
