@@ -74,7 +74,9 @@ def kernelbench(
     top: int = typer.Option(5, "--top", help="Optimize each problem's N highest-ranked "
                             "targets."),
     all_kernels: bool = typer.Option(False, "--all-kernels", help="Verify with every finished "
-                                     "kernel, also those slower than eager PyTorch."),
+                                     "kernel, also those slower than eager PyTorch (by "
+                                     "default only the faster ones; all of them when none "
+                                     "is faster)."),
     claude_model: str = typer.Option(None, "--claude-model", help="Claude model id (claude "
                                      "agent)."),
     max_cost: float = typer.Option(None, "--max-cost", help="LLM spend cap in USD, per "
@@ -133,7 +135,7 @@ def kernelbench(
 
     try:
         records = run_suite(problems, out, template, on_record, on_start)
-    except SuiteInterrupted:
+    except (SuiteInterrupted, KeyboardInterrupt):
         console.print(f"interrupted; the table so far is in {out / 'results.md'}",
                       highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED) from None

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `autokernel kernelbench` on a GPU, sized for one device call (at most 10 minutes): a few of
+# examples/kernelbench's problems with a short budget each, the table printed at the end.
+# Output (workspaces, logs, results.md/.json/.tsv) goes to $OUT/kernelbench (or ./gpu-out).
+#
+#   COMMIT=<sha> scripts/gpu_kernelbench.sh [MINUTES_PER_PROBLEM] [PROBLEM.py...]
+#
+# Default: 1 minute each for the softmax, layernorm, rope and sum-over-dim-1 problems (the last
+# has no optimizable target: its row says so). Each problem also spends ~0.5-2 min on profiling
+# and verify (torch.compile of the original and the patched model).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-gpu-out}
+PYTHON=${PYTHON:-python3}
+minutes=${1:-1}
+shift $(( $# > 0 ? 1 : 0 ))
+problems=("$@")
+[ ${#problems[@]} -eq 0 ] && problems=(examples/kernelbench/{03_softmax_wide,07_layernorm,12_rope,04_sum_over_dim1}.py)
+mkdir -p "$OUT"
+rm -rf "$OUT/kernelbench"
+export PYTHONUNBUFFERED=1
+# The copy on the device machine may carry a stale .git: the table's commit comes from $COMMIT.
+"$PYTHON" -m autokernel kernelbench "${problems[@]}" --device cuda --agent tuner \
+  --minutes-per-problem "$minutes" --out "$OUT/kernelbench"
+status=$?
+echo "commit ${COMMIT:-unknown (pass COMMIT=<sha>)}"
+cat "$OUT/kernelbench/results.md" 2>/dev/null
+exit $status
