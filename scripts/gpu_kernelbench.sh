@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `autokernel kernelbench` on a GPU, sized for one device call (at most 10 minutes): a few of
 # examples/kernelbench's problems with a short budget each, the table printed at the end.
-# Output (workspaces, logs, results.md/.json/.tsv) goes to $OUT/kernelbench (or ./gpu-out).
+# The set runs in autokernel_runs/kernelbench-gpu (git-ignored); its results.md/.json/.tsv and
+# logs/ are copied to $OUT (the device runner's output folder) when it is set.
 #
 #   COMMIT=<sha> scripts/gpu_kernelbench.sh [MINUTES_PER_PROBLEM] [PROBLEM.py...]
 #
@@ -10,19 +11,22 @@
 # and verify (torch.compile of the original and the patched model).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-gpu-out}
 PYTHON=${PYTHON:-python3}
 minutes=${1:-1}
 shift $(( $# > 0 ? 1 : 0 ))
 problems=("$@")
 [ ${#problems[@]} -eq 0 ] && problems=(examples/kernelbench/{03_softmax_wide,07_layernorm,12_rope,04_sum_over_dim1}.py)
-mkdir -p "$OUT"
-rm -rf "$OUT/kernelbench"
+SET_DIR=autokernel_runs/kernelbench-gpu
+rm -rf "$SET_DIR"
 export PYTHONUNBUFFERED=1
 # The copy on the device machine may carry a stale .git: the table's commit comes from $COMMIT.
 "$PYTHON" -m autokernel kernelbench "${problems[@]}" --device cuda --agent tuner \
-  --minutes-per-problem "$minutes" --out "$OUT/kernelbench"
+  --minutes-per-problem "$minutes" --out "$SET_DIR"
 status=$?
+if [[ -n "${OUT:-}" ]]; then
+    cp "$SET_DIR"/results.* "$OUT/" 2>/dev/null
+    cp -r "$SET_DIR/logs" "$OUT/" 2>/dev/null
+fi
 echo "commit ${COMMIT:-unknown (pass COMMIT=<sha>)}"
-cat "$OUT/kernelbench/results.md" 2>/dev/null
+cat "$SET_DIR/results.md" 2>/dev/null
 exit $status
