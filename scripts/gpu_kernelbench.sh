@@ -6,13 +6,13 @@
 #
 #   COMMIT=<sha> scripts/gpu_kernelbench.sh [MINUTES_PER_PROBLEM] [PROBLEM.py...]
 #
-# Default: 1 minute each for the softmax, layernorm, rope and sum-over-dim-1 problems (the last
+# Default: half a minute each for the softmax, layernorm, rope and sum-over-dim-1 problems (the last
 # has no optimizable target: its row says so). Each problem also spends ~0.5-2 min on profiling
 # and verify (torch.compile of the original and the patched model).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-minutes=${1:-1}
+minutes=${1:-0.5}
 shift $(( $# > 0 ? 1 : 0 ))
 problems=("$@")
 [ ${#problems[@]} -eq 0 ] && problems=(examples/kernelbench/{03_softmax_wide,07_layernorm,12_rope,04_sum_over_dim1}.py)
