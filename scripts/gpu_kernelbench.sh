@@ -7,8 +7,8 @@
 #   COMMIT=<sha> scripts/gpu_kernelbench.sh [MINUTES_PER_PROBLEM] [PROBLEM.py...]
 #
 # Default: half a minute each for the softmax, layernorm, rope and sum-over-dim-1 problems
-# (the last has no optimizable target: its row says so). Each problem also spends ~0.5-2 min on profiling
-# and verify (torch.compile of the original and the patched model).
+# (the last has no optimizable target: its row says so). Each problem also spends ~0.5-2 min
+# on profiling and verify (torch.compile of the original and the patched model).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
