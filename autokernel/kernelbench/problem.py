@@ -125,7 +125,6 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     from autokernel.loop.dashboard import PlainDashboard
     from autokernel.loop.runner import LoopConfig, Runner
     from autokernel.loop.workspace import (
-        Workspace,
         WorkspaceError,
         check_new_workspace_dir,
         run_tag_for,
@@ -149,12 +148,11 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     )
     run_tag = run_tag_for(job.problem, time.strftime("%Y%m%d-%H%M%S"))
     chosen = list(range(min(job.top, len(plan.targets))))
-    try:
+    try:  # the same workspace as `autokernel run` makes (cli.run's helper; see its doc)
         workspace, state = _create_workspace(root, run_tag, Path(job.problem), CLASS_NAME, plan,
                                              chosen, config, job.agent_options)
     except typer.Exit:  # it printed the reason to stderr, which is the log
         raise StageFailure("run", f"cannot create the workspace {root} (see the log)") from None
-    assert isinstance(workspace, Workspace)
     runner = Runner(workspace, plan, state, config, agent, dashboard=PlainDashboard())
     emit(f"stopped: {runner.run()}")
     return state
