@@ -148,7 +148,7 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     )
     run_tag = run_tag_for(job.problem, time.strftime("%Y%m%d-%H%M%S"))
     chosen = list(range(min(job.top, len(plan.targets))))
-    try:  # the same workspace as `autokernel run` makes (cli.run's helper; see its doc)
+    try:  # cli.run's own helper, so the workspace is exactly what `autokernel run` makes
         workspace, state = _create_workspace(root, run_tag, Path(job.problem), CLASS_NAME, plan,
                                              chosen, config, job.agent_options)
     except typer.Exit:  # it printed the reason to stderr, which is the log
