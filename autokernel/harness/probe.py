@@ -38,8 +38,12 @@ def self_test(monitor: LaunchMonitor, recorder: FallbackRecorder, device: torch.
     src = torch.arange(8, dtype=torch.float32, device=device)
     before = monitor.launches
     recorder.reset()
-    with recorder:
-        dst = _launch(src)
+    monitor.armed = True  # as around every guarded call (disarmed, launches pass straight through)
+    try:
+        with recorder:
+            dst = _launch(src)
+    finally:
+        monitor.armed = False
     if device.type == "cuda":
         torch.cuda.synchronize()
     if monitor.launches != before + 1:
