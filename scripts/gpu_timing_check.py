@@ -152,22 +152,25 @@ def agreement(args: argparse.Namespace) -> int:
                     generator = torch.Generator(device="cuda").manual_seed(0)
                     inputs = spec.make_inputs(shape, torch.float16, torch.device("cuda"),
                                               generator, "normal")
-                    ours = do_bench(lambda: module.kernel_fn(*inputs), warmup=25, rep=200,
-                                    return_mode="median") * 1e3
+                    q25, ours, q75 = (v * 1e3 for v in do_bench(
+                        lambda: module.kernel_fn(*inputs), warmup=25, rep=200,
+                        quantiles=[0.25, 0.5, 0.75]))
+                    do_bench_spread = (q75 - q25) / ours
                     eager = do_bench(lambda: spec.stock(*inputs), warmup=25, rep=200,
                                      return_mode="median") * 1e3
                     synced = synced_wall_us(lambda: module.kernel_fn(*inputs))
                     del inputs
                     torch.cuda.empty_cache()
                 else:
-                    ours = eager = synced = float("nan")
+                    ours = eager = synced = do_bench_spread = float("nan")
                 agree = abs(timing.latency_us / ours - 1) if ours == ours else float("nan")
                 spread = timing.iqr_us / timing.latency_us
                 passed = agree <= AGREEMENT_TOLERANCE and spread <= IQR_LIMIT
                 ok &= passed or args.device != "cuda"
                 rows.append(
                     f"| {kernel_type} | {spec.format_shape(shape)} | {timing.latency_us:.2f} | "
-                    f"{spread:.1%} | {ours:.2f} | {timing.latency_us / ours:.3f} | "
+                    f"{spread:.1%} (×{timing.calls_per_round}) | {ours:.2f} | "
+                    f"{do_bench_spread:.1%} | {timing.latency_us / ours:.3f} | "
                     f"{timing.eager_us:.2f} | {eager:.2f} | {synced:.1f} | "
                     f"{_num(timing.launch_us)} / {_num(timing.eager_launch_us)} | "
                     f"{'yes' if passed else '**no**'} |")
@@ -186,10 +189,13 @@ def agreement(args: argparse.Namespace) -> int:
         f"Pass: harness median within {AGREEMENT_TOLERANCE:.0%} of do_bench and IQR at most "
         f"{IQR_LIMIT:.0%} of the median.",
         "",
-        "| kernel | shape | harness µs | IQR/median | do_bench µs | harness/do_bench | "
-        "harness eager µs | do_bench eager µs | synced call µs | launch µs kernel / eager | "
-        "pass |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "IQR/median (×N): the harness's interquartile range over rounds, each round the mean of "
+        "N calls; do_bench IQR: over its single calls.",
+        "",
+        "| kernel | shape | harness µs | IQR/median (×N) | do_bench µs | do_bench IQR | "
+        "harness/do_bench | harness eager µs | do_bench eager µs | synced call µs | "
+        "launch µs kernel / eager | pass |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]
     write(args.out, "agreement", lines, raw)
@@ -238,13 +244,17 @@ def keep_rates(args: argparse.Namespace) -> int:
             continue
         trials = data["trials"]
         kept = sum(t["status"] == "keep" for t in trials)
+        judged = [t for t in trials if t["estimate"] is not None] or [
+            {"estimate": float("nan"), "width": float("nan"), "rounds": 0}]
+        other = sorted({t["status"] for t in trials} - {"keep", "revert"})
         lines.append(
             f"| {name} | {data['shape']} | {data['fraction']:.2f} | "
             f"{data['do_bench_ratio']:.3f} | {len(trials)} | {kept} | {kept / len(trials):.0%} | "
-            f"{statistics.median(t['estimate'] for t in trials):.3f} | "
-            f"{statistics.median(t['width'] for t in trials):.3f} | "
+            f"{statistics.median(t['estimate'] for t in judged):.3f} | "
+            f"{statistics.median(t['width'] for t in judged):.3f} | "
             f"{sum(t['retimed'] for t in trials)} | "
-            f"{statistics.median(t['rounds'] for t in trials):.0f} |")
+            f"{statistics.median(t['rounds'] for t in judged):.0f} |"
+            + (f" other verdicts: {', '.join(other)}" if other else ""))
     write(args.out, "keep-rates", lines, results)
     return 0
 
@@ -259,7 +269,7 @@ def trial(args: argparse.Namespace) -> int:
     from autokernel.harness.result import BenchResult, Status
     from autokernel.harness.runner import apply_report
     from autokernel.harness.timing import Spinner, make_flush_buffer
-    from autokernel.harness.worker import Worker
+    from autokernel.harness.worker import Verdict, Worker
     from autokernel.kernels import starter_path
     from autokernel.loop.keep import verdict_for
     from autokernel.loop.runner import measure
@@ -313,7 +323,13 @@ def trial(args: argparse.Namespace) -> int:
     best = Measurement(experiment=0, commit="incumbent", latency_us=1.0, iqr_us=0.0)
     trials = []
     for t in range(args.trials):
-        timed = worker._time_shape(0, shape, dtype, flush, job.timing_budget_s)
+        try:
+            timed = worker._time_shape(0, shape, dtype, flush, job.timing_budget_s)
+        except Verdict as verdict:  # a verdict on this trial only: record it and go on
+            trials.append({"status": verdict.status, "reason": verdict.reason, "estimate": None,
+                           "low": None, "high": None, "width": None, "rounds": 0,
+                           "retimed": False})
+            continue
         result = BenchResult(status=Status.PASS, kernel_type="rmsnorm", device=args.device)
         apply_report(result, WorkerReport(status="PASS", timings=[timed]), spec, args.device)
         verdict = verdict_for(result, measure(result, t + 1, "", weights), best, job.min_gain,
@@ -327,7 +343,11 @@ def trial(args: argparse.Namespace) -> int:
                        "rounds": timed.samples, "retimed": timed.retimed,
                        "candidate_us": timed.latency_us, "incumbent_us": timed.incumbent_us,
                        "host_bound_batches": timed.host_bound_batches,
-                       "retried_batches": timed.retried_batches})
+                       "retried_batches": timed.retried_batches,
+                       "calls_per_round": timed.calls_per_round,
+                       "launch_us": timed.launch_us,
+                       "rounds_us": [timed.candidate_rounds_us, timed.incumbent_rounds_us]
+                       if t == 0 else None})
     print(json.dumps({"config": args.config, "shape": shape_text, "fraction": fraction,
                       "do_bench_ratio": ratio, "trials": trials}))
     return 0

@@ -542,6 +542,11 @@ def test_launch_monitor_counts_skips_and_checks_compiled_kernel_launches() -> No
     monitor = LaunchMonitor("cpu")
     monitor._wrap_getitem(FakeCompiledKernel, "fake[grid]")
     monitor._wrap_run(FakeJIT, "fake.run")
+    FakeCompiledKernel()[(1,)](0)
+    FakeJIT().run(0, grid=(1,), warmup=False)
+    assert monitor.launches == 0 and len(launched) == 2  # disarmed: passed straight through
+    launched.clear()
+    monitor.armed = True
     FakeCompiledKernel()[(1,)](1, 2)
     assert FakeJIT().run(3, grid=(1,), warmup=False) == "compiled"
     FakeJIT().run(4, grid=(1,), warmup=True)  # a warm-up compiles, it does not launch

@@ -72,6 +72,7 @@ class TimedShape:
     candidate_rounds_us: list[float] = field(default_factory=list)
     incumbent_rounds_us: list[float] = field(default_factory=list)
     retimed: bool = False  # the paired interval was too wide; timed again with more rounds
+    calls_per_round: int = 1  # each round's sample is the mean of this many calls
     retried_batches: int = 0
     host_bound_batches: int = 0
 

@@ -30,7 +30,8 @@ class ShapeTiming:
     gbps: float | None = None
     pct_peak_datasheet: float | None = None
     pct_peak_measured: float | None = None
-    samples: int = 0  # timed calls per contestant
+    samples: int = 0  # timed rounds per contestant (each the mean of calls_per_round calls)
+    calls_per_round: int = 1
     eager_iqr_us: float | None = None
     compile_iqr_us: float | None = None
     compile_cached: bool = False  # compile_us comes from the run's baseline cache

@@ -273,6 +273,7 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
             iqr_us=timed.iqr_us, eager_us=timed.eager_us, compile_us=timed.compile_us,
             tflops=line.tflops, gbps=line.gbps, pct_peak_datasheet=line.pct_peak_datasheet,
             pct_peak_measured=line.pct_peak_measured, samples=timed.samples,
+            calls_per_round=timed.calls_per_round,
             eager_iqr_us=timed.eager_iqr_us, compile_iqr_us=timed.compile_iqr_us,
             compile_cached=timed.compile_cached,
             speedup_vs_eager=_ratio(timed.eager_us, timed.latency_us),

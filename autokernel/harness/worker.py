@@ -684,21 +684,18 @@ class Worker:
             if rounds > len(audits) else list(range(rounds))[-len(audits):]
         audit_at = dict(zip(audit_rounds, audits))
         produced: list[tuple[Prepared, torch.Tensor]] = []
-        pending: dict[tuple[int, str], tuple[Inputs, torch.Tensor]] = {}
 
-        def prepare(r: int, name: str) -> Inputs:
-            if name == "candidate" and r in audit_at:
-                inputs = self._regenerate(audit_at[r])
-            else:
-                inputs = self._make(shape, dtype, generator)
-            if name == "candidate":
-                pending[(r, name)] = (inputs, [bits(t).clone() for t in _tensors(inputs)])
-            return inputs
+        def prepare(r: int, name: str) -> tuple[Inputs, Any]:
+            if name != "candidate":
+                return self._make(shape, dtype, generator), None
+            inputs = self._regenerate(audit_at[r]) if r in audit_at \
+                else self._make(shape, dtype, generator)
+            return inputs, (inputs, [bits(t).clone() for t in _tensors(inputs)])
 
-        def after(r: int, name: str, out: Any) -> None:
+        def after(r: int, name: str, out: Any, token: Any) -> None:
             if name != "candidate":
                 return
-            inputs, before = pending.pop((r, name))
+            inputs, before = token
             if not all(torch.equal(bits(t), saved) for t, saved in zip(_tensors(inputs), before)):
                 raise Verdict("REJECTED", "timing", f"input mutation at {where}: a timed call "
                               "modified its inputs", "input-mutation")
@@ -751,6 +748,7 @@ class Worker:
                             samples=len(candidate.latency_us), launch_us=launch("candidate"),
                             eager_launch_us=launch("eager"), compile_launch_us=launch("compile"),
                             incumbent_launch_us=launch("incumbent"), retimed=retimed,
+                            calls_per_round=timed.calls_per_round,
                             retried_batches=timed.retried_batches,
                             host_bound_batches=timed.host_bound_batches)
         if "incumbent" in samples:
