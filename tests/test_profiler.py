@@ -21,8 +21,9 @@ import torch
 from typer.testing import CliRunner
 
 from autokernel.cli import app
+from autokernel.cli.profile import print_plan
 from autokernel.profiling.classify import classify_kernel_name, classify_profile
-from autokernel.profiling.events import RecordedProfile
+from autokernel.profiling.events import ModuleCall, OpCall, RecordedProfile, TimedRow
 from autokernel.profiling.model_loader import (
     ModelLoadError,
     import_model_file,
@@ -31,7 +32,7 @@ from autokernel.profiling.model_loader import (
 )
 from autokernel.profiling.plan import Plan, amdahl_speedup
 from autokernel.profiling.profiler import SCOPE_PREFIX, profile_model, record_from_events
-from autokernel.profiling.ranking import build_plan, format_markdown
+from autokernel.profiling.ranking import build_plan, format_markdown, plan_rows
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "tests" / "fixtures" / "models"
@@ -49,7 +50,10 @@ def cpu_plan(name: str, dtype: str = "fp32", folder: Path = MODELS) -> Plan:
 
 
 def types_of(plan: Plan) -> dict[str, object]:
-    return {t.kernel_type: t for t in plan.targets}
+    """Targets by label: the kernel type, with matmul's role ("matmul (linear)")."""
+    labels = [t.label for t in plan.targets]
+    assert len(labels) == len(set(labels)), f"two targets share a label: {labels}"
+    return {t.label: t for t in plan.targets}
 
 
 def assert_shares_add_up(plan: Plan) -> None:
@@ -62,15 +66,18 @@ def assert_shares_add_up(plan: Plan) -> None:
 # Classification on small CPU models, one per pattern
 
 CASES = [
-    # model, {kernel type: calls per forward}, kernel types that must not appear
-    ("matmul_mixed", {"matmul": 4}, {"fused_mlp"}),
+    # model, {target label: calls per forward}, kernel types that must not appear
+    ("matmul_mixed", {"matmul (linear)": 2, "matmul (gemm)": 1, "matmul (batched)": 1},
+     {"fused_mlp"}),
     ("sdpa", {"flash_attention": 1}, {"softmax", "matmul"}),
     ("explicit_attention", {"flash_attention": 1}, {"softmax", "matmul"}),
     ("explicit_attention_where", {"flash_attention": 1}, {"softmax", "matmul"}),
-    ("padded_attention", {"softmax": 1, "matmul": 2}, {"flash_attention"}),
+    ("padded_attention", {"softmax": 1, "matmul (batched)": 2}, {"flash_attention"}),
+    ("attention_matmuls", {"matmul (linear)": 4, "matmul (batched)": 2, "softmax": 1},
+     {"flash_attention"}),
     ("swiglu", {"fused_mlp": 1}, {"matmul"}),
-    ("gelu_mlp", {"matmul": 2}, {"fused_mlp"}),
-    ("gated_gelu_mlp", {"matmul": 3}, {"fused_mlp"}),
+    ("gelu_mlp", {"matmul (linear)": 2}, {"fused_mlp"}),
+    ("gated_gelu_mlp", {"matmul (linear)": 3}, {"fused_mlp"}),
     ("rmsnorm_handwritten", {"rmsnorm": 2}, {"layernorm", "reduce"}),
     ("rmsnorm_builtin", {"rmsnorm": 2}, {"layernorm"}),
     ("layernorm", {"layernorm": 2}, {"rmsnorm"}),
@@ -86,30 +93,61 @@ CASES = [
 def test_classification(name: str, expected: dict[str, int], forbidden: set[str]) -> None:
     plan = cpu_plan(name)
     found = types_of(plan)
-    for kernel_type, calls in expected.items():
-        assert kernel_type in found, f"{name}: no {kernel_type} target in {list(found)}"
-        assert found[kernel_type].calls == calls, (name, kernel_type)
-    assert not forbidden & set(found), f"{name}: unexpected {forbidden & set(found)}"
+    for label, calls in expected.items():
+        assert label in found, f"{name}: no {label} target in {list(found)}"
+        assert found[label].calls == calls, (name, label)
+    kernel_types = {t.kernel_type for t in plan.targets}
+    assert not forbidden & kernel_types, f"{name}: unexpected {forbidden & kernel_types}"
     assert_shares_add_up(plan)
 
 
-def test_matmul_shapes_are_m_n_k_from_linear_and_bmm() -> None:
-    matmul = types_of(cpu_plan("matmul_mixed"))["matmul"]
-    sites = {(s.aten_op, tuple(s.shape)): s for s in matmul.call_sites}
-    # linear: input [4, 24, 96], weight [80, 96] → M = 4*24, N = 80, K = 96
-    # What the matmul reference cannot take (a bias, a batch) is a note, not a parameter.
-    assert sites[("aten::linear", (96, 80, 96))].notes == {"bias": True}
-    assert sites[("aten::linear", (96, 72, 80))].notes == {}
-    assert ("aten::matmul", (96, 40, 72)) in sites
-    assert sites[("aten::bmm", (32, 40, 48))].notes == {"batch": 6}
-    assert all(site.params == {} for site in matmul.call_sites)
-    assert matmul.dims == ["M", "N", "K"]
+def assert_heaviest_shape_first(target) -> None:
+    """The target's shapes run from most to least profiled time; the first is benchmarked."""
     time_by_shape: dict[tuple[int, ...], float] = {}
-    for site in matmul.call_sites:
+    for site in target.call_sites:
         time_by_shape[tuple(site.shape)] = time_by_shape.get(tuple(site.shape), 0) + site.time_ms
-    assert matmul.shapes == [list(s) for s in sorted(time_by_shape, key=time_by_shape.get,
+    assert target.shapes == [list(s) for s in sorted(time_by_shape, key=time_by_shape.get,
                                                      reverse=True)]
-    assert matmul.bench_shape == matmul.shapes[0]
+    assert target.bench_shape == target.shapes[0]
+
+
+def test_matmul_shapes_are_b_m_n_k_per_role() -> None:
+    found = types_of(cpu_plan("matmul_mixed"))
+    linear, gemm, batched = (found[f"matmul ({role})"] for role in ("linear", "gemm", "batched"))
+    # linear: input [4, 24, 96], weight [80, 96] → B = 1, M = 4*24, N = 80, K = 96.
+    # What the op's input generator cannot take (a bias) is a note, not a parameter.
+    sites = {(s.aten_op, tuple(s.shape)): s for s in linear.call_sites}
+    assert sites[("aten::linear", (1, 96, 80, 96))].notes == {"bias": True}
+    assert sites[("aten::linear", (1, 96, 72, 80))].notes == {}
+    # y @ self.weight folds y's leading dims into rows; bmm's batch is B.
+    assert [s.shape for s in gemm.call_sites] == [[1, 96, 40, 72]]
+    assert [(s.aten_op, s.shape) for s in batched.call_sites] == [("aten::bmm", [6, 32, 40, 48])]
+    for target in (linear, gemm, batched):
+        assert all(site.params == {} for site in target.call_sites)  # no transposed operand
+        assert target.dims == ["B", "M", "N", "K"] and target.kernel_type == "matmul"
+        assert_heaviest_shape_first(target)
+    assert (linear.role, gemm.role, batched.role) == ("linear", "gemm", "batched")
+
+
+def test_attention_products_are_a_batched_target_beside_the_linears() -> None:
+    """minGPT's attention (q @ kᵀ, masked through `== 0`, softmax, @ v) is not claimed by the
+    attention pattern: its two products are one batched matmul target with its own shapes, and
+    the four linear layers another, each benchmarked at its own heaviest shape."""
+    plan = cpu_plan("attention_matmuls")
+    found = types_of(plan)
+    linear, batched = found["matmul (linear)"], found["matmul (batched)"]
+    tokens, d, heads = 2 * 32, 64, 4
+    assert sorted(map(tuple, linear.shapes)) == sorted([
+        (1, tokens, 3 * d, d), (1, tokens, d, d), (1, tokens, 4 * d, d), (1, tokens, d, 4 * d)])
+    scores, values = (2 * heads, 32, 32, d // heads), (2 * heads, 32, d // heads, 32)
+    assert sorted(map(tuple, batched.shapes)) == sorted([scores, values])
+    by_shape = {tuple(s.shape): s for s in batched.call_sites}
+    # q @ k.transpose(-2, -1): B is the transposed view of k, and the harness is told so.
+    assert by_shape[scores].params == {"b_transposed": True}
+    assert by_shape[values].params == {}
+    assert batched.params == by_shape[tuple(batched.bench_shape)].params
+    for target in (linear, batched):
+        assert_heaviest_shape_first(target)
 
 
 def test_handwritten_rmsnorm_is_one_target_with_module_eps() -> None:
@@ -151,7 +189,8 @@ def test_tiny_llama_ranks_every_llama_pattern() -> None:
     plan = cpu_plan("tiny_llama", folder=EXAMPLES)
     found = types_of(plan)
     # 2 layers: q, k, v, o projections + the output head; RoPE on q and k per layer.
-    assert found["matmul"].calls == 9
+    assert found["matmul (linear)"].calls == 9
+    assert [t.label for t in plan.targets].count("matmul (linear)") == 1
     assert found["fused_mlp"].calls == 2 and found["fused_mlp"].bench_shape == [32, 64, 176]
     assert found["rmsnorm"].calls == 5
     assert found["rotary_embedding"].calls == 4
@@ -265,8 +304,8 @@ def test_device_time_counts_kernel_rows_only_not_the_cpu_ops_that_launched_them(
     assert record.ops[by_name[kernel.name].op].name == "aten::addmm"
     assert by_name["Memset (Device)"].op is None
     plan = build_plan(record, model="fake", class_name="Model")
-    matmul = types_of(plan)["matmul"]
-    assert matmul.bench_shape == [4096, 4096, 1024] and matmul.call_sites[0].module == "fc"
+    matmul = types_of(plan)["matmul (linear)"]
+    assert matmul.bench_shape == [1, 4096, 4096, 1024] and matmul.call_sites[0].module == "fc"
     assert_shares_add_up(plan)
 
 
@@ -279,7 +318,8 @@ def test_kernels_fall_back_to_the_ops_torch_attached_them_to() -> None:
         del evt.activity_type, evt.linked_correlation_id
     record = record_from_events([mm, gpu], device="cuda", dtype="fp16", iterations=1)
     assert record.ops[record.rows[0].op].name == "aten::mm"
-    assert types_of(build_plan(record, "m", "Model"))["matmul"].bench_shape == [64, 16, 32]
+    assert types_of(build_plan(record, "m", "Model"))["matmul (gemm)"].bench_shape == \
+        [1, 64, 16, 32]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -291,10 +331,13 @@ def test_recorded_h100_rows() -> None:
     plan = build_plan(record, model="block", class_name="Model")
     found = types_of(plan)
     assert plan.total_ms == pytest.approx(1.53875)
-    # nvjet GEMMs under aten::addmm / aten::mm, plus one with no op (named by its kernel).
-    assert found["matmul"].calls == 4
-    assert found["matmul"].time_ms == pytest.approx((301.25 + 498 + 452.75 + 9.5) / 1000)
-    assert found["matmul"].bench_shape == [4096, 4096, 1024]
+    # nvjet GEMMs under the linears' aten::addmm / aten::mm, plus one with no op (named by its
+    # kernel): its role unknown, it joins the largest matmul target.
+    assert [t.label for t in plan.targets].count("matmul (linear)") == 1
+    assert not {"matmul (gemm)", "matmul (batched)", "matmul"} & set(found)
+    assert found["matmul (linear)"].calls == 4
+    assert found["matmul (linear)"].time_ms == pytest.approx((301.25 + 498 + 452.75 + 9.5) / 1000)
+    assert found["matmul (linear)"].bench_shape == [1, 4096, 4096, 1024]
     # The same vectorized_layer_norm_kernel serves both; the op decides.
     assert found["rmsnorm"].time_ms == pytest.approx(0.035)
     assert found["rmsnorm"].params == {"eps": 1e-6}
@@ -305,6 +348,145 @@ def test_recorded_h100_rows() -> None:
     assert [t.kernel_type for t in plan.targets][0] == "matmul"
     assert plan.gpu == "NVIDIA H100 80GB HBM3"
     assert_shares_add_up(plan)
+
+
+class _Recorder:
+    """Builds a GPU-style RecordedProfile op by op: each op call gets the next id, each kernel
+    row hangs off the op that launched it."""
+
+    def __init__(self) -> None:
+        self.ops: dict[int, OpCall] = {}
+        self.rows: list[TimedRow] = []
+        self.calls = {0: ModuleCall(0, ""), 1: ModuleCall(1, "attn"), 2: ModuleCall(2, "mlp")}
+
+    def op(self, name: str, shapes: list[list[int]], args: list | None = None,
+           parent: int | None = None, scope: int = 0, kernel_us: float = 0.0) -> int:
+        op_id = len(self.ops) + 1
+        self.ops[op_id] = OpCall(op_id, name, parent, [0] + ([scope] if scope else []), shapes,
+                                 ["c10::Half"] * len(shapes), args or [None] * len(shapes))
+        if kernel_us:
+            self.rows.append(TimedRow(f"nvjet_sm90_{name[6:]}_{op_id}", kernel_us, op_id))
+        return op_id
+
+    def linear(self, tokens: int, n: int, k: int, us: float, scope: int) -> None:
+        linear = self.op("aten::linear", [[tokens, k], [n, k], [n]], scope=scope)
+        self.op("aten::t", [[n, k]], parent=linear, scope=scope)
+        self.op("aten::addmm", [[n], [tokens, k], [k, n]], parent=linear, scope=scope,
+                kernel_us=us)
+
+    def matmul(self, a: list[int], b: list[int], b_strides: list[int], us: float) -> None:
+        """aten::matmul on 4-D operands, as torch records it: expand (with the operand's strides
+        on its as_strided) and reshape of each, then one bmm."""
+        matmul = self.op("aten::matmul", [a, b], scope=1)
+        for operand, strides in ((a, [a[1] * a[2] * a[3], a[2] * a[3], a[3], 1]), (b, b_strides)):
+            expand = self.op("aten::expand", [operand, [], []], [None, operand, False],
+                             parent=matmul, scope=1)
+            self.op("aten::as_strided", [operand, [], [], []], [None, operand, strides, None],
+                    parent=expand, scope=1)
+        batch = a[0] * a[1]
+        self.op("aten::bmm", [[batch, a[2], a[3]], [batch, b[2], b[3]]], parent=matmul, scope=1,
+                kernel_us=us)
+
+    def record(self) -> RecordedProfile:
+        return RecordedProfile("cuda", "fp16", 1, self.rows, self.ops, self.calls, {},
+                               gpu="NVIDIA H100 80GB HBM3", time_source="device kernels")
+
+
+def minigpt_record(scores_us: float) -> RecordedProfile:
+    """KernelBench level 3's 44_MiniGPTBlock (128 x 512 tokens, d 768, 8 heads of 96) as a GPU
+    profile: four linear layers and the attention's two batched products, q @ kᵀ reading kᵀ as a
+    transposed view of the fused qkv projection."""
+    batch, seq, d, heads = 128, 512, 768, 8
+    head_dim, tokens = d // heads, batch * seq
+    rec = _Recorder()
+    rec.linear(tokens, 3 * d, d, 900.0, scope=1)
+    rec.op("aten::split", [[batch, seq, 3 * d], [], []], scope=1)
+    rec.op("aten::transpose", [[batch, heads, seq, head_dim], [], []], [None, -2, -1], scope=1)
+    k_t_strides = [seq * 3 * d, head_dim, 1, 3 * d]  # k = qkv[..., d:2d].view(...).transpose(1, 2)
+    rec.matmul([batch, heads, seq, head_dim], [batch, heads, head_dim, seq], k_t_strides,
+               scores_us)
+    rec.op("aten::eq", [[1, 1, seq, seq], []], scope=1, kernel_us=20.0)
+    rec.op("aten::masked_fill", [[batch, heads, seq, seq], [1, 1, seq, seq], []], scope=1,
+           kernel_us=300.0)
+    rec.op("aten::softmax", [[batch, heads, seq, seq], [], []], [None, -1, None], scope=1,
+           kernel_us=400.0)
+    v_strides = [seq * 3 * d, head_dim, 3 * d, 1]
+    rec.matmul([batch, heads, seq, seq], [batch, heads, seq, head_dim], v_strides, 500.0)
+    rec.linear(tokens, d, d, 300.0, scope=1)
+    rec.linear(tokens, 4 * d, d, 1150.0, scope=2)
+    rec.linear(tokens, d, 4 * d, 1100.0, scope=2)
+    return rec.record()
+
+
+@pytest.mark.parametrize("scores_us", [700.0, 2000.0], ids=["scores_light", "scores_heavy"])
+def test_minigpt_block_gets_a_target_per_matmul_role(scores_us: float) -> None:
+    """The attention-score bmm at 512x512x96 is the batched target's primary shape, with its
+    batch and Kᵀ layout; the linear layers that hold the time are a target of their own, timed
+    at 65536x3072x768 — however heavy the scores product is."""
+    plan = build_plan(minigpt_record(scores_us), model="44_MiniGPTBlock", class_name="Model")
+    found = types_of(plan)
+    linear, batched = found["matmul (linear)"], found["matmul (batched)"]
+    assert linear.bench_shape == [1, 65536, 3072, 768] and linear.calls == 4 and \
+        linear.params == {}
+    assert linear.time_ms == pytest.approx((900 + 300 + 1150 + 1100) / 1000)
+    assert batched.shapes == [[1024, 512, 512, 96], [1024, 512, 96, 512]]
+    assert batched.params == {"b_transposed": True} and batched.calls == 2
+    assert batched.call_sites[-1].params == {}  # P @ V reads V as it is
+    assert {s.module for s in batched.call_sites} == {"attn"}
+    assert plan.targets[0].label == "matmul (linear)"  # 3.45 ms of linears either way
+    assert "flash_attention" not in found and found["softmax"].bench_shape == [512 * 1024, 512]
+    assert_shares_add_up(plan)
+
+
+def test_bmm_of_a_transposed_view_is_timed_transposed() -> None:
+    """torch.bmm(a, b.transpose(1, 2)) has no expand to read strides from; the transpose just
+    before it in program order says B is a transposed view."""
+    rec = _Recorder()
+    rec.op("aten::transpose", [[6, 40, 48], [], []], [None, 1, 2], scope=1)
+    rec.op("aten::bmm", [[6, 32, 48], [6, 48, 40]], scope=1, kernel_us=10.0)
+    rec.op("aten::transpose", [[6, 48, 40], [], []], [None, 0, 1], scope=1)  # not B's last dims
+    rec.op("aten::bmm", [[40, 32, 6], [40, 6, 48]], scope=1, kernel_us=5.0)
+    batched = types_of(build_plan(rec.record(), "m", "Model"))["matmul (batched)"]
+    assert {tuple(s.shape): s.params for s in batched.call_sites} == {
+        (6, 32, 40, 48): {"b_transposed": True}, (40, 32, 48, 6): {}}
+
+
+def test_gemm_kernels_without_an_op_join_the_largest_matmul_target() -> None:
+    rec = _Recorder()
+    rec.rows.append(TimedRow("nvjet_sm90_tst_64x8_64x16_4x1_v_bz_splitK_TNT", 3.0, None))
+    alone = build_plan(rec.record(), "m", "Model")
+    assert [(t.label, t.bench_shape) for t in alone.targets] == [("matmul", [])]
+    rec.op("aten::bmm", [[6, 32, 48], [6, 48, 40]], scope=1, kernel_us=10.0)
+    rec.linear(64, 32, 16, 4.0, scope=2)
+    joined = types_of(build_plan(rec.record(), "m", "Model"))
+    assert joined["matmul (batched)"].calls == 2 and joined["matmul (linear)"].calls == 1
+    assert joined["matmul (batched)"].time_ms == pytest.approx(13.0 / 1000)
+
+
+def test_ceiling_with_no_other_time_is_unbounded(capsys: pytest.CaptureFixture[str]) -> None:
+    """Shares of 4/6, 1/6 and 1/6 add up to 0.9999999999999999 in floating point; with no
+    "other" time the last ceiling is unbounded (None, printed "∞"), not 1 / 1.1e-16 =
+    9007199254740992x."""
+    rec = _Recorder()
+    rec.op("aten::_scaled_dot_product_flash_attention", [[2, 4, 64, 32]] * 3,
+           [None, None, None, 0.0, True, False, None], scope=1, kernel_us=4.0)
+    rec.op("aten::layer_norm", [[128, 64], [], [64], [64], []], [None, [64], None, None, 1e-5],
+           scope=2, kernel_us=1.0)
+    rec.op("aten::softmax", [[128, 64], [], []], [None, -1, None], scope=2, kernel_us=1.0)
+    plan = build_plan(rec.record(), "97_attention", "Model")
+    assert plan.other_ms == 0 and len(plan.targets) == 3
+    assert sum(t.share for t in plan.targets) < 1.0  # the rounding that caused the bug
+    assert [t.cumulative_limit for t in plan.targets] == [pytest.approx(3.0),
+                                                           pytest.approx(6.0), None]
+    rows = plan_rows(plan)
+    assert [row[-1] for row in rows[:3]] == ["3.00x", "6.00x", "∞"]
+    text = format_markdown(plan)
+    assert "9007199254740992" not in text and "| ∞ |" in text
+    print_plan(plan)  # the CLI's table
+    printed = capsys.readouterr().out
+    assert "9007199254740992" not in printed and "∞" in printed
+    assert amdahl_speedup(1.0, float("inf")) == float("inf")
+    assert amdahl_speedup(0.9999999999999999, float("inf")) == float("inf")
 
 
 @pytest.mark.parametrize("name, expected", [
@@ -390,7 +572,7 @@ def test_markdown_rendering_lists_every_target_and_other() -> None:
     plan = build_plan(RecordedProfile.load(H100_EVENTS), model="block", class_name="Model")
     text = format_markdown(plan)
     for target in plan.targets:
-        assert f"| {target.rank} | {target.kernel_type} |" in text
+        assert f"| {target.rank} | {target.label} |" in text
     assert "| other |" in text and "NVIDIA H100" in text
 
 

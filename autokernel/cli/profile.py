@@ -91,7 +91,9 @@ def print_plan(plan: Plan, top: int | None = None) -> None:
         caption=f"{plan.iterations} profiled forwards after {plan.warmup} warm-up. "
                 "2x e2e: end-to-end speedup if that kernel alone got 2x faster; "
                 "cum. 2x: this and every target above it 2x faster; "
-                "ceiling: all of them free.",
+                "ceiling: all of them free (∞: no time is left outside them). "
+                "matmul (linear/batched/gemm): linear layers, batched products and other "
+                "GEMMs, a target each.",
     )
     for column in PLAN_COLUMNS:
         table.add_column(column, justify="right" if column in ("share", "ms/fwd", "calls")

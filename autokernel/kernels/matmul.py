@@ -1,10 +1,20 @@
-"""Triton starter: matmul, C[M, N] = A[M, K] @ B[K, N].
+"""Triton starter: matmul, C[..., M, N] = A[..., M, K] @ B[..., K, N] (torch.matmul semantics
+for operands of two or more dims: a linear layer's x @ Wᵀ, a batched GEMM, attention's Q @ Kᵀ).
 
-Algorithm: each program owns one BLOCK_M x BLOCK_N tile of C and walks K in BLOCK_K steps,
-multiplying an A tile by a B tile with `tl.dot` into a float32 accumulator; the tile is cast to
-C's dtype once, at the end. Programs are numbered in groups of GROUP_M row-tiles
-("L2 swizzle"): consecutive programs share the same few rows of A and sweep across B, so both
-stay in L2 while they are reused.
+Algorithm: each program owns one BLOCK_M x BLOCK_N tile of one matrix of C and walks K in
+BLOCK_K steps, multiplying an A tile by a B tile with `tl.dot` into a float32 accumulator; the
+tile is cast to C's dtype once, at the end. Within a matrix, programs are numbered in groups of
+GROUP_M row-tiles ("L2 swizzle"): consecutive programs share the same few rows of A and sweep
+across B, so both stay in L2 while they are reused. Matrices of a batch follow one another.
+
+Batching and strides: the operands are read through their own strides, so views cost nothing
+(Kᵀ as a transposed view, q and k cut out of a fused qkv projection, a broadcast operand with
+stride 0). The launcher folds the batch dims into at most two (outer, inner) levels, merging
+dims whose strides nest; when B is shared by the whole batch and A's batch dims lay out like
+extra rows (x[B, S, K] @ W), the batch becomes one taller GEMM, as torch.matmul does. Only
+more than two batch dims that no stride arithmetic merges are copied first. That planning is a
+pure function of shapes, strides, dtype and device, cached (`_plan`), so a call costs one
+dictionary lookup on the host before its launch.
 
 Split-K (SPLIT_K > 1) cuts K into SPLIT_K contiguous ranges, one program per (tile, range), each
 writing a float32 partial tile to a workspace; a second kernel adds the partials in a fixed
@@ -28,7 +38,9 @@ Tunables:
 """
 
 import functools
-from typing import Callable
+import itertools
+import math
+from typing import Callable, NamedTuple
 
 import torch
 import triton
@@ -61,34 +73,42 @@ SPLIT_REDUCE_BLOCK = 1024
 
 
 @triton.jit
-def _grouped_tile(pid, num_tiles_m, num_tiles_n, GROUP_M: tl.constexpr):
-    """Map a linear program id to (row-tile, column-tile), GROUP_M row-tiles at a time."""
+def _grouped_tile(tile, num_tiles_m, num_tiles_n, GROUP_M: tl.constexpr):
+    """Map a tile number within one matrix to (row-tile, column-tile), GROUP_M row-tiles at a
+    time."""
     tiles_per_group = GROUP_M * num_tiles_n
-    group = pid // tiles_per_group
+    group = tile // tiles_per_group
     first_row_tile = group * GROUP_M
     rows_in_group = min(num_tiles_m - first_row_tile, GROUP_M)
-    within = pid % tiles_per_group
+    within = tile % tiles_per_group
     return first_row_tile + within % rows_in_group, within // rows_in_group
 
 
 @triton.jit
 def matmul_kernel(
     a_ptr, b_ptr, c_ptr,
-    M, N, K,
-    stride_am, stride_ak,
-    stride_bk, stride_bn,
-    stride_cm, stride_cn, stride_csplit,
-    k_per_split,
+    M, N, K, inner_batch, k_per_split,
+    stride_a_outer, stride_a_inner, stride_am, stride_ak,
+    stride_b_outer, stride_b_inner, stride_bk, stride_bn,
+    stride_c_split,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     EVEN_K: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
 ):
-    tile_m, tile_n = _grouped_tile(
-        tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M
-    )
+    num_tiles_m = tl.cdiv(M, BLOCK_M)
+    num_tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_per_matrix = num_tiles_m * num_tiles_n
+    pid = tl.program_id(0)
+    matrix = pid // tiles_per_matrix
+    tile_m, tile_n = _grouped_tile(pid % tiles_per_matrix, num_tiles_m, num_tiles_n, GROUP_M)
     split = tl.program_id(1)
+
+    outer = (matrix // inner_batch).to(tl.int64)
+    inner = (matrix % inner_batch).to(tl.int64)
+    a_ptr += outer * stride_a_outer + inner * stride_a_inner
+    b_ptr += outer * stride_b_outer + inner * stride_b_inner
 
     # Rows/columns past the edge are wrapped back in range instead of masked: their loads are
     # valid (and unmasked loads pipeline better), and the store below drops their results.
@@ -116,13 +136,15 @@ def matmul_kernel(
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
 
+    # C (or the split-K workspace) is contiguous: [splits, matrices, M, N].
     out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     out_cols = tile_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = (
         c_ptr
-        + split.to(tl.int64) * stride_csplit
-        + out_rows.to(tl.int64)[:, None] * stride_cm
-        + out_cols[None, :] * stride_cn
+        + split.to(tl.int64) * stride_c_split
+        + matrix.to(tl.int64) * M * N
+        + out_rows.to(tl.int64)[:, None] * N
+        + out_cols[None, :]
     )
     in_bounds = (out_rows[:, None] < M) & (out_cols[None, :] < N)
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=in_bounds)
@@ -153,7 +175,7 @@ def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torc
     memory: BLOCK_K halves first if even one stage cannot fit."""
     if device.type != "cuda":
         return block_k, num_stages  # the interpreter has no shared memory
-    budget = _shared_memory_bytes(device.index)
+    budget = _shared_memory_bytes(0 if device.index is None else device.index)
     while block_k > 16 and bytes_per_k * block_k > budget:
         block_k //= 2
     return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
@@ -183,51 +205,154 @@ def _block(requested: int, dim: int) -> int:
     return max(16, min(requested, triton.next_power_of_2(dim)))
 
 
-def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(
-            f"matmul needs a[M, K] and b[K, N]; got {tuple(a.shape)} and {tuple(b.shape)}"
+def _broadcast(a_batch: tuple[int, ...], b_batch: tuple[int, ...]) -> tuple[int, ...]:
+    """The batch shape both operands broadcast to (numpy rules, as torch.matmul)."""
+    ndim = max(len(a_batch), len(b_batch))
+    a_batch = (1,) * (ndim - len(a_batch)) + a_batch
+    b_batch = (1,) * (ndim - len(b_batch)) + b_batch
+    if any(x != y and 1 not in (x, y) for x, y in zip(a_batch, b_batch)):
+        raise ValueError(f"matmul batch dims {a_batch} and {b_batch} do not broadcast")
+    return tuple(max(x, y) if 0 not in (x, y) else 0 for x, y in zip(a_batch, b_batch))
+
+
+def _batch_strides(sizes: tuple[int, ...], strides: tuple[int, ...], batch: tuple[int, ...]
+                   ) -> tuple[int, ...]:
+    """An operand's strides over the broadcast batch dims: 0 along the dims it is broadcast in."""
+    pad = len(batch) - len(sizes)
+    return tuple(0 if i < pad or sizes[i - pad] == 1 else strides[i - pad]
+                 for i in range(len(batch)))
+
+
+def _as_one_dim(sizes: tuple[int, ...], strides: tuple[int, ...]) -> int | None:
+    """The stride of these dims taken as one (each stride the next one's times its size, dims
+    of size 1 ignored), or None when they do not nest."""
+    kept = [(n, s) for n, s in zip(sizes, strides) if n != 1]
+    if any(s != s_next * n_next for (_, s), (n_next, s_next) in itertools.pairwise(kept)):
+        return None
+    return kept[-1][1] if kept else strides[-1]
+
+
+def _merged_batch(batch: tuple[int, ...], a_strides: tuple[int, ...],
+                  b_strides: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """The batch as few (size, a stride, b stride) dims as the strides allow, row-major order
+    kept (C is contiguous, so its batch index is the flat one whatever merges)."""
+    dims: list[tuple[int, int, int]] = []
+    for size, sa, sb in zip(batch, a_strides, b_strides):
+        if size == 1:
+            continue
+        if dims and dims[-1][1] == sa * size and dims[-1][2] == sb * size:
+            dims[-1] = (dims[-1][0] * size, sa, sb)
+        else:
+            dims.append((size, sa, sb))
+    return dims
+
+
+class LaunchPlan(NamedTuple):
+    out_shape: tuple[int, ...]
+    m: int
+    n: int
+    k: int
+    outer: int  # matrices = outer x inner
+    inner: int
+    a_strides: tuple[int, int, int, int]  # outer, inner, row (M), K
+    b_strides: tuple[int, int, int, int]  # outer, inner, K, column (N)
+    block_m: int
+    block_n: int
+    block_k: int
+    num_stages: int
+    precision: str
+    upcast: bool
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(a_shape: tuple[int, ...], a_stride: tuple[int, ...], b_shape: tuple[int, ...],
+          b_stride: tuple[int, ...], dtype: torch.dtype, device: torch.device
+          ) -> LaunchPlan | None:
+    """Everything a call's launch needs that its shapes, strides, dtype and device decide; None
+    when more than two batch dims remain after merging (the caller copies those to 3-D)."""
+    if len(a_shape) < 2 or len(b_shape) < 2 or a_shape[-1] != b_shape[-2]:
+        raise ValueError(f"matmul needs a[..., M, K] and b[..., K, N]; got {tuple(a_shape)} "
+                         f"and {tuple(b_shape)}")
+    m, k = a_shape[-2:]
+    n = b_shape[-1]
+    batch = _broadcast(tuple(a_shape[:-2]), tuple(b_shape[:-2]))
+    out_shape = (*batch, m, n)
+    a_batch = _batch_strides(tuple(a_shape[:-2]), tuple(a_stride[:-2]), batch)
+    b_batch = _batch_strides(tuple(b_shape[:-2]), tuple(b_stride[:-2]), batch)
+    stride_am, stride_ak = a_stride[-2:]
+    rows = m
+    # x[..., M, K] @ W[K, N]: when x's batch dims nest over its rows, they are more rows of
+    # one GEMM (fewer, fuller tiles) rather than a batch of short ones.
+    row_stride = _as_one_dim((*batch, m), (*a_batch, stride_am)) if batch and not any(b_batch) \
+        else None
+    if row_stride is not None:
+        rows, stride_am, batch, a_batch, b_batch = m * math.prod(batch), row_stride, (), (), ()
+    dims = _merged_batch(batch, a_batch, b_batch)
+    if len(dims) > 2:
+        return None
+    (outer, sa_outer, sb_outer), (inner, sa_inner, sb_inner) = (
+        [(1, 0, 0)] * (2 - len(dims)) + dims)
+
+    upcast = device.type == "cpu"  # CPU tensors only ever run in the interpreter
+    precision = FP32_PRECISION if dtype == torch.float32 else "ieee" if upcast else "tf32"
+    block_m, block_n = _block(BLOCK_M, rows), _block(BLOCK_N, n)
+    block_k, num_stages = _estimated_fit(_block(BLOCK_K, k), NUM_STAGES,
+                                         (block_m + block_n) * dtype.itemsize, device)
+    return LaunchPlan(
+        out_shape, rows, n, k, outer, inner,
+        (sa_outer, sa_inner, stride_am, stride_ak),
+        (sb_outer, sb_inner, *b_stride[-2:]),
+        block_m, block_n, block_k, num_stages, precision, upcast,
+    )
+
+
+def _launch(plan: LaunchPlan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, block_k: int,
+            num_stages: int) -> None:
+    m, n, k = plan.m, plan.n, plan.k
+    k_tiles = triton.cdiv(k, block_k)
+    k_per_split = triton.cdiv(k_tiles, min(SPLIT_K, k_tiles)) * block_k
+    num_splits = triton.cdiv(k, k_per_split)  # no empty ranges
+    numel = plan.outer * plan.inner * m * n
+    if num_splits == 1:
+        target = c
+    else:
+        target = torch.empty((num_splits, numel), dtype=torch.float32, device=c.device)
+    tiles = triton.cdiv(m, plan.block_m) * triton.cdiv(n, plan.block_n)
+    matmul_kernel[(tiles * plan.outer * plan.inner, num_splits)](
+        a, b, target, m, n, k, plan.inner, k_per_split, *plan.a_strides, *plan.b_strides, numel,
+        BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        EVEN_K=k % block_k == 0, DOT_PRECISION=plan.precision, UPCAST=plan.upcast,
+        num_warps=NUM_WARPS, num_stages=num_stages,
+    )
+    if num_splits > 1:
+        split_k_reduce_kernel[(triton.cdiv(numel, SPLIT_REDUCE_BLOCK),)](
+            target, c, numel, num_splits, BLOCK=SPLIT_REDUCE_BLOCK
         )
+
+
+def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.dtype != b.dtype:
         raise ValueError(f"a and b must share a dtype; got {a.dtype} and {b.dtype}")
-    m, k = a.shape
-    n = b.shape[1]
-    c = torch.empty((m, n), dtype=a.dtype, device=a.device)
-
-    upcast = a.device.type == "cpu"  # CPU tensors only ever run in the interpreter
-    precision = FP32_PRECISION if a.dtype == torch.float32 else "ieee" if upcast else "tf32"
-    block_m, block_n = _block(BLOCK_M, m), _block(BLOCK_N, n)
-    grid_tiles = triton.cdiv(m, block_m) * triton.cdiv(n, block_n)
-
-    def launch(block_k: int, num_stages: int) -> None:
-        k_tiles = triton.cdiv(k, block_k)
-        k_per_split = triton.cdiv(k_tiles, min(SPLIT_K, k_tiles)) * block_k
-        num_splits = triton.cdiv(k, k_per_split)  # no empty ranges
-        if num_splits == 1:
-            target, split_stride = c, 0
-        else:
-            target = torch.empty((num_splits, m, n), dtype=torch.float32, device=a.device)
-            split_stride = target.stride(0)
-        matmul_kernel[(grid_tiles, num_splits)](
-            a, b, target, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
-            target.stride(-2), target.stride(-1), split_stride, k_per_split,
-            BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
-            EVEN_K=k % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
-            num_warps=NUM_WARPS, num_stages=num_stages,
-        )
-        if num_splits > 1:
-            numel = m * n
-            split_k_reduce_kernel[(triton.cdiv(numel, SPLIT_REDUCE_BLOCK),)](
-                target, c, numel, num_splits, BLOCK=SPLIT_REDUCE_BLOCK
-            )
-
-    block_k, num_stages = _estimated_fit(
-        _block(BLOCK_K, k), NUM_STAGES, (block_m + block_n) * a.element_size(), a.device
+    if a.device != b.device:
+        raise ValueError(f"a and b must be on one device; got {a.device} and {b.device}")
+    plan = _plan(a.shape, a.stride(), b.shape, b.stride(), a.dtype, a.device)
+    if plan is None:  # batch dims no stride arithmetic merges: one contiguous batch dim
+        batch = _broadcast(tuple(a.shape[:-2]), tuple(b.shape[:-2]))
+        a3 = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b3 = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        return matmul(a3, b3).view(*batch, a.shape[-2], b.shape[-1])
+    c = torch.empty(plan.out_shape, dtype=a.dtype, device=a.device)
+    if c.numel() == 0:
+        return c
+    if plan.k == 0:
+        return c.zero_()
+    _launch_fitting_shared_memory(
+        lambda block_k, num_stages: _launch(plan, a, b, c, block_k, num_stages),
+        plan.block_k, plan.num_stages,
     )
-    _launch_fitting_shared_memory(launch, block_k, num_stages)
     return c
 
 
 def kernel_fn(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """C = A @ B in A's dtype (fp32 accumulation)."""
+    """C = A @ B in A's dtype (fp32 accumulation), batched over leading dims like torch.matmul."""
     return matmul(a, b)

@@ -1,4 +1,10 @@
-"""matmul: C[M, N] = A[M, K] @ B[K, N]. Shapes are written M x N x K.
+"""matmul: C[M, N] = A[M, K] @ B[K, N], batched: C[b] = A[b] @ B[b]. Shapes are B x M x N x K.
+
+One kernel type for every GEMM a model runs: linear layers (B = 1), other 2-D products, and
+batched ones (torch.bmm, attention's Q @ Kᵀ and P @ V, B = their batch x heads). At B = 1 the
+operands are 2-D, A[M, K] and B[K, N], as a routed nn.Linear hands them over; at B > 1 they are
+3-D, A[B, M, K] and B[B, K, N]. `b_transposed=True` makes B the transposed view of a contiguous
+[.., N, K] tensor, the layout of Kᵀ in attention scores and of a weight used as x @ Wᵀ.
 
 Inputs are scaled like a linear layer's: A is the activation (unit scale), B the weight divided
 by sqrt(K) (its fan-in, as nn.Linear's init does), so C stays O(1) at every K. That keeps the
@@ -36,18 +42,24 @@ FP32_LARGE_SCALE = 4.0
 
 
 def _operands(
-    m: int,
-    n: int,
-    k: int,
+    shape: Shape,
     dtype: torch.dtype,
     device: str | torch.device,
     generator: torch.Generator,
     distribution: str,
+    b_transposed: bool = False,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """A[m, k] and B[k, n] drawn in float32 (B scaled by 1/sqrt(k)), both cast to `dtype`."""
+    """A[(B,) M, K] and B[(B,) K, N] drawn in float32 (B scaled by 1/sqrt(K)), cast to `dtype`;
+    2-D at B = 1. With `b_transposed`, B is drawn as [(B,) N, K] and handed over transposed."""
+    batch, m, n, k = shape
+    lead = () if batch == 1 else (batch,)
     scale = FP32_LARGE_SCALE if dtype == torch.float32 else LARGE_SCALE
-    a = sample((m, k), torch.float32, device, generator, distribution, large_scale=scale)
-    b = sample((k, n), torch.float32, device, generator, distribution, large_scale=1.0)
+    a = sample((*lead, m, k), torch.float32, device, generator, distribution, large_scale=scale)
+    if b_transposed:
+        b = sample((*lead, n, k), torch.float32, device, generator, distribution,
+                   large_scale=1.0)
+        return a.to(dtype), (b / math.sqrt(k)).to(dtype).transpose(-1, -2)
+    b = sample((*lead, k, n), torch.float32, device, generator, distribution, large_scale=1.0)
     return a.to(dtype), (b / math.sqrt(k)).to(dtype)
 
 
@@ -57,23 +69,22 @@ def make_inputs(
     device: str | torch.device,
     generator: torch.Generator,
     distribution: str = "normal",
+    b_transposed: bool = False,
     **params: Any,
 ) -> Inputs:
     if params:
-        raise ValueError(f"matmul takes no parameters; got {', '.join(sorted(params))}")
-    m, n, k = shape
-    return _operands(m, n, k, dtype, device, generator, distribution)
+        raise ValueError(f"matmul takes b_transposed only; got {', '.join(sorted(params))}")
+    return _operands(shape, dtype, device, generator, distribution, bool(b_transposed))
 
 
 def _wide_dynamic_range(
     shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
-    m, n, k = shape
-    a, b = _operands(m, n, k, torch.float32, device, generator, "normal")
+    a, b = _operands(shape, torch.float32, device, generator, "normal")
     # Rows span 1e-3..1e2 (1e-3..FP32_LARGE_SCALE in fp32, for the reason given there).
     top = FP32_LARGE_SCALE if dtype == torch.float32 else 100.0
-    row_scale = torch.logspace(-3, math.log10(top), m, device=device, dtype=torch.float32)
+    row_scale = torch.logspace(-3, math.log10(top), shape[1], device=device, dtype=torch.float32)
     return (a * row_scale[:, None]).to(dtype), b.to(dtype)
 
 
@@ -81,31 +92,30 @@ def _k_equals_one(
     shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
-    m, n, _ = shape
-    return _operands(m, n, 1, dtype, device, generator, "normal")
+    batch, m, n, _ = shape
+    return _operands((batch, m, n, 1), dtype, device, generator, "normal")
 
 
 def _tall_skinny(
     shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
-    m, _, k = shape
-    return _operands(4 * m, 3, k, dtype, device, generator, "normal")
+    batch, m, _, k = shape
+    return _operands((batch, 4 * m, 3, k), dtype, device, generator, "normal")
 
 
 def _common_offset(
     shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
-    m, n, k = shape
-    a, b = _operands(m, n, k, torch.float32, device, generator, "normal")
+    a, b = _operands(shape, torch.float32, device, generator, "normal")
     # Every column of B sums to ~0, so offset * colsum(B) cancels and C stays O(1) while the
     # running partial sums reach ~offset: fp16/bf16 accumulation is off by 10-100x the
     # tolerance at 32. fp32 uses FP32_LARGE_SCALE, for the reason given there (an H200 at
     # 4096^3 put 2110 elements of a correct ieee kernel past 1e-4 at 32); a tf32 or
     # half-precision shortcut still misses by ~20x there.
     offset = FP32_LARGE_SCALE if dtype == torch.float32 else 32.0
-    b = b - b.mean(dim=0, keepdim=True)
+    b = b - b.mean(dim=-2, keepdim=True)
     return (a + offset).to(dtype), b.to(dtype)
 
 
@@ -113,10 +123,27 @@ def _transposed_b(
     shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
-    m, n, k = shape
-    a, b = _operands(m, n, k, dtype, device, generator, "normal")
-    # x @ weight.t(): B arrives as a column-major view, strides (1, K).
-    return a, b.t().contiguous().t()
+    # x @ weight.t() and q @ k.transpose(-2, -1): B arrives as a column-major view.
+    return _operands(shape, dtype, device, generator, "normal", b_transposed=True)
+
+
+def _views_of_fused_projections(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", **params: Any,
+) -> Inputs:
+    batch, m, n, k = shape
+    heads = next((h for h in range(2, batch + 1) if batch % h == 0), 1)
+    outer = batch // heads
+    # Attention's q @ kᵀ on q, k cut out of one qkv projection [outer, S, 3 * heads * D] and
+    # split into heads: A[outer, heads, M, K] and B[outer, heads, K, N] whose batch dims do not
+    # merge (stride(outer) != heads * stride(heads)), rows 3 * heads * K apart, B transposed.
+    # Cast before slicing: .to() of a view that is not dense makes a contiguous copy.
+    q = sample((outer, m, 3 * heads * k), dtype, device, generator, "normal")
+    kv = (sample((outer, n, 3 * heads * k), torch.float32, device, generator, "normal")
+          / math.sqrt(k)).to(dtype)
+    a = q[..., : heads * k].unflatten(-1, (heads, k)).transpose(1, 2)
+    b = kv[..., heads * k: 2 * heads * k].unflatten(-1, (heads, k)).permute(0, 2, 3, 1)
+    return a, b
 
 
 ADVERSARIAL = (
@@ -144,74 +171,87 @@ ADVERSARIAL = (
     ),
     AdversarialCase(
         "transposed_b",
-        "B is a column-major view (x @ weight.t()): breaks kernels that assume contiguous B",
+        "B is a column-major view (x @ weight.t(), q @ k.transpose(-2, -1)): breaks kernels "
+        "that assume contiguous B",
         _transposed_b,
+    ),
+    AdversarialCase(
+        "views_of_fused_projections",
+        "4-D A and Bᵀ cut out of a fused qkv projection, batch dims that no stride merges: "
+        "breaks kernels that assume contiguous or 3-D operands",
+        _views_of_fused_projections,
     ),
 )
 
 
 def flops(shape: Shape) -> float:
-    # One multiply and one add per (m, n, k) triple.
-    m, n, k = shape
-    return 2.0 * m * n * k
+    # One multiply and one add per (b, m, n, k).
+    batch, m, n, k = shape
+    return 2.0 * batch * m * n * k
 
 
 def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
     # A and B read once, C written once.
-    m, n, k = shape
-    return float(m * k + k * n + m * n) * element_size(dtype)
+    batch, m, n, k = shape
+    return float(batch * (m * k + k * n + m * n)) * element_size(dtype)
 
 
 SPEC = OpSpec(
     name="matmul",
-    dims=("M", "N", "K"),
+    dims=("B", "M", "N", "K"),
     reference=reference.matmul,
     stock=torch.matmul,
     make_inputs=make_inputs,
     flops=flops,
     bytes=bytes_moved,
     compute_bound=True,
-    smoke_shape=(64, 48, 40),
+    smoke_shape=(2, 64, 48, 40),
     sweep=(
-        (4096, 4096, 4096),
-        (8192, 8192, 8192),
-        (4096, 11008, 4096),   # LLaMA-7B up/gate projection, 4096 tokens
-        (4096, 4096, 11008),   # LLaMA-7B down projection
-        (1024, 4096, 4096),
-        (16, 4096, 4096),      # decode: a handful of tokens
-        (4095, 4097, 1023),    # ragged in every dim
-        (2048, 32000, 4096),   # LLaMA-2 LM head
-        (1024, 50257, 1024),   # GPT-2-medium LM head, odd vocab
+        (1, 4096, 4096, 4096),
+        (1, 8192, 8192, 8192),
+        (1, 4096, 11008, 4096),   # LLaMA-7B up/gate projection, 4096 tokens
+        (1, 4096, 4096, 11008),   # LLaMA-7B down projection
+        (1, 16, 4096, 4096),      # decode: a handful of tokens
+        (1, 4095, 4097, 1023),    # ragged in every dim
+        (1, 1024, 50257, 1024),   # GPT-2-medium LM head, odd vocab
+        (64, 512, 1024, 2048),    # torch.bmm (KernelBench's batched GEMM)
+        (1024, 512, 512, 96),     # attention scores Q @ Kᵀ: 128 sequences x 8 heads, D = 96
+        (1024, 512, 96, 512),     # attention output P @ V at the same size
     ),
     cpu_sweep=(
-        (64, 64, 64),
-        (96, 80, 72),
-        (33, 65, 17),
-        (1, 96, 64),
-        (96, 1, 64),
-        (17, 19, 96),
-        (50, 70, 90),
+        (1, 64, 64, 64),
+        (1, 96, 80, 72),
+        (1, 33, 65, 17),
+        (1, 1, 96, 64),
+        (1, 96, 1, 64),
+        (1, 50, 70, 90),
+        (3, 40, 24, 72),
+        (4, 17, 33, 16),
     ),
     edge_shapes=(
-        (1023, 1537, 4097),
-        (4097, 1023, 1537),
-        (1, 4096, 4096),
-        (4096, 1, 4096),
-        (4096, 4096, 1),
-        (1, 1, 8192),
+        (1, 1023, 1537, 4097),
+        (1, 4097, 1023, 1537),
+        (1, 1, 4096, 4096),
+        (1, 4096, 1, 4096),
+        (1, 4096, 4096, 1),
+        (1, 1, 1, 8192),
+        (97, 513, 257, 80),       # odd batch of odd attention-sized matrices
+        (65537, 16, 16, 16),      # more matrices than a CUDA grid's y or z axis holds
     ),
     cpu_edge_shapes=(
-        (1, 1, 1),
-        (1, 33, 17),
-        (45, 1, 70),
-        (31, 29, 1),
-        (95, 93, 91),
+        (1, 1, 1, 1),
+        (1, 1, 33, 17),
+        (1, 45, 1, 70),
+        (1, 31, 29, 1),
+        (1, 95, 93, 91),
+        (5, 1, 19, 7),
+        (2, 31, 1, 33),
     ),
-    bench_shapes=((4096, 4096, 4096), (4096, 11008, 4096), (16, 4096, 4096)),
+    bench_shapes=((1, 4096, 4096, 4096), (1, 16, 4096, 4096), (1024, 512, 512, 96)),
     adversarial=ADVERSARIAL,
     # Defaults hold at every K thanks to the fan-in scaling above (see the module docstring).
     tolerances=dict(DEFAULT_TOLERANCES),
-    notes="FLOPs = 2*M*N*K. Shapes are MxNxK. B is scaled by 1/sqrt(K) like a linear layer's "
-    "weight, so C is O(1) and fp32 is held to 1e-4 at every K; fp32 kernels must use ieee "
-    "(or a verified tf32x3) dots, not plain tf32.",
+    notes="FLOPs = 2*B*M*N*K. Shapes are BxMxNxK (B = 1: a 2-D GEMM, e.g. a linear layer). B is "
+    "scaled by 1/sqrt(K) like a linear layer's weight, so C is O(1) and fp32 is held to 1e-4 at "
+    "every K; fp32 kernels must use ieee (or a verified tf32x3) dots, not plain tf32.",
 )

@@ -16,16 +16,28 @@ profiler could not tie to an op. In order:
      whose class is a rotary embedding → rotary_embedding;
    - log_softmax followed by nll_loss → cross_entropy.
 2. Otherwise the outermost op in the launch stack that is one of the kernel types' aten ops
-   (`OP_RULES`): aten::linear/addmm/mm/bmm/matmul → matmul, SDPA and its backends →
-   flash_attention, aten::rms_norm/_fused_rms_norm → rmsnorm, aten::layer_norm → layernorm, ...
+   (`OP_RULES`): aten::linear/addmm/mm/bmm/matmul → matmul (in one of three roles, below),
+   SDPA and its backends → flash_attention, aten::rms_norm/_fused_rms_norm → rmsnorm,
+   aten::layer_norm → layernorm, ...
    Outermost, because the inner ops are an implementation detail: F.rms_norm on CUDA runs
    `vectorized_layer_norm_kernel`, which name-based rules call layernorm.
 3. A kernel with no op: cuBLAS/CUTLASS GEMM names (nvjet_*, *gemm*) → matmul, flash/fmha/sdpa →
    flash_attention.
 4. Everything else is "other", and stays in the denominator.
 
-Shapes are reported in each kernel type's registry dims (e.g. matmul (M, N, K) from a linear's
-input [..., K] and weight [N, K]).
+Shapes are reported in each kernel type's registry dims (e.g. matmul (B, M, N, K) = (1, M, N, K)
+from a linear's input [..., K] and weight [N, K]).
+
+Matmuls are split by role, each role a target of its own with its own shapes, because the shapes
+differ by orders of magnitude and so does what a kernel for them must do well:
+- "linear": linear layers, aten::linear (nn.Linear, F.linear);
+- "batched": batched products, aten::bmm/baddbmm and aten::matmul whose B has batch dims
+  (attention's Q @ Kᵀ and P @ V when no attention pattern claimed them), B = the batch;
+- "gemm": every other GEMM: x @ W, addmm/mm called directly (HF's Conv1D), mv.
+A GEMM kernel the profiler could not tie to an op has no known role; the ranking adds it to the
+largest matmul target. When the second operand reaches the op as the transposed view of a
+contiguous tensor (Q @ K.transpose(-2, -1), x @ W.t()), the site's `b_transposed` parameter says
+so and the harness times that layout.
 """
 
 from __future__ import annotations
@@ -42,7 +54,7 @@ from autokernel.profiling.events import OpCall, RecordedProfile
 OTHER = "other"
 
 CANONICAL_DIMS: dict[str, tuple[str, ...]] = {
-    "matmul": ("M", "N", "K"),
+    "matmul": ("B", "M", "N", "K"),
     "flash_attention": ("B", "H", "S", "D"),
     "fused_mlp": ("M", "D", "H"),
     "softmax": ("M", "N"),
@@ -87,6 +99,9 @@ NOT_ROTARY_MODULE = re.compile(r"attention|attn|block|layer|decoder|encoder|mode
                                re.IGNORECASE)
 
 
+MATMUL_ROLES = ("linear", "batched", "gemm")
+
+
 @dataclass(frozen=True)
 class SiteKey:
     """Where and how a kernel type is called: one CallSite of the plan."""
@@ -95,8 +110,9 @@ class SiteKey:
     aten_op: str
     shape: tuple[int, ...]  # registry dims; () when the profile did not record shapes
     dtype: str
-    params: tuple[tuple[str, Any], ...] = ()  # the reference's own arguments (eps, causal, scale)
-    notes: tuple[tuple[str, Any], ...] = ()  # what else differs from the reference (bias, batch)
+    params: tuple[tuple[str, Any], ...] = ()  # what the op's input generator takes (eps, causal)
+    notes: tuple[tuple[str, Any], ...] = ()  # what else differs from the reference (a bias)
+    role: str = ""  # for matmul, one of MATMUL_ROLES: each role is a target of its own
 
 
 @dataclass
@@ -127,19 +143,32 @@ def registry_dims(kernel_type: str) -> tuple[str, ...]:
     return dims if len(dims) == len(canonical) else canonical
 
 
-@lru_cache(maxsize=None)
-def reference_arguments(kernel_type: str) -> frozenset[str]:
-    """Names of the reference's arguments: the parameters a kernel of this type can be given.
+# make_inputs(shape, dtype, device, generator, distribution, ...): the arguments every op takes.
+INPUT_MAKER_ARGUMENTS = 5
 
-    Everything else the profiler learns about a call site (a linear's bias, a batched GEMM's
-    batch, a mask) is a note: the harness feeds params to the op's input generator, which takes
-    exactly the reference's arguments.
+
+@lru_cache(maxsize=None)
+def input_parameters(kernel_type: str) -> frozenset[str]:
+    """What a call site's params may name: the reference's arguments (eps, causal, scale) and
+    the op's input generator's own named options (matmul's b_transposed, a layout).
+
+    Everything else the profiler learns about a call site (a linear's bias, a mask) is a note:
+    the harness feeds params to the op's input generator, which takes exactly these.
     """
     import inspect
 
     from autokernel.reference import REFERENCES
 
-    return frozenset(inspect.signature(REFERENCES[kernel_type]).parameters)
+    names = set(inspect.signature(REFERENCES[kernel_type]).parameters)
+    try:
+        from autokernel.ops import get_spec
+
+        maker = inspect.signature(get_spec(kernel_type).make_inputs).parameters.values()
+    except (ImportError, AttributeError, KeyError):
+        return frozenset(names)
+    names |= {p.name for p in list(maker)[INPUT_MAKER_ARGUMENTS:]
+              if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return frozenset(names)
 
 
 def to_registry_shape(kernel_type: str, named: dict[str, int]) -> tuple[int, ...]:
@@ -200,6 +229,14 @@ def _is_last_dim(dim: Any, ndim: int) -> bool:
     return isinstance(dim, int) and dim in (-1, ndim - 1)
 
 
+def _broadcast_numel(a: Sequence[int], b: Sequence[int]) -> int:
+    """Elements of the shape a and b broadcast to (torch.matmul's batch)."""
+    ndim = max(len(a), len(b))
+    a = [1] * (ndim - len(a)) + list(a)
+    b = [1] * (ndim - len(b)) + list(b)
+    return _numel([x if y == 1 else y for x, y in zip(a, b)])
+
+
 def _four_dims(x: Sequence[int]) -> dict[str, int]:
     """[B, H, S, D] from a 4-D tensor; fewer dims get leading ones ([H, S, D] → B = 1)."""
     padded = [1] * (4 - len(x)) + list(x[-4:]) if len(x) < 4 else list(x)
@@ -221,37 +258,98 @@ def _matmul_shape(op: OpCall, ctx: Context) -> Extracted:
         if not x or len(w) != 2:
             return None
         params = {"bias": True} if _has_tensor(op, 2) else {}
-        return {"M": _numel(x[:-1]), "N": w[0], "K": x[-1]}, params
+        return {"B": 1, "M": _numel(x[:-1]), "N": w[0], "K": x[-1]}, params
+    params = {"b_transposed": True} if _b_is_transposed(op, ctx) else {}
     if name in ("aten::addmm", "aten::_addmm_activation", "aten::mm"):
         a_index = 0 if name == "aten::mm" else 1
         a, b = _shape(op, a_index), _shape(op, a_index + 1)
         if len(a) != 2 or len(b) != 2:
             return None
-        params = {} if name == "aten::mm" else {"bias": True}
-        return {"M": a[0], "N": b[1], "K": a[1]}, params
+        if name != "aten::mm":
+            params["bias"] = True
+        return {"B": 1, "M": a[0], "N": b[1], "K": a[1]}, params
     if name in ("aten::bmm", "aten::baddbmm"):
         a_index = 0 if name == "aten::bmm" else 1
         a, b = _shape(op, a_index), _shape(op, a_index + 1)
         if len(a) != 3 or len(b) != 3:
             return None
-        return {"M": a[1], "N": b[2], "K": a[2]}, {"batch": a[0]}
+        return {"B": a[0], "M": a[1], "N": b[2], "K": a[2]}, params
     if name in ("aten::mv", "aten::addmv"):
         a = _shape(op, 0 if name == "aten::mv" else 1)
         if len(a) != 2:
             return None
-        return {"M": a[0], "N": 1, "K": a[1]}, {}
+        return {"B": 1, "M": a[0], "N": 1, "K": a[1]}, {}
     if name == "aten::matmul":
         a, b = _shape(op, 0), _shape(op, 1)
         if not a or not b:
             return None
         if len(b) == 1:
-            return {"M": _numel(a[:-1]), "N": 1, "K": b[0]}, {}
+            return {"B": 1, "M": _numel(a[:-1]), "N": 1, "K": b[0]}, {}
         if len(b) == 2:  # x @ W: every leading dim of x is a row of one GEMM
-            return {"M": _numel(a[:-1]), "N": b[1], "K": b[0]}, {}
+            return {"B": 1, "M": _numel(a[:-1]), "N": b[1], "K": b[0]}, params
         m = a[-2] if len(a) >= 2 else 1
-        batch = max(_numel(a[:-2]), _numel(b[:-2]))
-        return {"M": m, "N": b[-1], "K": b[-2]}, {"batch": batch}
+        batch = _broadcast_numel(a[:-2], b[:-2])
+        return {"B": batch, "M": m, "N": b[-1], "K": b[-2]}, params
     return None
+
+
+def _is_column_major(strides: Any) -> bool:
+    return (isinstance(strides, list) and len(strides) >= 2
+            and all(isinstance(s, int) for s in strides) and strides[-2] == 1 and strides[-1] != 1)
+
+
+def _swaps_last_two(view: OpCall, b: list[int]) -> bool:
+    """Is `view` (transpose/t/permute) the op that made B by swapping its last two dims?"""
+    x = _shape(view, 0)
+    if len(x) != len(b) or len(b) < 2 or x[:-2] + [x[-1], x[-2]] != b:
+        return False
+    ndim = len(x)
+    if view.name == "aten::t":
+        return True
+    if view.name == "aten::transpose":
+        dims = [_arg(view, 1), _arg(view, 2)]
+        if all(isinstance(d, int) for d in dims):
+            return sorted(d % ndim for d in dims) == [ndim - 2, ndim - 1]
+        return x[-1] != x[-2]  # arguments not recorded: the shapes alone must tell
+    if view.name == "aten::permute":
+        order = _arg(view, 1)
+        return isinstance(order, list) and [d % ndim for d in order] == (
+            list(range(ndim - 2)) + [ndim - 1, ndim - 2])
+    return False
+
+
+def _b_is_transposed(op: OpCall, ctx: Context) -> bool:
+    """Did B reach the op as the transposed view of a contiguous tensor (Q @ Kᵀ, x @ W.t())?
+
+    aten::matmul records B's strides on the as_strided inside its own expand of B; otherwise
+    the view op just before the product, in program order, shows it.
+    """
+    b = _shape(op, 2 if op.name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm")
+               else 1)
+    if len(b) < 2 or b[-1] == 1:
+        return False
+    for child in ctx.children.get(op.id, []):
+        if child.name == "aten::expand" and _shape(child, 0) == b:
+            inner = ctx.children.get(child.id, [])
+            if inner and inner[0].name == "aten::as_strided":
+                return _is_column_major(_arg(inner[0], 2))
+    position = ctx.position.get(op.id)
+    if position is None or position == 0:
+        return False
+    return _swaps_last_two(ctx.roots[position - 1], b)
+
+
+def _matmul_role(op: OpCall, ctx: Context) -> str:
+    """Which matmul target a call belongs to. The roles follow how a model reaches the kernel:
+    nn.Linear modules (routed by module), products with batch dims and the remaining 2-D GEMMs
+    (both functional calls)."""
+    if op.name == "aten::linear":
+        return "linear"
+    if op.name in ("aten::bmm", "aten::baddbmm"):
+        return "batched"
+    if op.name == "aten::matmul" and len(_shape(op, 1)) >= 3:
+        return "batched"
+    return "gemm"
 
 
 # (attn_mask index, is_causal index, scale index, q layout) per SDPA entry point.
@@ -386,9 +484,10 @@ class OpRule:
     kernel_type: str
     extract: Extractor
     root_only: bool = False  # e.g. the sum inside aten::mean is not a sum the model asked for
+    role: Callable[[OpCall, Context], str] | None = None  # kernel types with several roles
 
 
-MATMUL_RULE = OpRule("matmul", _matmul_shape)
+MATMUL_RULE = OpRule("matmul", _matmul_shape, role=_matmul_role)
 ATTENTION_RULE = OpRule("flash_attention", _attention_shape)
 OP_RULES: dict[str, OpRule] = {
     **{name: MATMUL_RULE for name in (
@@ -437,6 +536,7 @@ class Context:
     claims: dict[int, Claim] = field(default_factory=dict)  # root op id → claim
     position: dict[int, int] = field(default_factory=dict)  # root op id → index in roots
     in_scope: dict[int, list[OpCall]] = field(default_factory=dict)  # module call → root ops
+    children: dict[int, list[OpCall]] = field(default_factory=dict)  # op id → its ops, in order
 
     @classmethod
     def build(cls, record: RecordedProfile) -> Context:
@@ -448,6 +548,8 @@ class Context:
                 root = parent
                 parent = record.ops[parent].parent
             ctx.root_of[op.id] = root
+            if op.parent is not None:
+                ctx.children.setdefault(op.parent, []).append(op)
             if root == op.id:
                 ctx.position[op.id] = len(ctx.roots)
                 ctx.roots.append(op)
@@ -497,13 +599,13 @@ class Context:
         return None
 
     def site(self, kernel_type: str, module: str, aten_op: str, named: dict[str, int] | None,
-             params: dict[str, Any], dtype: str) -> SiteKey:
+             params: dict[str, Any], dtype: str, role: str = "") -> SiteKey:
         shape = to_registry_shape(kernel_type, named) if named else ()
-        arguments = reference_arguments(kernel_type)
+        arguments = input_parameters(kernel_type)
         kernel_params = {k: v for k, v in params.items() if k in arguments}
         notes = {k: v for k, v in params.items() if k not in arguments}
         return SiteKey(module, aten_op, shape, dtype, tuple(sorted(kernel_params.items())),
-                       tuple(sorted(notes.items())))
+                       tuple(sorted(notes.items())), role)
 
     def claim(self, ops: Sequence[OpCall], kernel_type: str, call: tuple[str, int],
               site: SiteKey) -> None:
@@ -841,8 +943,9 @@ def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, Sit
             named, params = None, {}
         else:
             named, params = extracted
+        role = rule.role(op, ctx) if rule.role is not None else ""
         site = ctx.site(rule.kernel_type, ctx.module_path(op), op.name, named, params,
-                        _dtype(op, ctx.record.dtype))
+                        _dtype(op, ctx.record.dtype), role)
         return rule.kernel_type, op, site
     return None
 
@@ -862,6 +965,7 @@ def classify_profile(record: RecordedProfile) -> list[Attribution]:
                 attributions.append(Attribution(OTHER, row.time_us, ("kernel", index), None,
                                                 row.name))
             else:
+                # Role unknown (""): the ranking puts it with its kernel type's largest target.
                 site = SiteKey("", "(no op recorded)", (), record.dtype,
                                notes=(("kernel", row.name),))
                 attributions.append(Attribution(kernel_type, row.time_us, ("kernel", index),

@@ -7,12 +7,26 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+# Below this fraction of the time left over, the rest is rounding in a sum of shares, not time:
+# a ceiling of 1 / 1e-16 = 9007199254740992x is "no limit" said badly.
+NEGLIGIBLE_SHARE = 1e-9
+
 
 def amdahl_speedup(share: float, kernel_speedup: float = 2.0) -> float:
-    """End-to-end speedup when work that takes `share` of the time gets `kernel_speedup`x faster."""
+    """End-to-end speedup when work that takes `share` of the time gets `kernel_speedup`x faster.
+
+    inf when nothing is left: all of the time sped up infinitely (the ceiling with no "other").
+    """
     share = min(max(share, 0.0), 1.0)
     remaining = (1.0 - share) + (share / kernel_speedup if kernel_speedup != float("inf") else 0.0)
-    return 1.0 / remaining if remaining > 0 else float("inf")
+    return 1.0 / remaining if remaining > NEGLIGIBLE_SHARE else float("inf")
+
+
+def format_speedup(speedup: float | None, digits: int = 2) -> str:
+    """"1.50x", and "∞" for an unbounded one (None or inf: no time left outside the targets)."""
+    if speedup is None or speedup == float("inf"):
+        return "∞"
+    return f"{speedup:.{digits}f}x"
 
 
 @dataclass
@@ -26,14 +40,14 @@ class CallSite:
     calls: int
     time_ms: float  # device time per profiled forward
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"eps": 1e-5, "causal": True}
-    # What the reference does not take but a person should know: {"bias": True}, {"batch": 12}.
+    # What the op's input generator does not take but a person should know: {"bias": True}.
     notes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Target:
     rank: int
-    kernel_type: str
+    kernel_type: str  # one registry entry (autokernel.ops); several targets may share it
     shapes: list[list[int]]  # distinct registry-dims shapes, most time first
     dtype: str
     calls: int
@@ -47,6 +61,14 @@ class Target:
     dims: list[str] = field(default_factory=list)  # names of the shape dims (OpSpec.dims)
     # End-to-end ceiling if this and every higher-ranked target took no time; None: unbounded.
     cumulative_limit: float | None = None
+    # What the calls are, for kernel types whose calls differ in kind: matmul's "linear",
+    # "batched" or "gemm" (autokernel.profiling.classify.MATMUL_ROLES); "" for the others.
+    role: str = ""
+
+    @property
+    def label(self) -> str:
+        """"matmul (batched)": the kernel type, and the role when it has one."""
+        return f"{self.kernel_type} ({self.role})" if self.role else self.kernel_type
 
 
 @dataclass

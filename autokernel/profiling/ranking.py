@@ -1,7 +1,9 @@
 """From classified rows to a ranked `Plan`: call sites, shares, Amdahl, and a markdown rendering.
 
 Every timed row lands in exactly one target or in "other", so the shares of the targets and of
-"other" add up to 1 of the measured time by construction.
+"other" add up to 1 of the measured time by construction. A target is one kernel type in one role
+(matmul's linear layers, batched products and other GEMMs are three targets), each ranked and
+benchmarked at its own shapes.
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ from autokernel.profiling.classify import (
     registry_dims,
 )
 from autokernel.profiling.events import RecordedProfile
-from autokernel.profiling.plan import CallSite, Plan, Target, amdahl_speedup
+from autokernel.profiling.plan import (
+    NEGLIGIBLE_SHARE,
+    CallSite,
+    Plan,
+    Target,
+    amdahl_speedup,
+    format_speedup,
+)
 
 OTHER_OPS_LISTED = 10
 NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
@@ -39,7 +48,7 @@ def _per_forward(count: int, iterations: int) -> int:
     return max(1, round(count / iterations)) if count else 0
 
 
-def _target(kernel_type: str, sites: dict[SiteKey, _Tally], iterations: int,
+def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iterations: int,
             total_us: float) -> Target:
     per_ms = 1.0 / (1000.0 * iterations)
     ranked_sites = sorted(sites.items(), key=lambda kv: -kv[1].time_us)
@@ -82,7 +91,44 @@ def _target(kernel_type: str, sites: dict[SiteKey, _Tally], iterations: int,
         call_sites=call_sites,
         params=params,
         dims=list(registry_dims(kernel_type)),
+        role=role,
     )
+
+
+def _join_roleless(sites: dict[tuple[str, str], dict[SiteKey, _Tally]]) -> None:
+    """Calls of a kernel type with roles whose role is unknown (a GEMM kernel with no op) join
+    that type's largest target, which then still has a shape to benchmark; they stand alone only
+    when the type has no other target."""
+    for kernel_type, role in list(sites):
+        if role:
+            continue
+        peers = [key for key in sites if key[0] == kernel_type and key[1]]
+        if not peers:
+            continue
+        largest = max(peers, key=lambda key: sum(t.time_us for t in sites[key].values()))
+        for site, tally in sites.pop((kernel_type, role)).items():
+            sites[largest][site] = tally
+
+
+def _rank(targets: list[Target], other_share: float) -> None:
+    """Ranks and Amdahl figures, in place.
+
+    The ceiling's leftover time is summed from what lies below each target ("other", then the
+    lower-ranked targets), not taken as 1 minus the summed shares above it: with no "other" time
+    it is then exactly 0 below the last target, an unbounded ceiling (None), where
+    1 - 0.9999999999999999 made it 9007199254740992x.
+    """
+    left = [other_share] * len(targets)
+    for index in range(len(targets) - 2, -1, -1):
+        left[index] = left[index + 1] + targets[index + 1].share
+    cumulative = 0.0
+    for rank, target in enumerate(targets, start=1):
+        cumulative += target.share
+        target.rank = rank
+        target.amdahl_2x = amdahl_speedup(target.share)
+        target.cumulative_2x = amdahl_speedup(cumulative)
+        rest = left[rank - 1]
+        target.cumulative_limit = 1.0 / rest if rest > NEGLIGIBLE_SHARE else None
 
 
 def build_plan(
@@ -97,27 +143,23 @@ def build_plan(
     total_us = sum(a.time_us for a in rows)
     iterations = max(1, record.iterations)
 
-    sites: dict[str, dict[SiteKey, _Tally]] = defaultdict(lambda: defaultdict(_Tally))
+    sites: dict[tuple[str, str], dict[SiteKey, _Tally]] = defaultdict(
+        lambda: defaultdict(_Tally))
     other: dict[str, _Tally] = defaultdict(_Tally)
     for attribution in rows:
         if attribution.kernel_type == OTHER or attribution.site is None:
             other[attribution.label].add(attribution)
         else:
-            sites[attribution.kernel_type][attribution.site].add(attribution)
+            key = (attribution.kernel_type, attribution.site.role)
+            sites[key][attribution.site].add(attribution)
 
-    targets = [_target(kt, s, iterations, total_us) for kt, s in sites.items()]
+    _join_roleless(sites)
+    targets = [_target(kt, role, s, iterations, total_us) for (kt, role), s in sites.items()]
     targets.sort(key=lambda t: -t.time_ms)
-    cumulative = 0.0
-    for rank, target in enumerate(targets, start=1):
-        cumulative += target.share
-        target.rank = rank
-        target.amdahl_2x = amdahl_speedup(target.share)
-        target.cumulative_2x = amdahl_speedup(cumulative)
-        limit = amdahl_speedup(cumulative, float("inf"))
-        target.cumulative_limit = None if limit == float("inf") else limit
+    other_us = sum(t.time_us for t in other.values())
+    _rank(targets, other_us / total_us if total_us else 0.0)
 
     per_ms = 1.0 / (1000.0 * iterations)
-    other_us = sum(t.time_us for t in other.values())
     other_ops = [
         {
             "op": label,
@@ -178,11 +220,10 @@ def plan_rows(plan: Plan, top: int | None = None) -> list[list[str]]:
         shapes = format_shape(t.dims, t.bench_shape)
         if len(t.shapes) > 1:
             shapes += f" (+{len(t.shapes) - 1} more)"
-        limit = "inf" if t.cumulative_limit is None else f"{t.cumulative_limit:.2f}x"
         rows.append([
-            str(t.rank), t.kernel_type, f"{t.share:.1%}", f"{t.time_ms:.3f}", str(t.calls),
-            shapes, t.dtype, format_params(t.params), f"{t.amdahl_2x:.3f}x",
-            f"{t.cumulative_2x:.3f}x", limit,
+            str(t.rank), t.label, f"{t.share:.1%}", f"{t.time_ms:.3f}", str(t.calls),
+            shapes, t.dtype, format_params(t.params), format_speedup(t.amdahl_2x, 3),
+            format_speedup(t.cumulative_2x, 3), format_speedup(t.cumulative_limit),
         ])
     hidden = plan.targets[top:] if top is not None else []
     if hidden:
