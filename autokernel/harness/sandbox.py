@@ -1,0 +1,617 @@
+"""Operating-system confinement of the candidate process, and the sweep that ends its tree.
+
+The static scan reads a candidate's source; this module makes the kernel enforce what the scan
+can only hope for. Inside the candidate process, after torch and Triton are imported and CUDA is
+initialised but before the candidate is imported, one irreversible call:
+
+    from autokernel.harness.sandbox import apply_candidate_sandbox, toolchain_executables
+
+    state = apply_candidate_sandbox(work_dir, writable=[triton_cache_dir],
+                                    executables=toolchain_executables(), device="cuda")
+    report.notes.extend(state.notes())   # what was applied, and what was not and why
+
+confines the process and everything it later starts, in layers that each degrade on their own:
+
+- `subreaper` (PR_SET_CHILD_SUBREAPER): an orphan anywhere below the candidate is re-parented to
+  the candidate, not to init, so while the candidate lives its whole tree hangs below it.
+- `no_new_privs` (PR_SET_NO_NEW_PRIVS): nothing it executes gains privileges.
+- `landlock_fs` (Landlock, kernel >= 5.13): reads anywhere; writes (create, delete, rename,
+  truncate) only beneath `work_dir` and `writable` (and /dev/null, and the GPU's device files
+  for `device="cuda"`); execution only of `executables` and their ELF interpreter (ld.so).
+- `landlock_net` (Landlock ABI >= 4): no TCP bind or connect (and UDP from ABI 10).
+- `landlock_signals` (Landlock ABI >= 6): no signal to any process outside the sandbox (the
+  judge, the spawner, `kill(-1)`).
+- `seccomp` (libseccomp through `pyseccomp`, all threads): no fork: a new task must be a thread,
+  or a vfork that execs (how `subprocess` and Triton start ptxas), and with no `executables`
+  nothing may be executed at all; no setsid/setpgid (so nothing leaves the process group); no
+  ptrace, process_vm_readv/writev or pidfd_getfd; no socket but AF_UNIX (torch.multiprocessing
+  needs those); no io_uring (it would bypass all of this); no new namespaces; and the subreaper
+  cannot be switched off again.
+
+`apply_candidate_sandbox` never raises for a missing feature: it returns a `SandboxState` naming
+what was applied and, for everything else, why not, so the harness never runs a candidate less
+confined than it reports. `sandbox_capabilities()` answers the same question without applying
+anything (for `autokernel doctor`). The optional libraries (`landlockpy`, `pyseccomp`) are
+imported lazily.
+
+Known limits, by design of the kernel features used:
+- Landlock needs EXECUTE on the ELF interpreter to run a dynamically linked ptxas, and the
+  interpreter will load any readable program (`ld.so /bin/sh`). Such a process is still inside
+  every layer above (it inherits them: no fork, no setsid, no network, no writes outside, killed
+  with the tree), but it is a process. Pass `executables=[]` (with Triton's cache already warm,
+  or compiling elsewhere) to forbid execution altogether.
+- Below Landlock ABI 8 a ruleset binds the calling thread and what it starts later; threads
+  started earlier (CUDA's, torch's pools) are not bound. Call this from the thread that will
+  import the candidate. seccomp binds every thread.
+- Abstract unix sockets stay reachable unless `isolate_abstract_sockets=True` (ABI >= 6), since
+  Python 3.12's multiprocessing listens on one.
+
+The spawner's side: `kill_process_tree(root_pid, marker)` freezes (SIGSTOP) and then kills
+(SIGKILL) the root, everything below it, everything in its session or process group when it
+leads them, and every process whose environment carries `TREE_MARKER_ENV=marker`, so a `setsid`
+grandchild is caught whether it was started before the sandbox, or with no sandbox at all:
+
+    marker = new_tree_marker()
+    proc = subprocess.Popen(cmd, env={**env, TREE_MARKER_ENV: marker}, start_new_session=True,
+                            preexec_fn=become_subreaper, ...)
+    ...                                   # verdict in, or timeout
+    kill_process_tree(proc.pid, marker)   # before proc.wait() reaps the root
+    proc.wait()
+
+Sweep before reaping the root: while its pid is not reaped it cannot be reused, so matching its
+session and group is safe. The tree stays whole only while the root lives (orphans re-parent to
+it); a grandchild orphaned after the root died is still found through its session, group or
+marker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import glob
+import os
+import secrets
+import signal
+import socket
+import struct
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+FEATURES: dict[str, str] = {
+    "subreaper": "orphans below the candidate stay in its tree (PR_SET_CHILD_SUBREAPER)",
+    "no_new_privs": "nothing it executes gains privileges (PR_SET_NO_NEW_PRIVS)",
+    "landlock_fs": "writes only in its directories, execution only of the toolchain (Landlock)",
+    "landlock_net": "no TCP bind or connect (Landlock ABI >= 4)",
+    "landlock_signals": "no signals to processes outside the sandbox (Landlock ABI >= 6)",
+    "seccomp": "no fork, setsid/setpgid, ptrace, non-unix sockets or io_uring (seccomp)",
+    "tree_sweep": "the spawner can find and kill the candidate's whole process tree (/proc)",
+}
+CANDIDATE_FEATURES = tuple(name for name in FEATURES if name != "tree_sweep")
+
+TREE_MARKER_ENV = "AUTOKERNEL_SANDBOX_TREE"
+
+LANDLOCK_NET_ABI = 4
+LANDLOCK_SCOPE_ABI = 6
+LANDLOCK_TSYNC_ABI = 8
+LANDLOCK_ABI_LINUX = {1: "5.13", 4: "6.7", 6: "6.12", 8: "7.0"}
+
+# <linux/prctl.h>, <linux/sched.h>, <linux/seccomp.h>, x86-64/aarch64 syscall numbers of the
+# two syscalls probed without a library.
+PR_SET_NO_NEW_PRIVS = 38
+PR_GET_NO_NEW_PRIVS = 39
+PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
+CLONE_VFORK = 0x00004000
+CLONE_THREAD = 0x00010000
+# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME exists only for clone3).
+CLONE_NEW_NAMESPACES = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
+                        | 0x20000000 | 0x40000000)
+SECCOMP_GET_ACTION_AVAIL = 2
+SECCOMP_RET_ALLOW = 0x7FFF0000
+SYSCALL_NUMBERS = {  # (seccomp, landlock_create_ruleset)
+    "x86_64": (317, 444), "aarch64": (277, 444),
+}
+LANDLOCK_CREATE_RULESET_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Capability:
+    """Whether one feature can be applied on this machine, and the evidence either way."""
+
+    available: bool
+    detail: str
+
+
+@dataclass
+class SandboxState:
+    """What `apply_candidate_sandbox` did: every feature is in `applied` or in `missing`."""
+
+    applied: dict[str, str] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def notes(self) -> list[str]:
+        """One line per feature, for a report's notes."""
+        return ([f"sandbox: {name} applied: {detail}" for name, detail in self.applied.items()]
+                + [f"sandbox: {name} NOT applied: {why}" for name, why in self.missing.items()])
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "complete": self.complete}
+
+
+# -- small kernel interfaces -----------------------------------------------------------------------
+
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _prctl(option: int, value: int = 0) -> int:
+    """prctl(option, value, 0, 0, 0); raises OSError on failure."""
+    prctl = _libc().prctl
+    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong,
+                      ctypes.c_ulong]
+    result = prctl(option, value, 0, 0, 0)
+    if result < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return result
+
+
+def _raw_syscall(name: str, *args: Any) -> tuple[int, int]:
+    """(result, errno) of a syscall this module probes without its library."""
+    numbers = SYSCALL_NUMBERS.get(os.uname().machine)
+    if numbers is None:
+        return -1, errno.ENOSYS
+    number = numbers[0 if name == "seccomp" else 1]
+    syscall = _libc().syscall
+    syscall.restype = ctypes.c_long
+    result = syscall(ctypes.c_long(number), *args)
+    return result, (ctypes.get_errno() if result < 0 else 0)
+
+
+def landlock_abi() -> tuple[int, str]:
+    """(the kernel's Landlock ABI version, or 0; why it is 0)."""
+    if not sys.platform.startswith("linux"):
+        return 0, f"not Linux ({sys.platform})"
+    abi, err = _raw_syscall("landlock", None, ctypes.c_size_t(0),
+                            ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
+    if abi > 0:
+        return abi, ""
+    if err == errno.EOPNOTSUPP:
+        return 0, "Landlock is built in but disabled at boot (add landlock to the lsm= list)"
+    return 0, f"no Landlock in kernel {os.uname().release} (needs Linux >= 5.13 built with it)"
+
+
+def _seccomp_kernel_support() -> tuple[bool, str]:
+    action = ctypes.c_uint32(SECCOMP_RET_ALLOW)
+    result, err = _raw_syscall("seccomp", ctypes.c_uint(SECCOMP_GET_ACTION_AVAIL),
+                               ctypes.c_uint(0), ctypes.byref(action))
+    if result == 0:
+        return True, ""
+    if err == errno.ENOSYS:
+        return False, f"kernel {os.uname().release} has no seccomp filters on {os.uname().machine}"
+    return False, f"seccomp() refused: {os.strerror(err)} (a container profile may block it)"
+
+
+def _import_seccomp() -> Any:
+    """The `pyseccomp` module; ImportError (with why) when it or libseccomp is missing."""
+    import ctypes.util
+
+    if ctypes.util.find_library("seccomp") is None:
+        raise ImportError("libseccomp.so.2 not found (Debian/Ubuntu package libseccomp2)")
+    try:
+        import pyseccomp
+    except ImportError as exc:
+        raise ImportError(f"pyseccomp not importable ({exc})") from None
+    except (OSError, RuntimeError) as exc:  # pyseccomp loads libseccomp at import time
+        raise ImportError(f"pyseccomp could not load libseccomp ({exc})") from None
+    return pyseccomp
+
+
+def _import_landlock() -> Any:
+    try:
+        import landlockpy
+    except ImportError as exc:
+        raise ImportError(f"landlockpy not importable ({exc})") from None
+    return landlockpy
+
+
+# -- capabilities ----------------------------------------------------------------------------------
+
+def sandbox_capabilities() -> dict[str, Capability]:
+    """Which features `apply_candidate_sandbox` could apply here, and why not; applies nothing."""
+    if not sys.platform.startswith("linux"):
+        return {name: Capability(False, f"not Linux ({sys.platform})") for name in FEATURES}
+    caps = {
+        "subreaper": Capability(True, "prctl(PR_SET_CHILD_SUBREAPER)"),
+        "no_new_privs": Capability(True, "prctl(PR_SET_NO_NEW_PRIVS)"),
+    }
+    abi, why = landlock_abi()
+    try:
+        library = _import_landlock()
+        library_version = f"landlockpy {library.__version__}"
+    except ImportError as exc:
+        library_version, library_error = "", str(exc)
+    linux = f"kernel {os.uname().release}"
+    for name, needs in (("landlock_fs", 1), ("landlock_net", LANDLOCK_NET_ABI),
+                        ("landlock_signals", LANDLOCK_SCOPE_ABI)):
+        if abi == 0:
+            caps[name] = Capability(False, why)
+        elif abi < needs:
+            caps[name] = Capability(False, f"Landlock ABI {abi} in {linux}; needs ABI {needs} "
+                                           f"(Linux {LANDLOCK_ABI_LINUX[needs]})")
+        elif not library_version:
+            caps[name] = Capability(False, f"{library_error}; the kernel offers Landlock ABI {abi}")
+        else:
+            detail = f"Landlock ABI {abi} ({linux}), {library_version}"
+            if name == "landlock_fs" and abi < LANDLOCK_TSYNC_ABI:
+                detail += (f"; binds the calling thread and what it starts (every thread needs "
+                           f"ABI {LANDLOCK_TSYNC_ABI})")
+            caps[name] = Capability(True, detail)
+    supported, why = _seccomp_kernel_support()
+    if not supported:
+        caps["seccomp"] = Capability(False, why)
+    else:
+        try:
+            library = _import_seccomp()
+            caps["seccomp"] = Capability(True, f"libseccomp API level {library.get_api()}, "
+                                               f"pyseccomp {library.__version__}, all threads")
+        except ImportError as exc:
+            caps["seccomp"] = Capability(False, str(exc))
+    readable = os.path.isdir("/proc/self/task") and os.access("/proc/1/stat", os.R_OK)
+    caps["tree_sweep"] = Capability(readable, "/proc lists every process" if readable else
+                                    "/proc is not mounted or hides processes")
+    return caps
+
+
+# -- applying the sandbox --------------------------------------------------------------------------
+
+def toolchain_executables(device: str = "cuda") -> list[Path]:
+    """The programs Triton runs while compiling for `device`: its ptxas (and ptxas-blackwell),
+    or the ones TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH name. Resolved without running
+    them (Triton's own knobs would run `ptxas --version`)."""
+    if device != "cuda":
+        return []
+    import importlib.util
+
+    spec = importlib.util.find_spec("triton.backends.nvidia")
+    found: list[Path] = []
+    for tool, variable in (("ptxas", "TRITON_PTXAS_PATH"),
+                           ("ptxas-blackwell", "TRITON_PTXAS_BLACKWELL_PATH")):
+        candidates = [os.environ.get(variable)]
+        if spec is not None and spec.origin is not None:
+            candidates.append(str(Path(spec.origin).parent / "bin" / tool))
+        for candidate in candidates:
+            if candidate and os.access(candidate, os.X_OK):
+                found.append(Path(candidate).resolve())
+    return list(dict.fromkeys(found))
+
+
+def elf_interpreter(path: Path) -> Path | None:
+    """The dynamic loader an ELF executable names (PT_INTERP), or None (static, or not ELF)."""
+    try:
+        with open(path, "rb") as f:
+            ident = f.read(64)
+            if len(ident) < 64 or ident[:4] != b"\x7fELF":
+                return None
+            wide, order = ident[4] == 2, "<" if ident[5] == 1 else ">"
+            if wide:
+                phoff, = struct.unpack_from(order + "Q", ident, 0x20)
+                phentsize, phnum = struct.unpack_from(order + "HH", ident, 0x36)
+            else:
+                phoff, = struct.unpack_from(order + "I", ident, 0x1C)
+                phentsize, phnum = struct.unpack_from(order + "HH", ident, 0x2A)
+            for index in range(phnum):
+                f.seek(phoff + index * phentsize)
+                header = f.read(phentsize)
+                p_type, = struct.unpack_from(order + "I", header, 0)
+                if p_type != 3:  # PT_INTERP
+                    continue
+                offset, size = (struct.unpack_from(order + "QxxxxxxxxxxxxxxxxQ", header, 8)
+                                if wide else struct.unpack_from(order + "IxxxxxxxxI", header, 4))
+                f.seek(offset)
+                return Path(f.read(size).rstrip(b"\0").decode())
+    except (OSError, struct.error, UnicodeDecodeError):
+        return None
+    return None
+
+
+def _device_files(device: str) -> list[Path]:
+    """Device files a GPU runtime opens read-write after initialisation."""
+    if device != "cuda":
+        return []
+    patterns = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
+    return [Path(p) for pattern in patterns for p in sorted(glob.glob(pattern))]
+
+
+def become_subreaper() -> bool:
+    """Make this process the reaper of every orphan below it (usable as a Popen preexec_fn; the
+    setting survives exec). False where the kernel has no such feature."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        _prctl(PR_SET_CHILD_SUBREAPER, 1)
+        return True
+    except OSError:
+        return False
+
+
+def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path,
+                    writable: list[Path], executables: list[Path], device: str,
+                    isolate_abstract_sockets: bool) -> None:
+    access = landlock.AccessFS
+    file_rights = access.READ_FILE | access.WRITE_FILE | access.TRUNCATE | access.IOCTL_DEV
+    # Never device nodes: root with CAP_MKNOD could make one for a disk and write to it.
+    tree_rights = landlock.fs_for_abi(abi) & ~(
+        access.EXECUTE | access.MAKE_CHAR | access.MAKE_BLOCK)
+    scope = landlock.Scope.SIGNAL
+    if isolate_abstract_sockets:
+        scope |= landlock.Scope.ABSTRACT_UNIX_SOCKET
+    threads_before = len(os.listdir("/proc/self/task"))
+    with landlock.Ruleset(scoped=scope) as ruleset:
+        ruleset.allow_path("/", access.READ_FILE | access.READ_DIR)
+        if os.path.isdir("/dev"):
+            ruleset.allow_path("/dev", access.IOCTL_DEV)
+        written = []
+        for path in [work_dir, *writable]:
+            if not path.exists():
+                path.mkdir(parents=True)
+            ruleset.allow_path(path, tree_rights if path.is_dir() else file_rights)
+            written.append(str(path))
+        for path in [Path("/dev/null"), *_device_files(device)]:
+            ruleset.allow_path(path, file_rights)  # existing device files: no new nodes
+            written.append(str(path))
+        programs, skipped = [], []
+        for program in executables:
+            interpreter = elf_interpreter(program)
+            for path in [program] + ([interpreter] if interpreter else []):
+                if os.access(path, os.X_OK) and not path.is_dir():
+                    ruleset.allow_path(path, access.EXECUTE | access.READ_FILE)
+                    programs.append(path.name)
+                else:
+                    skipped.append(str(path))
+        tsync = abi >= LANDLOCK_TSYNC_ABI
+        ruleset.restrict(landlock.RestrictFlag.TSYNC if tsync else landlock.RestrictFlag.NONE)
+        handled_net, scoped = ruleset.handled_net, ruleset.scoped
+    threads = ("every thread" if tsync else
+               f"this thread and what it starts ({threads_before - 1} older threads unbound: "
+               f"every thread needs ABI {LANDLOCK_TSYNC_ABI})")
+    execution = (f"execution only of {', '.join(dict.fromkeys(programs))}" if programs
+                 else "no execution")
+    if skipped:
+        execution += f" (not executable, left out: {', '.join(skipped)})"
+    state.applied["landlock_fs"] = (f"ABI {abi}, {threads}; writes only beneath "
+                                    f"{', '.join(written)}; {execution}")
+    if handled_net:
+        state.applied["landlock_net"] = f"denied: {handled_net!r}"
+    else:
+        state.missing["landlock_net"] = (f"Landlock ABI {abi} has no network rules (needs ABI "
+                                         f"{LANDLOCK_NET_ABI}, Linux {LANDLOCK_ABI_LINUX[4]})")
+    if scoped & landlock.Scope.SIGNAL:
+        state.applied["landlock_signals"] = f"scoped: {scoped!r}"
+    else:
+        state.missing["landlock_signals"] = (f"Landlock ABI {abi} has no scopes (needs ABI "
+                                             f"{LANDLOCK_SCOPE_ABI}, Linux "
+                                             f"{LANDLOCK_ABI_LINUX[6]})")
+
+
+def _apply_seccomp(seccomp: Any, state: SandboxState, may_execute: bool) -> None:
+    eperm = seccomp.ERRNO(errno.EPERM)
+    rules = seccomp.SyscallFilter(seccomp.ALLOW)
+    rules.set_attr(seccomp.Attr.CTL_TSYNC, 1)  # every thread, not only this one
+
+    def arg(index: int, op: str, value: int, mask: int | None = None) -> Any:
+        if op == "masked_eq":
+            return seccomp.Arg(index, seccomp.MASKED_EQ, mask, value)
+        return seccomp.Arg(index, getattr(seccomp, op.upper()), value)
+
+    # A new task may be a thread, or (when execution is allowed) a vfork child that execs: a
+    # process that keeps running the candidate's Python is never possible.
+    new_task = CLONE_THREAD | (CLONE_VFORK if may_execute else 0)
+    rules.add_rule(eperm, "clone", arg(0, "masked_eq", 0, new_task))
+    for flag in range(32):
+        if CLONE_NEW_NAMESPACES & (1 << flag):
+            rules.add_rule(eperm, "clone", arg(0, "masked_eq", 1 << flag, 1 << flag))
+    # clone3 passes its flags in memory, where seccomp cannot look: ENOSYS makes glibc fall back
+    # to clone.
+    rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
+    denied = ["fork", "setsid", "setpgid", "unshare", "setns", "ptrace", "process_vm_readv",
+              "process_vm_writev", "pidfd_getfd", "io_uring_setup", "io_uring_enter",
+              "io_uring_register"]
+    if not may_execute:
+        denied += ["vfork", "execve", "execveat"]
+    for name in denied:
+        rules.add_rule(eperm, name)
+    for name in ("socket", "socketpair"):
+        rules.add_rule(eperm, name, arg(0, "ne", socket.AF_UNIX))
+    rules.add_rule(eperm, "prctl", arg(0, "eq", PR_SET_CHILD_SUBREAPER))
+    # kill(-1, ...) signals every process the caller may signal (all of them, for root).
+    rules.add_rule(eperm, "kill", arg(0, "masked_eq", 0xFFFFFFFF, 0xFFFFFFFF))
+    rules.load()
+    forks = "threads and vfork+exec only" if may_execute else "threads only, no exec"
+    state.applied["seccomp"] = (f"all threads: {forks}; denied: {', '.join(denied)}, "
+                                "non-AF_UNIX sockets, new namespaces, kill(-1), "
+                                "unsetting the subreaper")
+
+
+def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
+                            executables: Iterable[Path], device: str, *,
+                            isolate_abstract_sockets: bool = False) -> SandboxState:
+    """Confine this process and everything it will start; irreversible. See the module
+    docstring for each layer. `writable` directories are created if missing; each executable's
+    ELF interpreter is allowed with it. Call from the thread that will import the candidate,
+    after torch/Triton are imported and CUDA is initialised. Never raises for a missing
+    feature: the returned state says what was applied and why the rest was not."""
+    state = SandboxState()
+    if not sys.platform.startswith("linux"):
+        for name in CANDIDATE_FEATURES:
+            state.missing[name] = f"not Linux ({sys.platform})"
+        return state
+    work_dir = Path(work_dir).resolve()
+    writable = [Path(p).resolve() for p in writable]
+    executables = [Path(p).resolve() for p in executables]
+    # Both libraries are loaded before anything is restricted: finding libseccomp runs ldconfig.
+    try:
+        seccomp: Any = _import_seccomp()
+        supported, why = _seccomp_kernel_support()
+        if not supported:
+            seccomp, seccomp_error = None, why
+    except ImportError as exc:
+        seccomp, seccomp_error = None, str(exc)
+    abi, landlock_error = landlock_abi()
+    landlock: Any = None
+    if abi:
+        try:
+            landlock = _import_landlock()
+        except ImportError as exc:
+            landlock_error = f"{exc}; the kernel offers Landlock ABI {abi}"
+
+    if become_subreaper():
+        state.applied["subreaper"] = "orphans below this process are re-parented to it"
+    else:
+        state.missing["subreaper"] = "prctl(PR_SET_CHILD_SUBREAPER) failed"
+    try:
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        state.applied["no_new_privs"] = "set"
+    except OSError as exc:
+        state.missing["no_new_privs"] = f"prctl failed: {exc}"
+
+    if landlock is None:
+        for name in ("landlock_fs", "landlock_net", "landlock_signals"):
+            state.missing[name] = landlock_error
+    else:
+        try:
+            _apply_landlock(landlock, abi, state, work_dir, writable, executables, device,
+                            isolate_abstract_sockets)
+        except Exception as exc:  # a failed layer is reported, never fatal
+            for name in ("landlock_fs", "landlock_net", "landlock_signals"):
+                state.missing[name] = f"Landlock failed: {type(exc).__name__}: {exc}"
+
+    if seccomp is None:
+        state.missing["seccomp"] = seccomp_error
+    else:
+        try:
+            _apply_seccomp(seccomp, state, may_execute=bool(executables))
+        except Exception as exc:
+            state.missing["seccomp"] = f"seccomp failed: {type(exc).__name__}: {exc}"
+    return state
+
+
+# -- the spawner's side: ending the whole tree -----------------------------------------------------
+
+def new_tree_marker() -> str:
+    """A secret value for TREE_MARKER_ENV in one candidate's environment."""
+    return secrets.token_hex(16)
+
+
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    pgid: int
+    sid: int
+
+
+def _process_table() -> dict[int, _Proc]:
+    table = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # The command name may contain spaces and parentheses: fields resume after the last ')'.
+        fields = stat[stat.rfind(b")") + 2:].split()
+        table[int(entry.name)] = _Proc(int(fields[1]), int(fields[2]), int(fields[3]))
+    return table
+
+
+def _carries_marker(pid: int, marker: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+def _ancestors(pid: int, table: dict[int, _Proc]) -> set[int]:
+    seen = set()
+    while pid in table and pid not in seen:
+        seen.add(pid)
+        pid = table[pid].ppid
+    return seen
+
+
+def tree_members(root_pid: int, marker: str | None = None) -> set[int]:
+    """Live (or zombie) processes of the tree rooted at `root_pid`: the root, its descendants,
+    its session and process group when it leads them (or when it is gone), every carrier of
+    `marker`, and their descendants. Never the caller or the caller's ancestors."""
+    table = _process_table()
+    root = table.get(root_pid)
+    members = {root_pid} if root is not None else set()
+    for pid, proc in table.items():
+        if ((root is None or root.sid == root_pid) and proc.sid == root_pid) or \
+                ((root is None or root.pgid == root_pid) and proc.pgid == root_pid):
+            members.add(pid)
+    if marker:
+        tag = f"{TREE_MARKER_ENV}={marker}".encode()
+        members |= {pid for pid in table if pid not in members and _carries_marker(pid, tag)}
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
+    pending = list(members)
+    while pending:
+        for child in children.get(pending.pop(), []):
+            if child not in members:
+                members.add(child)
+                pending.append(child)
+    return members - _ancestors(os.getpid(), table)
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def kill_process_tree(root_pid: int, marker: str | None = None, *, rounds: int = 50,
+                      reap_timeout_s: float = 5.0) -> set[int]:
+    """SIGKILL every process of the tree (`tree_members`), returning their pids.
+
+    The tree is frozen first: members are stopped (SIGSTOP) and the table re-read until no new
+    member appears, so a process forking while the sweep runs cannot leave a child behind. Then
+    all are killed at once. Killed processes that are this process's children (orphans re-parented
+    to a subreaper spawner) are reaped, except the root: its owner (a Popen) reaps it."""
+    stopped: set[int] = set()
+    for _ in range(rounds):
+        fresh = tree_members(root_pid, marker) - stopped
+        if not fresh:
+            break
+        for pid in fresh:
+            _signal(pid, signal.SIGSTOP)
+        stopped |= fresh
+    for pid in stopped:
+        _signal(pid, signal.SIGKILL)
+    deadline = time.monotonic() + reap_timeout_s
+    orphans = stopped - {root_pid}
+    while orphans and time.monotonic() < deadline:
+        for pid in list(orphans):
+            try:
+                done, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:  # not ours to reap
+                orphans.discard(pid)
+                continue
+            if done:
+                orphans.discard(pid)
+        if orphans:
+            time.sleep(0.01)
+    return stopped
