@@ -130,3 +130,41 @@ def test_doctor_on_a_gpu_measures_and_caches_ceilings(isolated_cache: Path) -> N
     again = json.loads(runner.invoke(app, ["doctor", "--json", "--no-aot",
                                            "--no-calibrate"]).output)
     assert again["ceilings"] == ceilings  # served from the cache, not re-measured
+
+
+# -- the candidate sandbox ------------------------------------------------------------------------
+
+def test_doctor_reports_each_layer_of_the_sandbox() -> None:
+    from autokernel.harness.sandbox import FEATURES, sandbox_capabilities
+
+    result = runner.invoke(app, ["doctor", "--json", "--no-aot", "--no-calibrate"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    checks = _checks(report)
+    expected = sandbox_capabilities()
+    assert set(report["sandbox"]) == set(FEATURES) == set(expected)
+    for name, capability in expected.items():
+        row = checks[f"sandbox {name}"]
+        assert row["status"] == ("ok" if capability.available else "warn"), row
+        assert capability.detail in row["detail"]
+        assert row["essential"] is False
+        assert report["sandbox"][name]["available"] is capability.available
+        assert report["sandbox"][name]["protects"] == FEATURES[name]
+
+
+def test_doctor_warns_about_a_missing_sandbox_layer_and_says_why(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from autokernel.harness import sandbox
+
+    real = sandbox.sandbox_capabilities()
+    why = "libseccomp.so.2 not found (Debian/Ubuntu package libseccomp2)"
+    monkeypatch.setattr(sandbox, "sandbox_capabilities", lambda: {
+        **real, "seccomp": sandbox.Capability(False, why)})
+    result = runner.invoke(app, ["doctor", "--no-aot", "--no-calibrate"])
+    assert result.exit_code == 0, result.output  # a warning, not a failed essential
+    assert "sandbox seccomp" in result.output and "libseccomp2" in result.output
+    report = json.loads(runner.invoke(app, ["doctor", "--json", "--no-aot",
+                                            "--no-calibrate"]).output)
+    row = _checks(report)["sandbox seccomp"]
+    assert row == {"name": "sandbox seccomp", "status": "warn", "detail": f"unavailable: {why}",
+                   "essential": False}

@@ -2,7 +2,8 @@
 
 Exit status 0 when the essentials work (torch and Triton import, the Triton interpreter computes
 the right numbers, git runs, and on a GPU machine a CUDA op runs), 1 otherwise. Everything else
-(gitpython, the API key, the Hopper compile check, the calibration) is reported as a warning.
+(gitpython, the API key, the Hopper compile check, the calibration, each layer of the candidate
+sandbox) is reported as a warning.
 """
 
 from __future__ import annotations
@@ -81,6 +82,20 @@ def _api_key_check() -> Check:
     if os.environ.get("ANTHROPIC_API_KEY"):
         return Check("ANTHROPIC_API_KEY", "ok", "set")
     return Check("ANTHROPIC_API_KEY", "warn", "not set (only the claude agent needs it)")
+
+
+def _sandbox_checks() -> tuple[list[Check], dict[str, dict[str, Any]]]:
+    """One row per layer of the candidate sandbox (`autokernel.harness.sandbox`): a missing
+    layer is a warning, and every bench run's notes say the same."""
+    from autokernel.harness import sandbox
+
+    capabilities = sandbox.sandbox_capabilities()
+    checks = [Check(f"sandbox {name}", "ok" if cap.available else "warn",
+                    cap.detail if cap.available else f"unavailable: {cap.detail}")
+              for name, cap in capabilities.items()]
+    info = {name: {"available": cap.available, "detail": cap.detail,
+                   "protects": sandbox.FEATURES[name]} for name, cap in capabilities.items()}
+    return checks, info
 
 
 def _gpu_report(device_index: int, calibrate: bool | None) -> tuple[list[Check], dict[str, Any]]:
@@ -193,7 +208,8 @@ def doctor(
     gpu: int = typer.Option(0, "--gpu", min=0, help="Index of the GPU to report on."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead."),
 ) -> None:
-    """Check versions, the GPU (datasheet and measured ceilings), Triton, git and the API key."""
+    """Check versions, the GPU (datasheet and measured ceilings), Triton, the candidate sandbox,
+    git and the API key."""
     checks, versions = _versions()
     info: dict[str, Any] = {"gpu": None, "datasheet": None, "ceilings": None}
     if not any(c.failed_essential for c in checks):
@@ -208,12 +224,14 @@ def doctor(
         checks.append(_selfcheck("interpreter"))
         if aot:
             checks.append(_selfcheck("aot"))
+    sandbox_checks, sandbox_info = _sandbox_checks()
+    checks += sandbox_checks
     checks += _git_checks()
     checks.append(_api_key_check())
     ok = not any(c.failed_essential for c in checks)
 
     if as_json:
-        typer.echo(json.dumps({"ok": ok, "versions": versions, **info,
+        typer.echo(json.dumps({"ok": ok, "versions": versions, **info, "sandbox": sandbox_info,
                                "checks": [asdict(c) for c in checks]}, indent=2))
     else:
         from rich.table import Table
