@@ -122,9 +122,11 @@ def _splice(inputs: Inputs, old: Inputs) -> Inputs:
         k = min(SPLICE_ELEMENTS, new_t.numel() // 4)
         if k == 0 or new_t.shape != old_t.shape:
             continue
-        flat_new, flat_old = new_t.view(-1), old_t.contiguous().view(-1)
+        # reshape, not view: an input may be a transposed or otherwise strided view.
+        flat_new, flat_old = new_t.reshape(-1).clone(), old_t.reshape(-1)
         flat_new[:k] = flat_old[:k]
         flat_new[-k:] = flat_old[-k:]
+        new_t.copy_(flat_new.view(new_t.shape))
     return inputs
 
 
