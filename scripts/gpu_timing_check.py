@@ -47,21 +47,29 @@ SHAPES: dict[str, tuple[str, str, str]] = {  # two medium, one large (fp16)
     "reduce": ("2048x2048", "3136x3072", "16384x8192"),
     "cross_entropy": ("1024x32000", "2048x32000", "8192x50257"),
     "rotary_embedding": ("1x16x1024x128", "2x16x2048x128", "1x32x4096x128"),
-    "matmul": ("1024x1024x1024", "2048x2048x2048", "8192x8192x8192"),
+    "matmul": ("1x1024x1024x1024", "1x2048x2048x2048", "1x8192x8192x8192"),
     "fused_mlp": ("512x2048x5632", "2048x2048x5632", "4096x4096x14336"),
     "flash_attention": ("1x16x1024x128", "2x16x2048x128", "1x32x4096x128"),
 }
 CPU_SHAPES = {"rmsnorm": ("16x64", "8x128", "32x64"), "softmax": ("16x64", "8x128", "32x64")}
-# (name, extra fraction of x read by the incumbent, shape): ~(2 + f) / 2 slower in traffic terms.
-KEEP_CONFIGS: dict[str, tuple[float, str]] = {
-    "aa-medium": (0.0, "2048x2048"),
-    "aa-large": (0.0, "8192x8192"),
-    "ab110-medium": (0.24, "2048x2048"),
-    "ab110-large": (0.24, "8192x8192"),
-    "ab103-large": (0.07, "8192x8192"),
-    "ab103-medium": (0.07, "2048x2048"),
+# name -> (extra fraction of x the incumbent reads, shape, pair). Pair "starter": the rmsnorm
+# starter against itself plus an extra kernel reading that fraction of x (a second launch adds a
+# fixed ~2 µs, so short kernels come out slower than the fraction says). Pair "inline": a plain
+# one-row-per-program rmsnorm against a copy that reads the extra fraction in the same launch,
+# from a scratch buffer: traffic (2 + f) / 2 of the plain one.
+KEEP_CONFIGS: dict[str, tuple[float, str, str]] = {
+    "aa-medium": (0.0, "2048x2048", "starter"),
+    "aa-large": (0.0, "8192x8192", "starter"),
+    "ab110-medium": (0.24, "2048x2048", "starter"),
+    "ab110-large": (0.24, "8192x8192", "starter"),
+    "ab103-large": (0.07, "8192x8192", "starter"),
+    "ab103-medium": (0.07, "2048x2048", "starter"),
+    "inline-medium-10": (0.2, "2048x2048", "inline"),
+    "inline-large-10": (0.2, "8192x8192", "inline"),
+    "inline-large-03": (0.06, "8192x8192", "inline"),
+    "inline-medium-03": (0.06, "2048x2048", "inline"),
 }
-SLOWER_SUFFIX = '''
+SLOWER_SUFFIX = """
 
 @triton.jit
 def _extra_read_kernel(x_ptr, partial_ptr, n, BLOCK: tl.constexpr):
@@ -79,7 +87,43 @@ def kernel_fn(x, weight, eps=1e-6):
         partial = torch.empty(triton.cdiv(n, 4096), dtype=torch.float32, device=x.device)
         _extra_read_kernel[(triton.cdiv(n, 4096),)](x, partial, n, BLOCK=4096)
     return _starter_kernel_fn(x, weight, eps)
-'''
+"""
+INLINE_RMSNORM = """import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "rmsnorm"
+BACKEND = "triton"
+EXTRA_READ_FRACTION = {fraction}
+
+
+@triton.jit
+def _rmsnorm_row(x_ptr, w_ptr, y_ptr, shadow_ptr, partial_ptr, n_cols, extra_cols, eps,
+                 BLOCK: tl.constexpr, EXTRA: tl.constexpr):
+    row = tl.program_id(0).to(tl.int64)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
+    rstd = tl.rsqrt(tl.sum(x * x, axis=0) / n_cols + eps)
+    w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+    tl.store(y_ptr + row * n_cols + cols, (x * rstd).to(y_ptr.dtype.element_ty).to(tl.float32) * w,
+             mask=mask)
+    if EXTRA:
+        s = tl.load(shadow_ptr + row * n_cols + cols, mask=cols < extra_cols, other=0.0)
+        tl.store(partial_ptr + row, tl.sum(s.to(tl.float32), axis=0))
+
+
+def kernel_fn(x, weight, eps=1e-6):
+    n = x.shape[-1]
+    x2 = x.reshape(-1, n)
+    y = torch.empty_like(x2)
+    extra = int(n * EXTRA_READ_FRACTION)
+    shadow = torch.empty_like(x2) if extra else x2
+    partial = torch.empty(x2.shape[0], dtype=torch.float32, device=x.device)
+    _rmsnorm_row[(x2.shape[0],)](x2, weight, y, shadow, partial, n, extra, eps,
+                                 BLOCK=triton.next_power_of_2(n), EXTRA=extra > 0, num_warps=8)
+    return y.view(x.shape)
+"""
 
 
 def header(title: str, device: str, command: str) -> list[str]:
@@ -230,13 +274,14 @@ def keep_rates(args: argparse.Namespace) -> int:
         "candidate, fresh inputs every call, L2 flush, batches queued behind a GPU spin, "
         "audits, untimed synced calls for launch cost; 1 s budget; the compile baseline cached "
         "as in a run's later experiments), then `autokernel.loop.keep.verdict_for` decides with "
-        "min_gain 1%. Candidate: the rmsnorm starter, fp16. Incumbent: the same starter (A/A), "
-        "or the starter plus an extra kernel reading a fraction of x (A/B). True ratio: "
-        "do_bench (median) of incumbent / candidate in the same process.",
+        "min_gain 1%, fp16. Pairs: `starter` is the rmsnorm starter against itself (A/A) or "
+        "against itself plus an extra kernel reading a fraction of x; `inline` is a plain "
+        "one-row-per-program rmsnorm against a copy reading the extra fraction inside the same "
+        "launch. True ratio: do_bench (median) of incumbent / candidate in the same process.",
         "",
-        "| config | shape | extra read | do_bench ratio | trials | kept | keep rate | "
+        "| config | pair | shape | extra read | do_bench ratio | trials | kept | keep rate | "
         "median vs_best | median CI width | re-timed | median rounds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, data in results.items():
         if "error" in data:
@@ -248,7 +293,8 @@ def keep_rates(args: argparse.Namespace) -> int:
             {"estimate": float("nan"), "width": float("nan"), "rounds": 0}]
         other = sorted({t["status"] for t in trials} - {"keep", "revert"})
         lines.append(
-            f"| {name} | {data['shape']} | {data['fraction']:.2f} | "
+            f"| {name} | {data.get('pair', 'starter')} | {data['shape']} | "
+            f"{data['fraction']:.2f} | "
             f"{data['do_bench_ratio']:.3f} | {len(trials)} | {kept} | {kept / len(trials):.0%} | "
             f"{statistics.median(t['estimate'] for t in judged):.3f} | "
             f"{statistics.median(t['width'] for t in judged):.3f} | "
@@ -277,7 +323,7 @@ def trial(args: argparse.Namespace) -> int:
     from autokernel.ops import get_spec
     from autokernel.ops.spec import dtype_name
 
-    fraction, shape_text = KEEP_CONFIGS[args.config]
+    fraction, shape_text, pair = KEEP_CONFIGS[args.config]
     cpu = args.device == "cpu"
     if cpu:
         from autokernel.device import use_device
@@ -288,12 +334,15 @@ def trial(args: argparse.Namespace) -> int:
     shape = spec.parse_shape(shape_text)
     dtype = torch.float32 if cpu else torch.float16
     scratch = Path(tempfile.mkdtemp(prefix="autokernel-trial-"))
-    starter = starter_path("rmsnorm").read_text()
-    candidate = scratch / "candidate.py"
-    candidate.write_text(starter)
-    incumbent = scratch / "incumbent.py"
-    incumbent.write_text(starter + f"\nEXTRA_READ_FRACTION = {fraction}\n" + SLOWER_SUFFIX
-                         if fraction else starter)
+    candidate, incumbent = scratch / "candidate.py", scratch / "incumbent.py"
+    if pair == "inline":
+        candidate.write_text(INLINE_RMSNORM.format(fraction=0.0))
+        incumbent.write_text(INLINE_RMSNORM.format(fraction=fraction))
+    else:
+        starter = starter_path("rmsnorm").read_text()
+        candidate.write_text(starter)
+        incumbent.write_text(starter + f"\nEXTRA_READ_FRACTION = {fraction}\n" + SLOWER_SUFFIX
+                             if fraction else starter)
     gpu_name = "cpu" if cpu else torch.cuda.get_device_name(0)
     cached = {baseline_key("rmsnorm", list(shape), dtype_name(dtype), gpu_name,
                            torch.__version__, {}): {"compile_us": None}}
@@ -349,6 +398,7 @@ def trial(args: argparse.Namespace) -> int:
                        "rounds_us": [timed.candidate_rounds_us, timed.incumbent_rounds_us]
                        if t == 0 else None})
     print(json.dumps({"config": args.config, "shape": shape_text, "fraction": fraction,
+                      "pair": pair,
                       "do_bench_ratio": ratio, "trials": trials}))
     return 0
 
