@@ -304,23 +304,26 @@ def test_torch_and_the_triton_interpreter_work_inside(tmp_path: Path) -> None:
     assert "landlock_fs" in report["state"]["applied"] or not CAPABILITIES["landlock_fs"].available
 
 
+DOUBLE_KERNEL = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offsets, mask=offsets < n)
+    tl.store(x_ptr + offsets, x * 2, mask=offsets < n)
+'''
+
+
 def test_triton_runs_its_ptxas_inside(tmp_path: Path) -> None:
     """A real compile for sm_90: Triton execs its bundled ptxas (through ld.so) and writes its
     cache, while any other program stays forbidden."""
     _require("landlock_fs", "seccomp")
     if not toolchain_executables():
         pytest.skip("this Triton ships no ptxas")
-    kernel = tmp_path / "double.py"  # @triton.jit needs its source in a file
-    kernel.write_text(textwrap.dedent('''
-        import triton
-        import triton.language as tl
-
-        @triton.jit
-        def double(x_ptr, n, BLOCK: tl.constexpr):
-            offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-            x = tl.load(x_ptr + offsets, mask=offsets < n)
-            tl.store(x_ptr + offsets, x * 2, mask=offsets < n)
-    '''))
+    (tmp_path / "double.py").write_text(DOUBLE_KERNEL)  # @triton.jit needs a source file
     work, cache = tmp_path / "work", tmp_path / "cache"
     done = _python(textwrap.dedent('''
         import json, os, subprocess, sys
@@ -474,3 +477,149 @@ def _cleanup(root: subprocess.Popen[str] | subprocess.Popen[bytes], *pids: int) 
 def test_apply_is_importable_without_torch() -> None:
     done = _python("import sys, autokernel.harness.sandbox; print('torch' in sys.modules)")
     assert done.stdout.strip() == "False", done.stderr
+
+
+# -- Triton's toolchain and torch.multiprocessing, inside ------------------------------------------
+
+def test_triton_builds_a_launcher_inside(tmp_path: Path) -> None:
+    """Triton builds each kernel signature's launcher with the C compiler (gcc: cc1, as, collect2,
+    ld) at first launch, through `compile_module_from_src`: the same path, with a module that
+    needs no libcuda."""
+    _require("landlock_fs", "seccomp")
+    if not any(p.name.startswith(("gcc", "x86_64-linux-gnu-gcc", "clang", "cc"))
+               for p in toolchain_executables()):
+        pytest.skip("no C compiler here")
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    done = _python(textwrap.dedent('''
+        import json, sys
+        from pathlib import Path
+        from triton.runtime.build import compile_module_from_src
+        from autokernel.harness.sandbox import apply_candidate_sandbox, toolchain_executables
+        state = apply_candidate_sandbox(Path(sys.argv[1]), [Path(sys.argv[2])],
+                                        toolchain_executables(), "cuda")
+        source = """
+        #include <Python.h>
+        static struct PyModuleDef probe = {PyModuleDef_HEAD_INIT, "launcher_probe", NULL, -1};
+        PyMODINIT_FUNC PyInit_launcher_probe(void) {
+            PyObject *module = PyModule_Create(&probe);
+            PyModule_AddIntConstant(module, "answer", 42);
+            return module;
+        }
+        """
+        module = compile_module_from_src(source, "launcher_probe")
+        print(json.dumps({"answer": module.answer, "state": state.to_dict()}))
+    '''), str(work), str(cache), env={"TRITON_CACHE_DIR": str(cache), "TMPDIR": str(work)})
+    report = _last_json(done)
+    assert report["answer"] == 42
+    assert "cc1" in report["state"]["applied"]["landlock_fs"]
+
+
+# The judge side: an ordinary process sends a tensor to a sandboxed candidate through
+# torch.multiprocessing and gets the candidate's result back.
+JUDGE = r'''
+import json, sys
+import torch
+import torch.multiprocessing as mp
+sys.path.insert(0, sys.argv[1])
+from candidate_side import serve
+
+if __name__ == "__main__":
+    device, work, writable = sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+    context = mp.get_context("spawn")
+    inbox, outbox = context.Queue(), context.Queue()
+    candidate = context.Process(target=serve, args=(device, work, writable, inbox, outbox))
+    candidate.start()
+    x = torch.arange(4096, dtype=torch.float32, device=device)
+    inbox.put(x)
+    state, y = outbox.get(timeout=240)
+    right = bool(torch.equal(y, x * 2))
+    del y
+    inbox.put(None)  # the candidate may exit: the judge is done with its memory
+    candidate.join(60)
+    print(json.dumps({"right": right, "state": state, "exitcode": candidate.exitcode}))
+'''
+
+CANDIDATE_SIDE = r'''
+from pathlib import Path
+
+
+def serve(device, work, writable, inbox, outbox):
+    import torch
+    from autokernel.harness import sandbox
+    if device == "cuda":
+        torch.cuda.init()
+        sandbox.warm_triton_driver(device)
+    state = sandbox.apply_candidate_sandbox(Path(work), [Path(p) for p in writable],
+                                            sandbox.toolchain_executables(device), device)
+    x = inbox.get()
+    outbox.put((state.to_dict(), x * 2))
+    inbox.get()
+'''
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_tensors_cross_to_a_sandboxed_process(tmp_path: Path, device: str) -> None:
+    """torch.multiprocessing still works into and out of the sandbox, /dev/shm writable (its
+    shared memory lives there)."""
+    _require("landlock_fs", "seccomp")
+    if device == "cuda" and not _cuda():
+        pytest.skip("no GPU")
+    (tmp_path / "candidate_side.py").write_text(CANDIDATE_SIDE)
+    work = tmp_path / "work"
+    writable = [str(tmp_path / "cache"), "/dev/shm"]
+    done = _python(JUDGE, str(tmp_path), device, str(work), json.dumps(writable),
+                   env={"TRITON_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(work)})
+    report = _last_json(done)
+    assert report["right"] is True
+    assert report["exitcode"] == 0
+    assert "landlock_fs" in report["state"]["applied"] and "seccomp" in report["state"]["applied"]
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.gpu
+def test_a_triton_kernel_compiles_and_launches_on_the_gpu_inside(tmp_path: Path) -> None:
+    """On a GPU: CUDA initialised, then the sandbox, then a kernel's first launch (ptxas, the
+    launcher's gcc build, the fresh Triton cache) and its result; other programs, network sockets
+    and writes elsewhere stay forbidden."""
+    if not _cuda():
+        pytest.skip("no GPU")
+    _require("landlock_fs", "seccomp")
+    (tmp_path / "double.py").write_text(DOUBLE_KERNEL)
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    done = _python(textwrap.dedent('''
+        import json, socket, subprocess, sys
+        from pathlib import Path
+        import torch
+        from autokernel.harness import sandbox
+        sys.path.insert(0, sys.argv[3])
+        from double import double
+        torch.cuda.init()
+        x = torch.arange(1000, dtype=torch.float32, device="cuda")
+        sandbox.warm_triton_driver("cuda")
+        state = sandbox.apply_candidate_sandbox(Path(sys.argv[1]), [Path(sys.argv[2])],
+                                                sandbox.toolchain_executables(), "cuda")
+        expected = x * 2
+        double[(8,)](x, x.numel(), BLOCK=128)
+        torch.cuda.synchronize()
+        denied = {}
+        for name, action in (("exec", lambda: subprocess.run(["/bin/true"])),
+                             ("inet", lambda: socket.socket(socket.AF_INET)),
+                             ("write", lambda: open(sys.argv[4], "w"))):
+            try:
+                action()
+                denied[name] = False
+            except OSError:
+                denied[name] = True
+        print(json.dumps({"right": bool(torch.equal(x, expected)), "denied": denied,
+                          "state": state.to_dict()}))
+    '''), str(work), str(cache), str(tmp_path), str(tmp_path / "outside.txt"),
+        env={"TRITON_CACHE_DIR": str(cache), "TMPDIR": str(work), "HOME": str(work)})
+    report = _last_json(done)
+    assert report["right"] is True, report
+    assert report["denied"] == {"exec": True, "inet": True, "write": True}, report
+    assert not (tmp_path / "outside.txt").exists()

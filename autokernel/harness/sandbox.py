@@ -4,11 +4,13 @@ The static scan reads a candidate's source; this module makes the kernel enforce
 can only hope for. Inside the candidate process, after torch and Triton are imported and CUDA is
 initialised but before the candidate is imported, one irreversible call:
 
-    from autokernel.harness.sandbox import apply_candidate_sandbox, toolchain_executables
+    from autokernel.harness import sandbox
 
-    state = apply_candidate_sandbox(work_dir, writable=[triton_cache_dir],
-                                    executables=toolchain_executables(), device="cuda")
-    report.notes.extend(state.notes())   # what was applied, and what was not and why
+    sandbox.warm_triton_driver("cuda")        # Triton's driver runs ldconfig once: do it now
+    state = sandbox.apply_candidate_sandbox(
+        work_dir, writable=[private_triton_cache], executables=sandbox.toolchain_executables(),
+        device="cuda")
+    report.notes.extend(state.notes())        # what was applied, and what was not and why
 
 confines the process and everything it later starts, in layers that each degrade on their own:
 
@@ -34,12 +36,21 @@ confined than it reports. `sandbox_capabilities()` answers the same question wit
 anything (for `autokernel doctor`). The optional libraries (`landlockpy`, `pyseccomp`) are
 imported lazily.
 
+Triton compiles inside the candidate's first call of each kernel: it runs ptxas, and gcc (cc1,
+as, collect2, ld) to build the kernel's launcher; `toolchain_executables()` lists them all. It
+writes the results to TRITON_CACHE_DIR, which must therefore be writable, and so is a place the
+candidate can plant a compiled launcher (a shared library) or cubin under a predictable key:
+give each candidate a cache that no trusted process (the judge, a torch.compile baseline) reads.
+If tensors cross to or from the candidate through torch.multiprocessing, its shared memory
+lives in /dev/shm: pass that in `writable` too.
+
 Known limits, by design of the kernel features used:
 - Landlock needs EXECUTE on the ELF interpreter to run a dynamically linked ptxas, and the
-  interpreter will load any readable program (`ld.so /bin/sh`). Such a process is still inside
-  every layer above (it inherits them: no fork, no setsid, no network, no writes outside, killed
-  with the tree), but it is a process. Pass `executables=[]` (with Triton's cache already warm,
-  or compiling elsewhere) to forbid execution altogether.
+  interpreter will load any readable program (`ld.so /bin/sh`); gcc likewise runs what it is
+  told to. Such a process is still inside every layer above (it inherits them: no fork, no
+  setsid, no network, no writes outside, killed with the tree), but it is a process. Pass
+  `executables=[]` (with Triton's cache already warm, or compiling elsewhere) to forbid
+  execution altogether.
 - Below Landlock ABI 8 a ruleset binds the calling thread and what it starts later; threads
   started earlier (CUDA's, torch's pools) are not bound. Call this from the thread that will
   import the candidate. seccomp binds every thread.
@@ -73,7 +84,9 @@ import os
 import secrets
 import signal
 import socket
+import shutil
 import struct
+import subprocess
 import sys
 import time
 from collections.abc import Iterable
@@ -273,10 +286,13 @@ def sandbox_capabilities() -> dict[str, Capability]:
 
 # -- applying the sandbox --------------------------------------------------------------------------
 
-def toolchain_executables(device: str = "cuda") -> list[Path]:
-    """The programs Triton runs while compiling for `device`: its ptxas (and ptxas-blackwell),
-    or the ones TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH name. Resolved without running
-    them (Triton's own knobs would run `ptxas --version`)."""
+def toolchain_executables(device: str = "cuda", *, c_compiler: bool = True) -> list[Path]:
+    """The programs Triton runs while compiling for `device`, for `apply_candidate_sandbox`:
+    its ptxas and ptxas-blackwell (or the ones TRITON_PTXAS_PATH / TRITON_PTXAS_BLACKWELL_PATH
+    name), and, with `c_compiler`, the C compiler that builds a launcher for each new kernel
+    signature (`CC`, else gcc, else clang, as `triton.runtime.build` picks it) with the programs
+    that compiler runs (cc1, collect2, as, ld). Call before the sandbox: asking the compiler
+    where its programs are runs it. ptxas is found without running it (Triton's knobs would)."""
     if device != "cuda":
         return []
     import importlib.util
@@ -291,7 +307,38 @@ def toolchain_executables(device: str = "cuda") -> list[Path]:
         for candidate in candidates:
             if candidate and os.access(candidate, os.X_OK):
                 found.append(Path(candidate).resolve())
+    if c_compiler:
+        found += c_compiler_programs()
     return list(dict.fromkeys(found))
+
+
+def c_compiler_programs() -> list[Path]:
+    """Triton's C compiler and the programs it runs to build a shared library."""
+    named = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    compiler = shutil.which(named) if named else None
+    if compiler is None:
+        return []
+    programs = [Path(compiler).resolve()]
+    for tool in ("cc1", "collect2", "as", "ld"):
+        try:
+            answer = subprocess.run([compiler, f"-print-prog-name={tool}"], capture_output=True,
+                                    text=True, timeout=60, check=False).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            continue
+        path = answer if os.path.isabs(answer) else shutil.which(answer) if answer else None
+        if path and os.access(path, os.X_OK):
+            programs.append(Path(path).resolve())
+    return programs
+
+
+def warm_triton_driver(device: str) -> None:
+    """Do, before the sandbox, what Triton's CUDA driver does once per process: build its
+    `cuda_utils` module and look libcuda up with `/sbin/ldconfig -p`. Both are cached, so the
+    sandbox need not allow ldconfig."""
+    if device == "cuda":
+        from triton.runtime import driver
+
+        driver.active.utils  # noqa: B018  (the first access initialises the driver)
 
 
 def elf_interpreter(path: Path) -> Path | None:
@@ -356,7 +403,9 @@ def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path
         scope |= landlock.Scope.ABSTRACT_UNIX_SOCKET
     threads_before = len(os.listdir("/proc/self/task"))
     with landlock.Ruleset(scoped=scope) as ruleset:
-        ruleset.allow_path("/", access.READ_FILE | access.READ_DIR)
+        # Reads anywhere, and (ABI >= 9) connecting to any named unix socket, as below ABI 9:
+        # torch.multiprocessing connects to the sender's socket, wherever its TMPDIR is.
+        ruleset.allow_path("/", access.READ_FILE | access.READ_DIR | access.RESOLVE_UNIX)
         if os.path.isdir("/dev"):
             ruleset.allow_path("/dev", access.IOCTL_DEV)
         written = []
