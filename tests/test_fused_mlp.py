@@ -43,22 +43,33 @@ _inputs = functools.partial(seeded_inputs, SPEC)
 
 
 class _RefusesLargeLaunches:
-    """Stands in for a @triton.jit kernel: a launch with a block (`block_name`) over `max_block`
-    or more than one pipeline stage fails as on a GPU short of shared memory."""
+    """Stands in for a @triton.jit kernel on a GPU short of shared memory: what it compiles
+    (warmup) refuses to load when its BLOCK_K is over `max_block` or it has more than one pipeline
+    stage, and otherwise runs as the real kernel."""
 
-    def __init__(self, kernel, block_name: str, max_block: int) -> None:
-        self.kernel, self.block_name, self.max_block = kernel, block_name, max_block
-        self.launches: list[tuple[int, int]] = []
+    def __init__(self, kernel, max_block: int) -> None:
+        self.kernel, self.max_block = kernel, max_block
+        self.compiles: list[tuple[int, int]] = []
+
+    def warmup(self, *args, grid, num_warps: int, num_stages: int):
+        block = args[self.kernel.arg_names.index("BLOCK_K")]
+        self.compiles.append((block, num_stages))
+        return _PickyCompiledKernel(self.kernel, block > self.max_block or num_stages > 1,
+                                    num_warps, num_stages)
 
     def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            block, stages = kwargs[self.block_name], kwargs["num_stages"]
-            self.launches.append((block, stages))
-            if block > self.max_block or stages > 1:
-                raise triton.runtime.errors.OutOfResources(1 << 20, 1 << 17, "shared memory")
-            return self.kernel[grid](*args, **kwargs)
+        raise AssertionError("launched through the JIT, not through its compiled kernel")
 
-        return launch
+
+class _PickyCompiledKernel:
+    def __init__(self, kernel, too_large: bool, num_warps: int, num_stages: int) -> None:
+        self.kernel, self.too_large = kernel, too_large
+        self.options = {"num_warps": num_warps, "num_stages": num_stages}
+
+    def __getitem__(self, grid):  # a CompiledKernel checks its resources when it loads
+        if self.too_large:
+            raise triton.runtime.errors.OutOfResources(1 << 20, 1 << 17, "shared memory")
+        return lambda *args: self.kernel[grid](*args, **self.options)
 
 
 @pytest.mark.parametrize("distribution", DISTRIBUTIONS)
@@ -181,15 +192,20 @@ def test_stock_agrees_with_reference(dtype, device) -> None:
 
 @pytest.mark.parametrize("kernel_name", ["gate_up_kernel", "down_kernel"])
 def test_shrinks_until_the_launch_fits(kernel_name, device, tmp_path: Path, monkeypatch) -> None:
-    """Out of shared memory: fewer stages, then a smaller BLOCK_K, until the launch fits."""
+    """Out of shared memory: fewer stages, then a smaller BLOCK_K, until the compiled kernel
+    fits; the plan that fits is kept, so the next call compiles nothing."""
     module = load_starter_with("fused_mlp", {"GATE_BLOCK_K": 128, "GATE_NUM_STAGES": 4,
                                              "DOWN_BLOCK_K": 128, "DOWN_NUM_STAGES": 4}, tmp_path)
-    picky = _RefusesLargeLaunches(getattr(module, kernel_name), "BLOCK_K", max_block=32)
+    picky = _RefusesLargeLaunches(getattr(module, kernel_name), max_block=32)
     monkeypatch.setattr(module, kernel_name, picky)
     args = _inputs((40, 200, 150), torch.float32, device)
     assert_matches_reference(SPEC, module.kernel_fn, args, "after shrinking")
-    assert picky.launches[-1] == (32, 1)
-    assert picky.launches == sorted(picky.launches, reverse=True)  # only ever shrinks
+    assert picky.compiles[-1] == (32, 1)
+    assert picky.compiles == sorted(picky.compiles, reverse=True)  # only ever shrinks
+    compiled = len(picky.compiles)
+    assert_matches_reference(SPEC, module.kernel_fn, _inputs((40, 200, 150), torch.float32,
+                                                             device, seed=1), "planned")
+    assert len(picky.compiles) == compiled
 
 
 def test_rejects_mismatched_operands(device) -> None:

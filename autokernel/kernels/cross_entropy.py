@@ -19,7 +19,15 @@ Tunables
   per lane and reduces across lanes once at the end: no per-chunk cross-warp reduction, but two
   exps per logit.
 - MEAN_BLOCK_M: rows per iteration of kernel 2.
+
+Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
+(lru_cache) and compiles them ahead (`warmup`); a call then only allocates the loss buffers and
+launches the two compiled kernels through `CompiledKernel[grid]`, Triton's cheapest public launch
+path.
 """
+
+import functools
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -117,8 +125,62 @@ def _mean_of_kept_kernel(
     tl.store(out_ptr, tl.sum(total, axis=0) / tl.sum(kept, axis=0).to(tl.float32))
 
 
+class Launch(NamedTuple):
+    """A planned launch: the kernel, its grid, every argument after the leading tensors (sizes,
+    strides, scalars, constexprs, in signature order), its options, and the kernel compiled for
+    them (None under the interpreter, which compiles nothing)."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple[Any, ...]
+    options: dict[str, int]
+    compiled: Any
+
+
+def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+             args: tuple[Any, ...], **options: int) -> Launch:
+    """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
+
+    Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
+    and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
+    the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    """
+    compiled = kernel.warmup(*tensor_dtypes, *args, grid=grid, **options)
+    return Launch(kernel, grid, args, options, compiled)
+
+
+def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
+    """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
+    kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+        launch.compiled[launch.grid](*tensors, *launch.args)
+    else:
+        launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(n_rows: int, n_cols: int, stride_row: int, logits_dtype: torch.dtype,
+          targets_dtype: torch.dtype, device: int) -> tuple[Launch, Launch]:
+    """The two launches (row losses, mean) the tunables give for logits [n_rows, n_cols] (rows
+    stride_row apart). Cached by its arguments, which are plain values, so a call pays a
+    dictionary lookup; `device` (the current CUDA device, -1 for CPU tensors) is part of the key
+    because a compiled kernel is loaded on one device."""
+    # Clamp: a block wider than the row only loads masked lanes.
+    block_v = max(16, min(BLOCK_V, triton.next_power_of_2(n_cols)))
+    row_losses = _compile(
+        _row_losses_kernel, (n_rows, 1, 1), (logits_dtype, targets_dtype, torch.float32),
+        (n_cols, stride_row, IGNORE_INDEX, block_v, VARIANT == "lane_online"),
+        num_warps=NUM_WARPS, num_stages=NUM_STAGES,
+    )
+    block_m = max(16, min(MEAN_BLOCK_M, triton.next_power_of_2(n_rows)))
+    mean = _compile(_mean_of_kept_kernel, (1, 1, 1), (torch.float32, targets_dtype, torch.float32),
+                    (n_rows, IGNORE_INDEX, block_m), num_warps=4)
+    return row_losses, mean
+
+
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    if logits.ndim != 2 or targets.shape != logits.shape[:1]:
+    if logits.ndim != 2 or targets.ndim != 1 or targets.shape[0] != logits.shape[0]:
         raise ValueError(
             f"expected logits [M, V] and targets [M]; got {tuple(logits.shape)} and "
             f"{tuple(targets.shape)}"
@@ -129,23 +191,10 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     n_rows, n_cols = logits.shape
     losses = torch.empty(n_rows, dtype=torch.float32, device=logits.device)
     out = torch.empty((), dtype=torch.float32, device=logits.device)
-    # Clamp: a block wider than the row only loads masked lanes.
-    block_v = max(16, min(BLOCK_V, triton.next_power_of_2(n_cols)))
-    _row_losses_kernel[(n_rows,)](
-        logits,
-        targets,
-        losses,
-        n_cols,
-        logits.stride(0),
-        IGNORE_INDEX,
-        BLOCK_V=block_v,
-        LANE_ONLINE=VARIANT == "lane_online",
-        num_warps=NUM_WARPS,
-        num_stages=NUM_STAGES,
-    )
-    block_m = max(16, min(MEAN_BLOCK_M, triton.next_power_of_2(n_rows)))
-    _mean_of_kept_kernel[(1,)](losses, targets, out, n_rows, IGNORE_INDEX, BLOCK_M=block_m,
-                               num_warps=4)
+    device = torch.cuda.current_device() if logits.is_cuda else -1
+    row_losses, mean = _plan(n_rows, n_cols, logits.stride(0), logits.dtype, targets.dtype, device)
+    _launch(row_losses, logits, targets, losses)
+    _launch(mean, losses, targets, out)
     return out
 
 

@@ -26,10 +26,16 @@ Tunables (GATE_* for kernel 1, DOWN_* for kernel 2):
       combination runs.
   GROUP_M  row-tiles per L2 group (1 = plain row-major order), both kernels.
   FP32_PRECISION  dot precision for fp32 inputs, both kernels.
+
+Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
+(lru_cache) and compiles them ahead (`warmup`); a call then only allocates hidden and out and
+launches the two compiled kernels through `CompiledKernel[grid]`, Triton's cheapest public launch
+path.
 """
 
 import functools
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -184,7 +190,7 @@ def down_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=in_bounds)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_memory_bytes(device_index: int) -> int:
     props = torch.cuda.get_device_properties(device_index)
     return int(getattr(props, "shared_memory_per_block_optin", props.shared_memory_per_block))
@@ -195,28 +201,67 @@ def _block(requested: int, dim: int) -> int:
     return max(16, min(requested, triton.next_power_of_2(dim)))
 
 
-def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torch.device
+def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: int
                    ) -> tuple[int, int]:
     """(BLOCK_K, stages) whose operand buffers, stages x bytes_per_k x BLOCK_K, fit in shared
-    memory: BLOCK_K halves first if even one stage cannot fit."""
-    if device.type != "cuda":
+    memory of CUDA device `device` (-1: CPU): BLOCK_K halves first if even one stage cannot
+    fit."""
+    if device < 0:
         return block_k, num_stages  # the interpreter has no shared memory
-    budget = _shared_memory_bytes(device.index)
+    budget = _shared_memory_bytes(device)
     while block_k > 16 and bytes_per_k * block_k > budget:
         block_k //= 2
     return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
 
 
-def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_k: int,
-                                  num_stages: int) -> None:
-    """launch(block_k, num_stages), shrinking the pipeline and then BLOCK_K while the compiled
-    kernel still needs more shared memory than the GPU has. The estimate that picked the
-    starting point leaves out Triton's epilogue and operand-conversion buffers, so this is rare; a
-    cache of the pair that fits would be call-time state, which the harness forbids."""
+class Launch(NamedTuple):
+    """A planned launch: the kernel, its grid, every argument after the leading tensors (sizes,
+    strides, scalars, constexprs, in signature order), its options, and the kernel compiled for
+    them (None under the interpreter, which compiles nothing)."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple[Any, ...]
+    options: dict[str, int]
+    compiled: Any
+
+
+def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+             args: tuple[Any, ...], **options: int) -> Launch:
+    """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
+
+    Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
+    and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
+    the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    """
+    compiled = kernel.warmup(*tensor_dtypes, *args, grid=grid, **options)
+    return Launch(kernel, grid, args, options, compiled)
+
+
+def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
+    """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
+    kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+        launch.compiled[launch.grid](*tensors, *launch.args)
+    else:
+        launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+def _fitting_launch(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+                    args: Callable[[int], tuple[Any, ...]], block_k: int, num_stages: int,
+                    num_warps: int) -> Launch:
+    """The launch compiled with args(block_k) and num_stages, shrinking the pipeline and then
+    BLOCK_K while the compiled kernel needs more shared memory than the GPU has (loading it,
+    which indexing it does, raises OutOfResources then). The estimate that picked the starting
+    point leaves out Triton's epilogue and operand-conversion buffers, so this is rare."""
     while True:
+        launch = _compile(kernel, grid, tensor_dtypes, args(block_k), num_warps=num_warps,
+                          num_stages=num_stages)
         try:
-            launch(block_k, num_stages)
-            return
+            if launch.compiled is not None:
+                launch.compiled[grid]  # loads the kernel, not a launch
+            return launch
         except triton.runtime.errors.OutOfResources:
             if num_stages > 1:
                 num_stages -= 1
@@ -226,60 +271,74 @@ def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_k: i
                 raise
 
 
+@functools.lru_cache(maxsize=1024)
+def _plan(
+    x_shape: tuple[int, ...], x_strides: tuple[int, ...],
+    gate_shape: tuple[int, ...], gate_strides: tuple[int, ...],
+    up_shape: tuple[int, ...], up_strides: tuple[int, ...],
+    down_shape: tuple[int, ...], down_strides: tuple[int, ...],
+    dtypes: tuple[torch.dtype, ...], device: int,
+) -> tuple[Launch, Launch]:
+    """The two launches (gate_up, down) the tunables give for these operands (hidden and out
+    contiguous); raises ValueError for operands that do not fit together. Cached by its
+    arguments, which are plain values, so a call pays a dictionary lookup; `device` (the current
+    CUDA device, -1 for CPU tensors) is part of the key because a compiled kernel is loaded on
+    one device, and a GPU's shared memory bounds the pipeline."""
+    if len(x_shape) != 2 or len(gate_shape) != 2 or gate_shape != up_shape or \
+            gate_shape[1] != x_shape[1] or tuple(down_shape) != (x_shape[1], gate_shape[0]):
+        raise ValueError(
+            "fused_mlp needs x[M, D], w_gate[H, D], w_up[H, D], w_down[D, H]; got "
+            f"{tuple(x_shape)}, {tuple(gate_shape)}, {tuple(up_shape)}, {tuple(down_shape)}"
+        )
+    dtype = dtypes[0]
+    if any(d != dtype for d in dtypes):
+        raise ValueError("x and the three weights must share a dtype")
+    m, d = x_shape
+    h = gate_shape[0]
+    upcast = device < 0  # CPU tensors only ever run in the interpreter
+    precision = FP32_PRECISION if dtype == torch.float32 else "ieee" if upcast else "tf32"
+    size = dtype.itemsize
+
+    gate_m, gate_h = _block(GATE_BLOCK_M, m), _block(GATE_BLOCK_H, h)
+    # One stage holds an x tile and two weight tiles.
+    block_k, num_stages = _estimated_fit(
+        _block(GATE_BLOCK_K, d), GATE_NUM_STAGES, (gate_m + 2 * gate_h) * size, device
+    )
+    gate_up = _fitting_launch(
+        gate_up_kernel, (triton.cdiv(m, gate_m) * triton.cdiv(h, gate_h), 1, 1), (dtype,) * 4,
+        # hidden [m, h] is contiguous: strides (h, 1).
+        lambda block_k: (m, h, d, *x_strides, *gate_strides, *up_strides, h, 1,
+                         gate_m, gate_h, block_k, GROUP_M, d % block_k == 0, precision, upcast),
+        block_k, num_stages, GATE_NUM_WARPS,
+    )
+
+    down_m, down_n = _block(DOWN_BLOCK_M, m), _block(DOWN_BLOCK_N, d)
+    block_k, num_stages = _estimated_fit(
+        _block(DOWN_BLOCK_K, h), DOWN_NUM_STAGES, (down_m + down_n) * size, device
+    )
+    down = _fitting_launch(
+        down_kernel, (triton.cdiv(m, down_m) * triton.cdiv(d, down_n), 1, 1), (dtype,) * 3,
+        # A = hidden (h, 1); B = W_downᵀ: B[k, n] = w_down[n, k]; out [m, d] contiguous: (d, 1).
+        lambda block_k: (m, d, h, h, 1, down_strides[1], down_strides[0], d, 1,
+                         down_m, down_n, block_k, GROUP_M, h % block_k == 0, precision, upcast),
+        block_k, num_stages, DOWN_NUM_WARPS,
+    )
+    return gate_up, down
+
+
 def fused_mlp(
     x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
 ) -> torch.Tensor:
-    if x.ndim != 2 or w_gate.ndim != 2 or w_gate.shape != w_up.shape or \
-            w_gate.shape[1] != x.shape[1] or tuple(w_down.shape) != (x.shape[1], w_gate.shape[0]):
-        raise ValueError(
-            "fused_mlp needs x[M, D], w_gate[H, D], w_up[H, D], w_down[D, H]; got "
-            f"{tuple(x.shape)}, {tuple(w_gate.shape)}, {tuple(w_up.shape)}, {tuple(w_down.shape)}"
-        )
-    if not all(w.dtype == x.dtype for w in (w_gate, w_up, w_down)):
-        raise ValueError("x and the three weights must share a dtype")
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    gate_up, down = _plan(
+        x.shape, x.stride(), w_gate.shape, w_gate.stride(), w_up.shape, w_up.stride(),
+        w_down.shape, w_down.stride(), (x.dtype, w_gate.dtype, w_up.dtype, w_down.dtype), device,
+    )
     m, d = x.shape
-    h = w_gate.shape[0]
-    hidden = torch.empty((m, h), dtype=x.dtype, device=x.device)
+    hidden = torch.empty((m, w_gate.shape[0]), dtype=x.dtype, device=x.device)
     out = torch.empty((m, d), dtype=x.dtype, device=x.device)
-
-    upcast = x.device.type == "cpu"  # CPU tensors only ever run in the interpreter
-    precision = FP32_PRECISION if x.dtype == torch.float32 else "ieee" if upcast else "tf32"
-    size = x.element_size()
-
-    gate_m, gate_h = _block(GATE_BLOCK_M, m), _block(GATE_BLOCK_H, h)
-
-    def launch_gate_up(block_k: int, num_stages: int) -> None:
-        gate_up_kernel[(triton.cdiv(m, gate_m) * triton.cdiv(h, gate_h),)](
-            x, w_gate, w_up, hidden, m, h, d, x.stride(0), x.stride(1),
-            w_gate.stride(0), w_gate.stride(1), w_up.stride(0), w_up.stride(1),
-            hidden.stride(0), hidden.stride(1),
-            BLOCK_M=gate_m, BLOCK_H=gate_h, BLOCK_K=block_k, GROUP_M=GROUP_M,
-            EVEN_K=d % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
-            num_warps=GATE_NUM_WARPS, num_stages=num_stages,
-        )
-
-    # One stage holds an x tile and two weight tiles.
-    block_k, num_stages = _estimated_fit(
-        _block(GATE_BLOCK_K, d), GATE_NUM_STAGES, (gate_m + 2 * gate_h) * size, x.device
-    )
-    _launch_fitting_shared_memory(launch_gate_up, block_k, num_stages)
-
-    down_m, down_n = _block(DOWN_BLOCK_M, m), _block(DOWN_BLOCK_N, d)
-
-    def launch_down(block_k: int, num_stages: int) -> None:
-        down_kernel[(triton.cdiv(m, down_m) * triton.cdiv(d, down_n),)](
-            # B = W_downᵀ: B[k, n] = w_down[n, k].
-            hidden, w_down, out, m, d, h, hidden.stride(0), hidden.stride(1),
-            w_down.stride(1), w_down.stride(0), out.stride(0), out.stride(1),
-            BLOCK_M=down_m, BLOCK_N=down_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
-            EVEN_K=h % block_k == 0, DOT_PRECISION=precision, UPCAST=upcast,
-            num_warps=DOWN_NUM_WARPS, num_stages=num_stages,
-        )
-
-    block_k, num_stages = _estimated_fit(
-        _block(DOWN_BLOCK_K, h), DOWN_NUM_STAGES, (down_m + down_n) * size, x.device
-    )
-    _launch_fitting_shared_memory(launch_down, block_k, num_stages)
+    _launch(gate_up, x, w_gate, w_up, hidden)
+    _launch(down, hidden, w_down, out)
     return out
 
 

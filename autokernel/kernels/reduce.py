@@ -25,7 +25,15 @@ Tunables
 - SPLIT_BLOCKS: BLOCK_N chunks per split in split_n (widened when a row would need more than
   MAX_SPLITS = 65535 splits, CUDA's grid limit on axis 1).
 - VARIANT: "auto", "row_loop" or "split_n", as above.
+
+Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
+(lru_cache) and compiles them ahead (`warmup`); a call then only allocates the sums (and partials)
+and launches the compiled kernel(s) through `CompiledKernel[grid]`, Triton's cheapest public launch
+path.
 """
+
+import functools
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -96,28 +104,58 @@ def _tile(n_rows: int, n_cols: int, block_m: int, block_n: int) -> tuple[int, in
     return block_m, block_n
 
 
-def _launch(x: torch.Tensor, out: torch.Tensor, cols_per_split: int, block_m: int, block_n: int,
-            num_warps: int) -> None:
-    n_rows, n_cols = x.shape
+class Launch(NamedTuple):
+    """A planned launch: the kernel, its grid, every argument after the leading tensors (sizes,
+    strides, scalars, constexprs, in signature order), its options, and the kernel compiled for
+    them (None under the interpreter, which compiles nothing)."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple[Any, ...]
+    options: dict[str, int]
+    compiled: Any
+
+
+def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+             args: tuple[Any, ...], **options: int) -> Launch:
+    """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
+
+    Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
+    and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
+    the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    """
+    compiled = kernel.warmup(*tensor_dtypes, *args, grid=grid, **options)
+    return Launch(kernel, grid, args, options, compiled)
+
+
+def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
+    """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
+    kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+        launch.compiled[launch.grid](*tensors, *launch.args)
+    else:
+        launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+def _row_sums_launch(n_rows: int, n_cols: int, stride_x_row: int, stride_out_row: int,
+                     cols_per_split: int, block_m: int, block_n: int, num_warps: int,
+                     x_dtype: torch.dtype, out_dtype: torch.dtype) -> Launch:
     block_m, block_n = _tile(n_rows, n_cols, block_m, block_n)
-    n_splits = triton.cdiv(n_cols, cols_per_split)
-    grid = (triton.cdiv(n_rows, block_m), n_splits)
-    _row_sums_kernel[grid](
-        x, out, n_rows, n_cols, x.stride(0), out.stride(0), cols_per_split,
-        BLOCK_M=block_m, BLOCK_N=block_n, num_warps=num_warps,
-    )
+    grid = (triton.cdiv(n_rows, block_m), triton.cdiv(n_cols, cols_per_split), 1)
+    return _compile(_row_sums_kernel, grid, (x_dtype, out_dtype),
+                    (n_rows, n_cols, stride_x_row, stride_out_row, cols_per_split, block_m,
+                     block_n), num_warps=num_warps)
 
 
-def row_sums(x: torch.Tensor) -> torch.Tensor:
-    if x.ndim == 0 or x.numel() == 0:
-        raise ValueError(f"reduce needs a non-empty input of 1+ dims; got {tuple(x.shape)}")
-    n_cols = x.shape[-1]
-    rows = x.reshape(-1, n_cols)
-    if rows.stride(-1) != 1:
-        rows = rows.contiguous()
-    n_rows = rows.shape[0]
-    out = torch.empty(n_rows, dtype=x.dtype, device=x.device)
-
+@functools.lru_cache(maxsize=1024)
+def _plan(n_rows: int, n_cols: int, stride_row: int, dtype: torch.dtype, device: int
+          ) -> tuple[int, tuple[Launch, ...]]:
+    """(splits, launches) the tunables give for x[n_rows, n_cols] (rows stride_row apart): for
+    split_n, the float32 partials [n_rows, splits] to allocate and the launches of both stages;
+    for row_loop, 0 and one launch. Cached by its arguments, which are plain values, so a call
+    pays a dictionary lookup; `device` (the current CUDA device, -1 for CPU tensors) is part of
+    the key because a compiled kernel is loaded on one device."""
     block_m, block_n = _tile(n_rows, n_cols, BLOCK_M, BLOCK_N)
     split_cols = SPLIT_BLOCKS * block_n
     if triton.cdiv(n_cols, split_cols) > MAX_SPLITS:  # widen splits, in whole blocks
@@ -128,14 +166,35 @@ def row_sums(x: torch.Tensor) -> torch.Tensor:
         variant = "split_n" if few_rows and n_cols > split_cols else "row_loop"
 
     if variant == "split_n":
-        partials = torch.empty((n_rows, triton.cdiv(n_cols, split_cols)), dtype=torch.float32,
-                               device=x.device)
-        _launch(rows, partials, split_cols, block_m, block_n, NUM_WARPS)
-        _launch(partials, out[:, None], partials.shape[1], 1, PARTIALS_BLOCK_N,
-                PARTIALS_NUM_WARPS)
+        splits = triton.cdiv(n_cols, split_cols)
+        return splits, (
+            _row_sums_launch(n_rows, n_cols, stride_row, splits, split_cols, block_m, block_n,
+                             NUM_WARPS, dtype, torch.float32),
+            _row_sums_launch(n_rows, splits, splits, 1, splits, 1, PARTIALS_BLOCK_N,
+                             PARTIALS_NUM_WARPS, torch.float32, dtype),
+        )
+    return 0, (_row_sums_launch(n_rows, n_cols, stride_row, 1, n_cols, block_m, block_n,
+                                NUM_WARPS, dtype, dtype),)
+
+
+def row_sums(x: torch.Tensor) -> torch.Tensor:
+    if x.ndim == 0 or x.numel() == 0:
+        raise ValueError(f"reduce needs a non-empty input of 1+ dims; got {tuple(x.shape)}")
+    n_cols = x.shape[-1]
+    rows = x if x.ndim == 2 else x.reshape(-1, n_cols)
+    if rows.stride(-1) != 1:
+        rows = rows.contiguous()
+    n_rows = rows.shape[0]
+    out = torch.empty(x.shape[:-1], dtype=x.dtype, device=x.device)  # one sum per row, in order
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    splits, launches = _plan(n_rows, n_cols, rows.stride(0), x.dtype, device)
+    if splits:
+        partials = torch.empty((n_rows, splits), dtype=torch.float32, device=x.device)
+        _launch(launches[0], rows, partials)
+        _launch(launches[1], partials, out)
     else:
-        _launch(rows, out[:, None], n_cols, block_m, block_n, NUM_WARPS)
-    return out.reshape(x.shape[:-1])
+        _launch(launches[0], rows, out)
+    return out
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:

@@ -23,9 +23,14 @@ Tunables:
   tile elements (fewer warps for tiny tiles, more for huge ones), between 1 and 32 warps.
 - NUM_STAGES: software-pipelining depth of the "two_pass" loops; the launcher lowers it so the
   pipeline's buffers fit in PIPELINE_SHARED_BYTES of shared memory.
+
+Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
+(lru_cache) and compiles them ahead (`warmup`); a call then only allocates y and launches the
+compiled kernel through `CompiledKernel[grid]`, Triton's cheapest public launch path.
 """
 
-from typing import Any
+import functools
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -116,40 +121,73 @@ def _num_warps(tile_elements: int, requested: int) -> int:
     return max(1, min(32, max(fewest, min(requested, most))))
 
 
-def _plan(
-    n_rows: int, n_cols: int, x_bytes: int
-) -> tuple[Any, tuple[int], dict[str, Any]]:
-    """The kernel, grid and meta-parameters (constexprs, num_warps) the tunables give for x[n_rows,
-    n_cols] of x_bytes-byte elements: the one place where tunables become a launch."""
+class Launch(NamedTuple):
+    """A planned launch: the kernel, its grid, every argument after the leading tensors (sizes,
+    strides, scalars, constexprs, in signature order), its options, and the kernel compiled for
+    them (None under the interpreter, which compiles nothing)."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple[Any, ...]
+    options: dict[str, int]
+    compiled: Any
+
+
+def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+             args: tuple[Any, ...], **options: int) -> Launch:
+    """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
+
+    Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
+    and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
+    the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    """
+    compiled = kernel.warmup(*tensor_dtypes, *args, grid=grid, **options)
+    return Launch(kernel, grid, args, options, compiled)
+
+
+def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
+    """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
+    kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+        launch.compiled[launch.grid](*tensors, *launch.args)
+    else:
+        launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(n_rows: int, n_cols: int, stride_x: int, eps: float, x_dtype: torch.dtype,
+          weight_dtype: torch.dtype, device: int) -> Launch:
+    """The launch the tunables give for x[n_rows, n_cols] (rows stride_x apart), y contiguous:
+    the one place where tunables become a launch. Cached by its arguments, which are plain
+    values, so a call pays a dictionary lookup; `device` (the current CUDA device, -1 for CPU
+    tensors) is part of the key because a compiled kernel is loaded on one device."""
     row_block = triton.next_power_of_2(n_cols)
     if VARIANT == "single_pass" and row_block <= SINGLE_PASS_MAX_N:
-        rows = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block))
-        meta = {"BLOCK_M": rows, "BLOCK_N": row_block}
-        kernel = rmsnorm_single_pass_kernel
+        rows, block_n = min(ROWS_PER_PROGRAM, max(1, SINGLE_PASS_MAX_N // row_block)), row_block
+        kernel, constexprs = rmsnorm_single_pass_kernel, (rows, block_n)
     else:
         rows, block_n = ROWS_PER_PROGRAM, min(BLOCK_N, row_block)
-        stage_bytes = rows * block_n * x_bytes + block_n * 4  # weight: up to fp32
+        stage_bytes = rows * block_n * x_dtype.itemsize + block_n * 4  # weight: up to fp32
         stages = max(1, min(NUM_STAGES, 1 + PIPELINE_SHARED_BYTES // stage_bytes))
-        meta = {"BLOCK_M": rows, "BLOCK_N": block_n, "NUM_STAGES": stages}
-        kernel = rmsnorm_two_pass_kernel
-    meta["num_warps"] = _num_warps(rows * meta["BLOCK_N"], NUM_WARPS)
-    return kernel, (triton.cdiv(n_rows, rows),), meta
+        kernel, constexprs = rmsnorm_two_pass_kernel, (rows, block_n, stages)
+    return _compile(kernel, (triton.cdiv(n_rows, rows), 1, 1), (x_dtype, weight_dtype, x_dtype),
+                    (n_rows, n_cols, stride_x, n_cols, eps, *constexprs),
+                    num_warps=_num_warps(rows * block_n, NUM_WARPS))
 
 
 def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if y.numel() == 0:
+        return y
     n_cols = x.shape[-1]
-    x2d = x.reshape(-1, n_cols)
+    x2d = x if x.ndim == 2 else x.reshape(-1, n_cols)
     if x2d.stride(-1) != 1:
         x2d = x2d.contiguous()
-    weight = weight.contiguous()
-    n_rows = x2d.shape[0]
-    y = torch.empty((n_rows, n_cols), dtype=x.dtype, device=x.device)
-    if y.numel() == 0:
-        return y.view(x.shape)
-
-    kernel, grid, meta = _plan(n_rows, n_cols, x.element_size())
-    kernel[grid](x2d, weight, y, n_rows, n_cols, x2d.stride(0), y.stride(0), eps, **meta)
-    return y.view(x.shape)
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    launch = _plan(x2d.shape[0], n_cols, x2d.stride(0), float(eps), x.dtype, weight.dtype, device)
+    _launch(launch, x2d, weight.contiguous(), y)
+    return y
 
 
 def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:

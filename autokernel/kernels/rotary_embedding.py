@@ -17,7 +17,15 @@ Tunables
 - BLOCK_S: positions per program (clamped to next_pow2(S)).
 - HEADS_PER_PROGRAM: heads per program sharing the loaded cos/sin (clamped to H).
 - NUM_WARPS: warps per program.
+
+Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
+(lru_cache) and compiles them ahead (`warmup`); a call then only checks its operands, allocates out
+and launches the compiled kernel through `CompiledKernel[grid]`, Triton's cheapest public launch
+path.
 """
+
+import functools
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -89,8 +97,66 @@ def _rotary_kernel(
         tl.store(out_lo_at + half_dim, out_hi.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+class Launch(NamedTuple):
+    """A planned launch: the kernel, its grid, every argument after the leading tensors (sizes,
+    strides, scalars, constexprs, in signature order), its options, and the kernel compiled for
+    them (None under the interpreter, which compiles nothing)."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple[Any, ...]
+    options: dict[str, int]
+    compiled: Any
+
+
+def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+             args: tuple[Any, ...], **options: int) -> Launch:
+    """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
+
+    Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
+    and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
+    the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    """
+    compiled = kernel.warmup(*tensor_dtypes, *args, grid=grid, **options)
+    return Launch(kernel, grid, args, options, compiled)
+
+
+def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
+    """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
+    kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+        launch.compiled[launch.grid](*tensors, *launch.args)
+    else:
+        launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+@functools.lru_cache(maxsize=1024)
+def _plan(shape: tuple[int, int, int, int], x_strides: tuple[int, ...], stride_cos: int,
+          stride_sin: int, x_dtype: torch.dtype, cos_dtype: torch.dtype, sin_dtype: torch.dtype,
+          device: int) -> Launch:
+    """The launch the tunables give for x of `shape` [B, H, S, D] and `x_strides`, out
+    contiguous, cos/sin rows stride_cos/stride_sin apart. Cached by its arguments, which are plain
+    values, so a call pays a dictionary lookup; `device` (the current CUDA device, -1 for CPU
+    tensors) is part of the key because a compiled kernel is loaded on one device."""
+    batch, n_heads, seq_len, head_dim = shape
+    half_dim = head_dim // 2
+    block_s = min(BLOCK_S, triton.next_power_of_2(seq_len))
+    heads_per_program = min(HEADS_PER_PROGRAM, n_heads)
+    grid = (triton.cdiv(seq_len, block_s), triton.cdiv(n_heads, heads_per_program), batch)
+    if max(grid[1:]) > MAX_GRID_YZ:
+        raise ValueError(f"grid {grid} exceeds {MAX_GRID_YZ} head groups or batch entries")
+    out_strides = (n_heads * seq_len * head_dim, seq_len * head_dim, head_dim)
+    return _compile(
+        _rotary_kernel, grid, (x_dtype, cos_dtype, sin_dtype, x_dtype),
+        (seq_len, n_heads, half_dim, *x_strides[:3], *out_strides, stride_cos, stride_sin,
+         block_s, triton.next_power_of_2(half_dim), heads_per_program),
+        num_warps=NUM_WARPS,
+    )
+
+
 def _table(t: torch.Tensor, seq_len: int, head_dim: int, name: str) -> torch.Tensor:
-    if tuple(t.shape) != (seq_len, head_dim):
+    if t.shape != (seq_len, head_dim):
         raise ValueError(f"{name} must be [S, D] = [{seq_len}, {head_dim}]; got {tuple(t.shape)}")
     return t if t.stride(-1) == 1 else t.contiguous()
 
@@ -98,33 +164,21 @@ def _table(t: torch.Tensor, seq_len: int, head_dim: int, name: str) -> torch.Ten
 def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     if x.ndim != 4:
         raise ValueError(f"x must be [B, H, S, D]; got {tuple(x.shape)}")
-    batch, n_heads, seq_len, head_dim = x.shape
+    shape = x.shape
+    _, _, seq_len, head_dim = shape
     if head_dim % 2:
         raise ValueError(f"rotate-half needs an even head dim; got D={head_dim}")
     cos = _table(cos, seq_len, head_dim, "cos")
     sin = _table(sin, seq_len, head_dim, "sin")
     if x.stride(-1) != 1:
         x = x.contiguous()
-    out = torch.empty((batch, n_heads, seq_len, head_dim), dtype=x.dtype, device=x.device)
+    out = torch.empty(shape, dtype=x.dtype, device=x.device)
     if out.numel() == 0:
         return out
-    half_dim = head_dim // 2
-    block_s = min(BLOCK_S, triton.next_power_of_2(seq_len))
-    heads_per_program = min(HEADS_PER_PROGRAM, n_heads)
-    grid = (triton.cdiv(seq_len, block_s), triton.cdiv(n_heads, heads_per_program), batch)
-    if max(grid[1:]) > MAX_GRID_YZ:
-        raise ValueError(f"grid {grid} exceeds {MAX_GRID_YZ} head groups or batch entries")
-    _rotary_kernel[grid](
-        x, cos, sin, out,
-        seq_len, n_heads, half_dim,
-        x.stride(0), x.stride(1), x.stride(2),
-        out.stride(0), out.stride(1), out.stride(2),
-        cos.stride(0), sin.stride(0),
-        BLOCK_S=block_s,
-        BLOCK_HALF=triton.next_power_of_2(half_dim),
-        HEADS_PER_PROGRAM=heads_per_program,
-        num_warps=NUM_WARPS,
-    )
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    launch = _plan(shape, x.stride(), cos.stride(0), sin.stride(0), x.dtype, cos.dtype, sin.dtype,
+                   device)
+    _launch(launch, x, cos, sin, out)
     return out
 
 
