@@ -104,6 +104,10 @@ attempt("signal_parent", lambda: os.kill(os.getppid(), 0))
 attempt("signal_everyone", lambda: os.kill(-1, 0))  # signal 0: harmless even if allowed
 attempt("unset_subreaper", lambda: raw(libc.prctl(36, 0, 0, 0, 0)))
 attempt("unshare", lambda: raw(libc.unshare(0x10000000)))  # CLONE_NEWUSER
+attempt("chmod_outside", lambda: os.chmod(outside / "existing.txt", 0o777))
+attempt("chown_outside", lambda: os.chown(outside / "existing.txt", os.getuid(), os.getgid()))
+attempt("setxattr", lambda: os.setxattr(outside / "existing.txt", "user.planted", b"1"))
+attempt("mount", lambda: raw(libc.mount(b"none", str(work).encode(), b"tmpfs", 0, None)))
 attempt("thread", thread_result)
 print(json.dumps({"state": state.to_dict(), "outcomes": outcomes}))
 '''
@@ -273,6 +277,14 @@ def test_it_cannot_leave_its_tree_or_reach_other_processes(hostile: dict[str, An
                                                            call: str) -> None:
     _require("seccomp")
     _denied(hostile, call, errno.EPERM)
+
+
+@pytest.mark.parametrize("call", ["chmod_outside", "chown_outside", "setxattr", "mount"])
+def test_it_cannot_use_root_privileges_landlock_leaves_alone(hostile: dict[str, Any],
+                                                             call: str) -> None:
+    _require("seccomp")
+    _denied(hostile, call, errno.EPERM)
+    assert (hostile["outside"] / "existing.txt").stat().st_mode & 0o777 != 0o777
 
 
 def test_it_cannot_signal_the_process_that_started_it(hostile: dict[str, Any]) -> None:

@@ -27,8 +27,10 @@ confines the process and everything it later starts, in layers that each degrade
   or a vfork that execs (how `subprocess` and Triton start ptxas), and with no `executables`
   nothing may be executed at all; no setsid/setpgid (so nothing leaves the process group); no
   ptrace, process_vm_readv/writev or pidfd_getfd; no socket but AF_UNIX (torch.multiprocessing
-  needs those); no io_uring (it would bypass all of this); no new namespaces; and the subreaper
-  cannot be switched off again.
+  needs those); no io_uring (it would bypass all of this); no new namespaces or CLONE_PARENT;
+  no chmod/chown/xattr changes (Landlock does not guard metadata); none of root's privileged
+  syscalls (modules, mounts, BPF, perf, keyrings, raw I/O); and the subreaper cannot be
+  switched off again.
 
 `apply_candidate_sandbox` never raises for a missing feature: it returns a `SandboxState` naming
 what was applied and, for everything else, why not, so the harness never runs a candidate less
@@ -82,9 +84,9 @@ import errno
 import glob
 import os
 import secrets
+import shutil
 import signal
 import socket
-import shutil
 import struct
 import subprocess
 import sys
@@ -100,7 +102,8 @@ FEATURES: dict[str, str] = {
     "landlock_fs": "writes only in its directories, execution only of the toolchain (Landlock)",
     "landlock_net": "no TCP bind or connect (Landlock ABI >= 4)",
     "landlock_signals": "no signals to processes outside the sandbox (Landlock ABI >= 6)",
-    "seccomp": "no fork, setsid/setpgid, ptrace, non-unix sockets or io_uring (seccomp)",
+    "seccomp": "no fork, setsid/setpgid, ptrace, non-unix sockets, io_uring, chmod/chown, "
+               "or root's privileged syscalls (seccomp)",
     "tree_sweep": "the spawner can find and kill the candidate's whole process tree (/proc)",
 }
 CANDIDATE_FEATURES = tuple(name for name in FEATURES if name != "tree_sweep")
@@ -110,19 +113,35 @@ TREE_MARKER_ENV = "AUTOKERNEL_SANDBOX_TREE"
 LANDLOCK_NET_ABI = 4
 LANDLOCK_SCOPE_ABI = 6
 LANDLOCK_TSYNC_ABI = 8
-LANDLOCK_ABI_LINUX = {1: "5.13", 4: "6.7", 6: "6.12", 8: "7.0"}
+LANDLOCK_ABI_LINUX = {1: "5.13", 4: "6.7", 6: "6.12"}
 
 # <linux/prctl.h>, <linux/sched.h>, <linux/seccomp.h>, x86-64/aarch64 syscall numbers of the
 # two syscalls probed without a library.
 PR_SET_NO_NEW_PRIVS = 38
-PR_GET_NO_NEW_PRIVS = 39
 PR_SET_CHILD_SUBREAPER = 36
-PR_GET_CHILD_SUBREAPER = 37
 CLONE_VFORK = 0x00004000
 CLONE_THREAD = 0x00010000
-# CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME exists only for clone3).
-CLONE_NEW_NAMESPACES = (0x00020000 | 0x02000000 | 0x04000000 | 0x08000000 | 0x10000000
-                        | 0x20000000 | 0x40000000)
+# A new task with any of these fails: CLONE_PARENT (a sibling of the candidate, outside its
+# tree), CLONE_NEWNS, NEWCGROUP, NEWUTS, NEWIPC, NEWUSER, NEWPID, NEWNET (NEWTIME is clone3-only).
+CLONE_DENIED_FLAGS = (0x00008000 | 0x00020000 | 0x02000000 | 0x04000000 | 0x08000000
+                      | 0x10000000 | 0x20000000 | 0x40000000)
+# Syscalls the candidate never needs, each denied with EPERM. Landlock leaves file metadata
+# alone (modes, owners, extended attributes: a root candidate could chmod any root-owned file,
+# or give a binary file capabilities), and root's privileged operations (modules, mounts, BPF,
+# perf, keyrings, raw I/O) are not Landlock's business either.
+SECCOMP_DENIED = (
+    "fork", "setsid", "setpgid", "unshare", "setns",
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown", "fchownat",
+    "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr", "fremovexattr",
+    "init_module", "finit_module", "delete_module", "kexec_load", "kexec_file_load",
+    "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsmount", "fsconfig", "move_mount",
+    "open_tree", "mount_setattr", "open_by_handle_at", "bpf", "perf_event_open", "userfaultfd",
+    "keyctl", "add_key", "request_key", "iopl", "ioperm", "swapon", "swapoff", "reboot", "acct",
+    "mknod", "mknodat",
+)
+SECCOMP_DENIED_WITHOUT_EXEC = ("vfork", "execve", "execveat")
 SECCOMP_GET_ACTION_AVAIL = 2
 SECCOMP_RET_ALLOW = 0x7FFF0000
 SYSCALL_NUMBERS = {  # (seccomp, landlock_create_ruleset)
@@ -429,9 +448,10 @@ def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path
         tsync = abi >= LANDLOCK_TSYNC_ABI
         ruleset.restrict(landlock.RestrictFlag.TSYNC if tsync else landlock.RestrictFlag.NONE)
         handled_net, scoped = ruleset.handled_net, ruleset.scoped
-    threads = ("every thread" if tsync else
-               f"this thread and what it starts ({threads_before - 1} older threads unbound: "
-               f"every thread needs ABI {LANDLOCK_TSYNC_ABI})")
+    older = threads_before - 1
+    threads = ("every thread" if tsync or older == 0 else
+               f"this thread and what it starts ({older} older threads unbound: binding every "
+               f"thread needs ABI {LANDLOCK_TSYNC_ABI})")
     execution = (f"execution only of {', '.join(dict.fromkeys(programs))}" if programs
                  else "no execution")
     if skipped:
@@ -466,18 +486,18 @@ def _apply_seccomp(seccomp: Any, state: SandboxState, may_execute: bool) -> None
     new_task = CLONE_THREAD | (CLONE_VFORK if may_execute else 0)
     rules.add_rule(eperm, "clone", arg(0, "masked_eq", 0, new_task))
     for flag in range(32):
-        if CLONE_NEW_NAMESPACES & (1 << flag):
+        if CLONE_DENIED_FLAGS & (1 << flag):
             rules.add_rule(eperm, "clone", arg(0, "masked_eq", 1 << flag, 1 << flag))
     # clone3 passes its flags in memory, where seccomp cannot look: ENOSYS makes glibc fall back
     # to clone.
     rules.add_rule(seccomp.ERRNO(errno.ENOSYS), "clone3")
-    denied = ["fork", "setsid", "setpgid", "unshare", "setns", "ptrace", "process_vm_readv",
-              "process_vm_writev", "pidfd_getfd", "io_uring_setup", "io_uring_enter",
-              "io_uring_register"]
-    if not may_execute:
-        denied += ["vfork", "execve", "execveat"]
-    for name in denied:
-        rules.add_rule(eperm, name)
+    denied, unknown = [], []
+    for name in SECCOMP_DENIED + (() if may_execute else SECCOMP_DENIED_WITHOUT_EXEC):
+        try:
+            rules.add_rule(eperm, name)
+            denied.append(name)
+        except (OSError, ValueError):  # a syscall this libseccomp does not know
+            unknown.append(name)
     for name in ("socket", "socketpair"):
         rules.add_rule(eperm, name, arg(0, "ne", socket.AF_UNIX))
     rules.add_rule(eperm, "prctl", arg(0, "eq", PR_SET_CHILD_SUBREAPER))
@@ -486,8 +506,10 @@ def _apply_seccomp(seccomp: Any, state: SandboxState, may_execute: bool) -> None
     rules.load()
     forks = "threads and vfork+exec only" if may_execute else "threads only, no exec"
     state.applied["seccomp"] = (f"all threads: {forks}; denied: {', '.join(denied)}, "
-                                "non-AF_UNIX sockets, new namespaces, kill(-1), "
-                                "unsetting the subreaper")
+                                "non-AF_UNIX sockets, CLONE_PARENT, new namespaces, kill(-1), "
+                                "unsetting the subreaper"
+                                + (f"; unknown to libseccomp: {', '.join(unknown)}"
+                                   if unknown else ""))
 
 
 def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
