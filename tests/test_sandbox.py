@@ -25,6 +25,7 @@ import pytest
 from autokernel.harness.sandbox import (
     CANDIDATE_FEATURES, FEATURES, TREE_MARKER_ENV, SandboxState, become_subreaper,
     kill_process_tree, new_tree_marker, sandbox_capabilities, toolchain_executables, tree_members,
+    wait_unreaped,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux features")
@@ -436,7 +437,7 @@ def test_a_setsid_grandchild_is_killed_after_its_root_exited() -> None:
     marker = new_tree_marker()
     root, grandchild = _spawn_root("inherit", "exit", marker=marker, subreaper=False)
     try:
-        os.waitid(os.P_PID, root.pid, os.WEXITED | os.WNOWAIT)  # exited, not yet reaped
+        assert wait_unreaped(root.pid, timeout_s=60)  # exited, not yet reaped
         assert not _dead(grandchild)
         assert grandchild in kill_process_tree(root.pid, marker)
         assert _wait_dead([grandchild]) == []
@@ -466,6 +467,20 @@ def test_a_forking_tree_is_frozen_then_killed() -> None:
         assert [p for p in tree_members(spawner.pid, marker) if not _dead(p)] == []
     finally:
         _cleanup(spawner)
+
+
+def test_wait_unreaped_leaves_the_pid_reserved_for_the_sweep() -> None:
+    quick = subprocess.Popen([sys.executable, "-c", "pass"], start_new_session=True)
+    slow = subprocess.Popen(["sleep", "600"], start_new_session=True)
+    try:
+        assert wait_unreaped(quick.pid, timeout_s=60) is True
+        assert _dead(quick.pid) and os.path.exists(f"/proc/{quick.pid}")  # a zombie, unreaped
+        assert wait_unreaped(slow.pid, timeout_s=0.2) is False
+        assert kill_process_tree(slow.pid) == {slow.pid}
+        assert wait_unreaped(slow.pid, timeout_s=10) is True
+        assert quick.wait(timeout=10) == 0 and slow.wait(timeout=10) == -signal.SIGKILL
+    finally:
+        _cleanup(slow)
 
 
 def test_the_sweep_never_kills_its_caller() -> None:

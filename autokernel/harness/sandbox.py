@@ -67,9 +67,9 @@ grandchild is caught whether it was started before the sandbox, or with no sandb
     marker = new_tree_marker()
     proc = subprocess.Popen(cmd, env={**env, TREE_MARKER_ENV: marker}, start_new_session=True,
                             preexec_fn=become_subreaper, ...)
-    ...                                   # verdict in, or timeout
-    kill_process_tree(proc.pid, marker)   # before proc.wait() reaps the root
-    proc.wait()
+    wait_unreaped(proc.pid, timeout_s)    # exited or timed out; the root is not reaped yet
+    kill_process_tree(proc.pid, marker)   # the root (if alive) and its whole tree
+    proc.wait()                           # now reap it
 
 Sweep before reaping the root: while its pid is not reaped it cannot be reused, so matching its
 session and group is safe. The tree stays whole only while the root lives (orphans re-parent to
@@ -652,6 +652,24 @@ def _signal(pid: int, signum: int) -> None:
         os.kill(pid, signum)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def wait_unreaped(pid: int, timeout_s: float | None = None) -> bool:
+    """Wait until this process's child `pid` has exited (True) or `timeout_s` has passed
+    (False), without reaping it: its pid stays reserved, so `kill_process_tree` can still match
+    the session and group it led. Popen.wait() reaps it afterwards as usual."""
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+    pause = 0.001
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                return True
+        except ChildProcessError:  # already reaped, or not our child
+            return True
+        if deadline is not None and time.monotonic() >= deadline:
+            return False
+        time.sleep(pause)
+        pause = min(pause * 2, 0.05)
 
 
 def kill_process_tree(root_pid: int, marker: str | None = None, *, rounds: int = 50,
