@@ -380,8 +380,9 @@ def elf_interpreter(path: Path) -> Path | None:
                 p_type, = struct.unpack_from(order + "I", header, 0)
                 if p_type != 3:  # PT_INTERP
                     continue
-                offset, size = (struct.unpack_from(order + "QxxxxxxxxxxxxxxxxQ", header, 8)
-                                if wide else struct.unpack_from(order + "IxxxxxxxxI", header, 4))
+                # p_offset, then (past p_vaddr and p_paddr) p_filesz
+                offset, size = (struct.unpack_from(order + "Q16xQ", header, 8) if wide
+                                else struct.unpack_from(order + "I8xI", header, 4))
                 f.seek(offset)
                 return Path(f.read(size).rstrip(b"\0").decode())
     except (OSError, struct.error, UnicodeDecodeError):
@@ -393,8 +394,8 @@ def _device_files(device: str) -> list[Path]:
     """Device files a GPU runtime opens read-write after initialisation."""
     if device != "cuda":
         return []
-    patterns = ("/dev/nvidia*", "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
-    return [Path(p) for pattern in patterns for p in sorted(glob.glob(pattern))]
+    patterns = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
+    return list(dict.fromkeys(Path(p) for pattern in patterns for p in sorted(glob.glob(pattern))))
 
 
 def become_subreaper() -> bool:
