@@ -24,8 +24,8 @@ import pytest
 
 from autokernel.harness.sandbox import (
     CANDIDATE_FEATURES, FEATURES, TREE_MARKER_ENV, SandboxState, become_subreaper,
-    kill_process_tree, new_tree_marker, sandbox_capabilities, toolchain_executables, tree_members,
-    wait_unreaped,
+    kill_process_tree, new_tree_marker, observed_confinement, sandbox_capabilities,
+    toolchain_executables, tree_members, wait_unreaped,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux features")
@@ -295,6 +295,26 @@ def test_it_cannot_signal_the_process_that_started_it(hostile: dict[str, Any]) -
 
 def test_threads_still_work(hostile: dict[str, Any]) -> None:
     assert _allowed(hostile, "thread") == 45
+
+
+def test_the_spawner_sees_the_confinement_from_outside(tmp_path: Path) -> None:
+    _require("seccomp")
+    child = subprocess.Popen([sys.executable, "-c", textwrap.dedent('''
+        import sys
+        from pathlib import Path
+        from autokernel.harness.sandbox import apply_candidate_sandbox
+        apply_candidate_sandbox(Path(sys.argv[1]), [], [], "cpu")
+        print("applied", flush=True)
+        sys.stdin.read()
+    '''), str(tmp_path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        assert child.stdout is not None and child.stdout.readline().strip() == "applied"
+        seen = observed_confinement(child.pid)
+        assert seen["no_new_privs"] == "1" and seen["seccomp"] == "2", seen
+        assert int(seen.get("seccomp_filters", "1")) >= 1
+    finally:
+        child.kill()
+        child.wait(timeout=10)
 
 
 # -- what a sandboxed candidate still can do -------------------------------------------------------

@@ -576,6 +576,24 @@ def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
     return state
 
 
+def observed_confinement(pid: int) -> dict[str, str]:
+    """What /proc shows, from outside, of a process's confinement: `no_new_privs` ("1" when
+    set), `seccomp` ("2" in filter mode) and `seccomp_filters` (how many). A judge can hold a
+    candidate's reported `SandboxState` against this; Landlock is not visible here."""
+    wanted = {"NoNewPrivs": "no_new_privs", "Seccomp": "seccomp",
+              "Seccomp_filters": "seccomp_filters"}
+    seen = {}
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in wanted:
+                    seen[wanted[key]] = value.strip()
+    except OSError:
+        pass
+    return seen
+
+
 # -- the spawner's side: ending the whole tree -----------------------------------------------------
 
 def new_tree_marker() -> str:
