@@ -71,10 +71,11 @@ grandchild is caught whether it was started before the sandbox, or with no sandb
     kill_process_tree(proc.pid, marker)   # the root (if alive) and its whole tree
     proc.wait()                           # now reap it
 
-Sweep before reaping the root: while its pid is not reaped it cannot be reused, so matching its
-session and group is safe. The tree stays whole only while the root lives (orphans re-parent to
-it); a grandchild orphaned after the root died is still found through its session, group or
-marker.
+`observed_confinement(pid)` reads the candidate's no_new_privs and seccomp mode from /proc, to
+hold its reported state against. Sweep before reaping the root: while its pid is not reaped it
+cannot be reused, so matching its session and group is safe. The tree stays whole only while
+the root lives (orphans re-parent to it); a grandchild orphaned after the root died is still
+found through its session, group or marker.
 """
 
 from __future__ import annotations
