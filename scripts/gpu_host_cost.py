@@ -202,9 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                                           torch.Generator(device="cuda").manual_seed(0))
                 label = "x".join(map(str, shape))
                 for name, fn in contestants:
+                    # One broken contestant must not end the table.
                     try:
                         result = measure(spec, fn, inputs, spinner)
-                    except Exception as exc:  # noqa: BLE001 - one broken contestant must not end the table
+                    except Exception as exc:  # noqa: BLE001
                         result = {"error": f"{type(exc).__name__}: {str(exc)[:120]}"}
                     rows.append((kernel_type, label, name, result))
                     print(f"{kernel_type:17s} {label:18s} {name:18s} {result}", flush=True)

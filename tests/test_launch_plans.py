@@ -61,3 +61,32 @@ def test_ghost_replay_skips_every_launch(report, kernel_type: str) -> None:
     found = report[kernel_type]
     assert found["ghost_monitored_launches"] >= found["ghost_calls"] > 0
     assert found["ghost_launches_run"] == 0
+
+
+class _WithoutWarmup:
+    """A kernel offering only `kernel[grid](...)`, as a Triton without `warmup` would."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel = kernel
+        self.launches = 0
+
+    def __getitem__(self, grid):
+        self.launches += 1
+        return self.kernel[grid]
+
+
+def test_a_kernel_without_warmup_is_launched_through_the_jit(device, tmp_path: Path,
+                                                             monkeypatch) -> None:
+    import torch
+    from starter_checks import assert_matches_reference, load_starter_with, seeded_inputs
+
+    from autokernel.ops import get_spec
+
+    spec = get_spec("rmsnorm")
+    module = load_starter_with("rmsnorm", {"VARIANT": "single_pass"}, tmp_path)
+    plain = _WithoutWarmup(module.rmsnorm_single_pass_kernel)
+    monkeypatch.setattr(module, "rmsnorm_single_pass_kernel", plain)
+    for seed in (0, 1):
+        args = seeded_inputs(spec, (5, 40), torch.float16, device, seed=seed)
+        assert_matches_reference(spec, module.kernel_fn, args, f"seed {seed}")
+    assert plain.launches == 2

@@ -165,8 +165,10 @@ def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch
     Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
     and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
     the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    The interpreter's warm-up compiles nothing (None), as does a kernel without one.
     """
-    compiled = kernel.warmup(*tensor_dtypes, *args, grid=grid, **options)
+    warmup = getattr(kernel, "warmup", None)
+    compiled = None if warmup is None else warmup(*tensor_dtypes, *args, grid=grid, **options)
     return Launch(kernel, grid, args, options, compiled)
 
 
