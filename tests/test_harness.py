@@ -49,29 +49,43 @@ def bench(name: str | Path, tmp_path: Path, **options: object) -> BenchResult:
 
 
 # -- every file in tests/adversarial, with the verdict it must get --------------------------------
-# Reading values to the host is plain numpy on the CPU (caught by ghost replay or the refill probe)
-# but a device transfer on a GPU (refused by the op recorder first).
+# A host read of tensor values raises inside the call (the host-read guard): CRASH until the worker
+# reports a violation recorded before an exception as the verdict (PENDING_WORKER_CHANGES).
 ON_CPU = DEVICE == "cpu"
-HOST_ANSWER = ("ghost-replay", "smoke", "every Triton launch skipped") if ON_CPU \
-    else ("library-fallback", "smoke", "device transfer")
-VALUE_CACHE = (Status.FAIL, None, "determinism", "same buffers, new values") if ON_CPU \
-    else (Status.REJECTED, "library-fallback", "smoke", "device transfer")
+HOST_READ = (Status.CRASH, None, "smoke", "HostReadError")
+# A host-memory probe is invisible on the CPU (all memory is host memory) until a timed call
+# cheats; on a GPU the probe itself is a tensor off the device.
+PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "timing", "_softmax") if ON_CPU \
+    else (Status.REJECTED, "library-fallback", "smoke", "off the harness's cuda device")
+PROBE_INPLACE = (Status.REJECTED, "input-mutation", "timing", "modified its inputs") if ON_CPU \
+    else PROBE_FALLBACK
+KEPT_TENSORS = (Status.REJECTED, "tampering", "smoke", "[call-time-state]")
 
 # (file, static scan on?, status, rule, stage, text the reason must contain)
 CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "_softmax"),
     ("token_launch_torch_answer.py", True, Status.REJECTED, "library-fallback", "smoke",
      "_softmax"),
-    ("token_launch_host_answer.py", True, Status.REJECTED, *HOST_ANSWER),
+    ("token_launch_host_answer.py", True, Status.REJECTED, "host-readout", "static_scan",
+     "numpy"),
+    ("token_launch_host_answer.py", False, *HOST_READ),
     ("cache_by_pointer.py", True, Status.REJECTED, "call-time-state", "static_scan", "_RESULTS"),
-    ("cache_by_pointer.py", False, Status.REJECTED, "ghost-replay", None, "cached result"),
+    ("cache_by_pointer.py", False, *KEPT_TENSORS),
     ("cache_by_shape.py", True, Status.REJECTED, "call-time-state", "static_scan",
      "mutable default"),
-    ("cache_by_shape.py", False, Status.REJECTED, "ghost-replay", None, "cached result"),
+    ("cache_by_shape.py", False, *KEPT_TENSORS),
     ("cache_by_values.py", True, Status.REJECTED, "call-time-state", "static_scan", "_CALLS"),
-    ("cache_by_values.py", False, *VALUE_CACHE),
+    ("cache_by_values.py", False, *HOST_READ),
     ("drift_after_checks.py", True, Status.REJECTED, "call-time-state", "static_scan", "_SEEN"),
-    ("drift_after_checks.py", False, Status.FAIL, "replay", "timing", "produced while timing"),
+    ("drift_after_checks.py", False, *KEPT_TENSORS),
+    # State where neither the scan's module-level rule nor the module-state check looks (a
+    # functools.cache'd holder): the ghost replay and the timing audits still catch it.
+    ("cache_in_lru_holder.py", True, Status.REJECTED, "call-time-state", "static_scan",
+     "cached result of slot()"),
+    ("cache_in_lru_holder.py", False, Status.REJECTED, "ghost-replay", "smoke", "cached result"),
+    ("drift_in_lru_holder.py", True, Status.REJECTED, "call-time-state", "static_scan",
+     "cached result of tally()"),
+    ("drift_in_lru_holder.py", False, Status.FAIL, "replay", "timing", "produced while timing"),
     ("unwritten_output.py", True, Status.FAIL, None, "smoke", "never written"),
     ("input_mutation.py", True, Status.REJECTED, "input-mutation", "smoke", "argument #0"),
     ("precision_downgrade.py", True, Status.FAIL, None, "shape_sweep", "fp32"),
@@ -96,10 +110,193 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("crash_exception.py", True, Status.CRASH, None, "smoke", "deliberate failure"),
     ("honest_softmax.py", True, Status.PASS, None, None, ""),
     ("honest_rmsnorm_round_to_zero.py", True, Status.PASS, None, None, ""),
+    # Issue 12, the second red team. Class 1: host compute through numpy or Python.
+    ("host_numpy_inplace.py", True, Status.REJECTED, "host-readout", "static_scan",
+     "work.numpy"),
+    ("host_numpy_inplace.py", False, *HOST_READ),
+    ("host_numpy_flag.py", True, Status.REJECTED, "host-readout", "static_scan", "flag.numpy"),
+    ("host_numpy_flag.py", False, *HOST_READ),
+    ("host_tolist_rmsnorm.py", True, Status.REJECTED, "host-readout", "static_scan", "tolist"),
+    ("host_tolist_rmsnorm.py", False, *HOST_READ),
+    ("host_array_interface.py", True, Status.REJECTED, "host-readout", "static_scan",
+     "__array_interface__"),
+    ("host_raw_flag_ghost_exception.py", True, Status.REJECTED, "host-readout", "static_scan",
+     "__array_interface__"),
+    # Class 2: torch compute behind other names, or inside a launch.
+    ("custom_op_softmax.py", True, Status.REJECTED, "op-registration", "static_scan",
+     "custom_op"),
+    ("custom_op_softmax.py", False, Status.REJECTED, "tampering", "import",
+     "Library('akredteam', 'FRAGMENT') created"),
+    ("aten_kernel_override.py", True, Status.REJECTED, "op-registration", "static_scan",
+     "Library"),
+    ("aten_kernel_override.py", False, Status.REJECTED, "tampering", "import",
+     "aten::ones_like dispatcher kernels changed"),
+    ("aten_new_overload.py", True, Status.REJECTED, "op-registration", "static_scan",
+     "Library"),
+    ("aten_new_overload.py", False, Status.REJECTED, "tampering", "import",
+     "Library('aten', 'FRAGMENT') created"),
+    ("pre_run_hook_exp.py", True, Status.REJECTED, "launch-hook", "static_scan",
+     "add_pre_run_hook"),
+    ("pre_run_hook_exp.py", False, Status.REJECTED, "library-fallback", "smoke",
+     "pre-run hook(s) on"),
+    ("pre_run_hook_list_rmsnorm.py", True, Status.REJECTED, "launch-hook", "static_scan",
+     "pre_run_hooks"),
+    ("pre_run_hook_list_rmsnorm.py", False, Status.REJECTED, "library-fallback", "smoke",
+     "pre-run hook(s) on"),
+    # Class 3: reaching into the judge.
+    ("frame_walk_tolerance.py", True, Status.REJECTED, "introspection", "static_scan",
+     "gi_frame"),
+    ("frame_walk_globals.py", True, Status.REJECTED, "introspection", "static_scan", "cr_frame"),
+    ("frame_walk_globals.py", False, Status.REJECTED, "tampering", "smoke",
+     "worker.check_output replaced"),
+    ("interpreter_inspect_reference.py", True, Status.REJECTED, "undefined-name", "static_scan",
+     "'inspect' is never bound"),
+    # Class 4: escapes through allowed modules (their dynamic side is the sandbox's: pending).
+    ("escape_collect_env.py", True, Status.REJECTED, "module-escape", "static_scan",
+     "collect_env"),
+    ("escape_fromregex_parent_env.py", True, Status.REJECTED, "file-access", "static_scan",
+     "fromregex"),
+    ("escape_open_memmap.py", True, Status.REJECTED, "file-access", "static_scan",
+     "numpy.lib.format"),
+    ("host_ctypeslib_raw_memory.py", True, Status.REJECTED, "module-escape", "static_scan",
+     "ctypeslib"),
+    # Class 5: processes that outlive the verdict (their dynamic side: own tests below).
+    ("orphan_forged_verdict.py", True, Status.REJECTED, "module-escape", "static_scan",
+     "collect_env"),
+    ("orphan_same_group.py", True, Status.REJECTED, "module-escape", "static_scan",
+     "collect_env"),
+    # Class 6: telling timed calls from checked ones.
+    ("timed_probe_torch_fallback.py", True, Status.REJECTED, "host-readout", "static_scan",
+     "__array_interface__"),
+    ("timed_probe_torch_fallback.py", False, *PROBE_FALLBACK),
+    ("timed_probe_inplace_output.py", True, Status.REJECTED, "host-readout", "static_scan",
+     "__array_interface__"),
+    ("timed_probe_inplace_output.py", False, *PROBE_INPLACE),
+    # Class 7: faulty kernels (the two that pass are pending registry cases).
+    ("output_pool_rotation.py", True, Status.REJECTED, "call-time-state", "static_scan",
+     "defaultdict '_POOLS'"),
+    ("output_pool_rotation.py", False, *KEPT_TENSORS),
+    ("output_pool_preallocated.py", True, Status.REJECTED, "call-time-state", "static_scan",
+     "next(_TURNS)"),
+    # Exact, launch-free, refused; and the honest config caches.
+    ("degenerate_shortcut.py", True, Status.REJECTED, "library-fallback", "shape_sweep",
+     "launched no Triton kernel"),
+    ("honest_config_cache.py", True, Status.REJECTED, "call-time-state", "static_scan",
+     "functools.cache"),
+    ("honest_config_cache.py", False, Status.PASS, None, None, ""),
+    ("honest_lru_config.py", True, Status.PASS, None, None, ""),
 ]
-# Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe, and
-# the generic-stream cheat whose dynamic check needs CUDA streams.
-OWN_TESTS = {"hang.py", "segfault.py", "leaks_environment.py", "side_stream_generic.py"}
+
+# Verdicts that need a change outside the static scan and the guards (the worker, the sandbox,
+# the registry), each test an xfail(strict) naming it: when it lands the test XPASSes and fails,
+# and the row moves to CPU_CASES. CPU only (the GPU verdicts differ: device memory is not host
+# memory). (file, static scan on?, statuses any of which will do, rule, text the reason must
+# contain, text it must not contain, what must change)
+NOT_PASS = frozenset({Status.FAIL, Status.REJECTED, Status.CRASH})
+HOST_READ_REJECTED = ("worker: in _guarded_call's exception path, a violation the recorder holds "
+                      "(a refused host read) is the verdict: REJECTED library-fallback, not CRASH")
+SEPARATE_JUDGE = ("worker: the judge (references, tolerances, stage frames) in another process "
+                  "than the candidate")
+RAW_HOST_MEMORY = ("none in-process: numpy reads raw host memory unseen on the CPU interpreter, "
+                   "where device memory is host memory; the static scan refuses it")
+PENDING_WORKER_CHANGES: list[tuple[str, bool, frozenset[Status], str | None, str, str, str]] = [
+    ("host_numpy_inplace.py", False, frozenset({Status.REJECTED}), "library-fallback",
+     "Tensor.numpy", "", HOST_READ_REJECTED),
+    ("host_numpy_flag.py", False, frozenset({Status.REJECTED}), "library-fallback",
+     "Tensor.numpy", "", HOST_READ_REJECTED),
+    ("host_tolist_rmsnorm.py", False, frozenset({Status.REJECTED}), "library-fallback",
+     "Tensor.tolist", "", HOST_READ_REJECTED),
+    ("token_launch_host_answer.py", False, frozenset({Status.REJECTED}), "library-fallback",
+     "Tensor.numpy", "", HOST_READ_REJECTED),
+    ("cache_by_values.py", False, frozenset({Status.REJECTED}), "library-fallback",
+     "Tensor.numpy", "", HOST_READ_REJECTED),
+    ("host_raw_flag_ghost_exception.py", False, frozenset({Status.REJECTED}), "ghost-replay",
+     "", "", ("worker: an exception raised only in ghost replay, after the checked call was "
+              "right, counts against the kernel (with host reads refused an honest kernel "
+              "cannot notice that its launches were skipped)")),
+    ("host_array_interface.py", False, NOT_PASS, None, "", "", RAW_HOST_MEMORY),
+    ("host_ctypeslib_raw_memory.py", False, NOT_PASS, None, "", "", RAW_HOST_MEMORY),
+    ("frame_walk_tolerance.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
+    ("interpreter_inspect_reference.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
+    ("escape_collect_env.py", False, NOT_PASS, None, "", "escaped-42",
+     "sandbox: the candidate may execute no shell"),
+    ("escape_fromregex_parent_env.py", False, NOT_PASS, None, "", "parent environment readable",
+     "sandbox: the candidate may not read its spawner's /proc entries (environment, memory)"),
+    ("output_pool_preallocated.py", False, frozenset({Status.FAIL}), None, "", "",
+     "worker: re-check earlier outputs after later calls (an output must stay the caller's)"),
+    ("ignores_strides.py", True, frozenset({Status.FAIL}), None, "", "",
+     "registry: non-contiguous inputs (a transposed view, a row-strided slice) in the sweep"),
+    ("drops_wide_columns.py", True, frozenset({Status.FAIL}), None, "", "",
+     "registry: a CPU case wider than 32768 columns"),
+    ("degenerate_shortcut.py", True, frozenset({Status.REJECTED}), "library-fallback",
+     "shortcut", "", ("worker: the no-launch reason says a launch-free shortcut is refused "
+                      "even where it is exact (N == 1)")),
+]
+
+# Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe, the
+# generic-stream cheat whose dynamic check needs CUDA streams, and the processes that outlive the
+# verdict and the file written outside the work directory (side effects, not verdicts).
+OWN_TESTS = {"hang.py", "segfault.py", "leaks_environment.py", "side_stream_generic.py",
+             "orphan_forged_verdict.py", "orphan_same_group.py", "escape_open_memmap.py",
+             *(name for name, *_ in PENDING_WORKER_CHANGES)}
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the pending verdicts are the CPU interpreter's")
+@pytest.mark.parametrize(
+    "name,static,statuses,rule,text,absent,change",
+    [pytest.param(*row, marks=pytest.mark.xfail(strict=True, reason=row[-1]))
+     for row in PENDING_WORKER_CHANGES],
+    ids=[f"{r[0].removesuffix('.py')}{'' if r[1] else '-dynamic'}"
+         for r in PENDING_WORKER_CHANGES],
+)
+def test_pending_worker_changes(name: str, static: bool, statuses: frozenset[Status],
+                                rule: str | None, text: str, absent: str, change: str,
+                                tmp_path: Path) -> None:
+    result = bench(name, tmp_path, static_scan=static)
+    assert result.status in statuses, result.reason
+    assert rule is None or result.rule == rule, result.reason
+    assert text in result.reason and not (absent and absent in result.reason), result.reason
+
+
+FORGED_LINE_WAIT_S = 10.0
+
+
+def _forged_lines(capfd: pytest.CaptureFixture[str], marker: str) -> list[str]:
+    """Lines carrying `marker` written to this process's stdout within a few seconds: an orphan
+    appends its forged verdict once the worker has exited."""
+    deadline = time.monotonic() + FORGED_LINE_WAIT_S
+    seen: list[str] = []
+    while time.monotonic() < deadline and not seen:
+        time.sleep(0.5)
+        seen = [line for line in capfd.readouterr().out.splitlines() if marker in line]
+    return seen
+
+
+def test_an_orphan_in_the_workers_group_dies_with_it(tmp_path: Path,
+                                                     capfd: pytest.CaptureFixture[str]) -> None:
+    result = bench("orphan_same_group.py", tmp_path, static_scan=False)
+    assert result.status is Status.PASS, result.reason  # the kernel itself is honest
+    assert _forged_lines(capfd, "forged-by-orphan-same-group") == []
+
+
+@pytest.mark.xfail(strict=True, reason="sandbox: no setsid or exec for the candidate, the spawner "
+                   "kills its whole tree, and the verdict travels in a file")
+def test_an_orphan_in_its_own_session_forges_no_verdict(tmp_path: Path,
+                                                        capfd: pytest.CaptureFixture[str]) -> None:
+    bench("orphan_forged_verdict.py", tmp_path, static_scan=False)
+    assert _forged_lines(capfd, "forged-by-orphan-setsid") == []
+
+
+@pytest.mark.xfail(strict=True, reason="sandbox: no writes outside the work directory")
+def test_no_file_is_written_outside_the_work_directory(tmp_path: Path) -> None:
+    escape = Path("/tmp/autokernel-escape-open-memmap.npy")  # the path the kernel file names
+    escape.unlink(missing_ok=True)
+    try:
+        result = bench("escape_open_memmap.py", tmp_path, static_scan=False)
+        assert result.status is Status.PASS, result.reason  # an honest softmax otherwise
+        assert not escape.exists()
+    finally:
+        escape.unlink(missing_ok=True)
 
 
 def test_every_adversarial_file_has_an_expected_verdict() -> None:

@@ -1,8 +1,11 @@
 """The worker's self-test: a trusted Triton kernel run through the detectors before the candidate.
 
 It proves, on this machine's torch and Triton, that the launch monitor sees launches, that the
-op recorder ignores Triton's own internals, and that ghost mode really skips a launch. If any of
-that fails, every honest kernel would be misjudged, so the worker reports a harness error instead.
+op recorder ignores Triton's own internals (host reads included), that the host-read guard still
+sees a tensor method however it is reached (a torch release that stopped routing methods through
+the torch-function machinery would blind it), and that ghost mode really skips a launch. If any
+of that fails, every honest kernel would be misjudged, or a cheating one believed, so the worker
+reports a harness error instead.
 It also warms up everything those paths import lazily (entering a TorchDispatchMode imports
 torch._dynamo, which rewraps torch.manual_seed), so the identity snapshot taken afterwards only
 sees changes made by the candidate.
@@ -14,7 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
-from autokernel.harness.guards import FallbackRecorder, LaunchMonitor
+from autokernel.harness.guards import FallbackRecorder, HostReadError, LaunchMonitor
 
 
 @triton.jit
@@ -57,6 +60,16 @@ def self_test(monitor: LaunchMonitor, recorder: FallbackRecorder, device: torch.
         torch.add(src, 1)
     if not recorder.violations:
         raise HarnessSelfTestError("the op recorder missed a torch compute op")
+    recorder.reset()
+    for read in (lambda: src.numpy(), lambda: torch._C.TensorBase.tolist(src)):
+        try:
+            with recorder:
+                read()
+        except HostReadError:
+            continue
+        raise HarnessSelfTestError("the host-read guard let a tensor's values reach the host")
+    if len(recorder.violations) != 2:
+        raise HarnessSelfTestError("the host-read guard did not record the reads it refused")
     recorder.reset()
     monitor.ghost = True
     try:

@@ -4,17 +4,37 @@ A kernel file may compute with torch (allocation and layout only, see `guards.AL
 and Triton, and nothing else. The scan rejects what an honest kernel never needs and a cheating one
 does: reaching the process, the file system, the network or the environment; replacing functions
 of other modules (the reference, the timer); side streams and threads; tensor subclasses (lazy
-outputs); state written at call time (result caches keyed on pointers, shapes or values).
+outputs); state written at call time (result caches keyed on pointers, shapes or values); reading
+tensor values on the host (numpy or Python compute behind a token launch); registering operators
+or Triton launch hooks (torch compute under an allowed name, or inside a launch); frames,
+tracebacks and names the file never binds (the harness's own state, reached through the stack).
 
 Python cannot be sandboxed by an AST scan alone: a determined candidate can hide an attribute store
 behind a function parameter. Everything here is therefore also checked dynamically in the worker
 (`autokernel.harness.guards`); the scan exists to fail fast with a precise rule and line number.
 Each `Violation` names its rule; the rule names are part of the harness's output contract.
+
+Names are matched wherever they appear, whatever they are reached through: `x.numpy()`,
+`getattr(x, "numpy")`, `from numpy import ctypeslib`, `import numpy.lib.format as f` and
+`L = numpy.lib; L.format` are all the same use. Modules are followed through import aliases and
+plain module-level assignments.
+
+Why a module-level config cache is refused although it holds no tensors: "call-time-state" cannot
+tell a dict of launch configurations keyed by shape from a dict of call counts keyed by shape that
+switches to a cheat after the checked calls (tests/adversarial/drift_after_checks.py): both are
+`CACHE[key] = ints`. The accepted form of a config cache is `functools.cache`/`lru_cache` on a
+helper of plain values (shapes, dtypes): it cannot count calls, and one that is handed tensors
+replays stale results that the harness's refill probe catches. Module-level state that does hold
+tensors after a call is also refused dynamically (`guards.retained_tensors`), however it was
+written.
 """
 
 from __future__ import annotations
 
 import ast
+import builtins
+import re
+import string
 from dataclasses import dataclass
 
 # Root modules a kernel file may import. Everything else is rejected: the list is an allow-list.
@@ -28,6 +48,40 @@ FORBIDDEN_SUBMODULES: frozenset[str] = frozenset({
     "cpp_extension", "ctypeslib", "distributed", "distutils", "f2py", "hub", "multiprocessing",
 })
 
+# Modules of allowed roots an honest kernel never needs, by the rule their use breaks; matched on
+# imports and on attribute chains followed through import aliases (`np.lib.format`).
+FORBIDDEN_MODULE_PATHS: dict[str, str] = {
+    "torch.library": "op-registration",
+    "torch._library": "op-registration",
+    "torch.overrides": "tensor-subclass",
+    "torch.utils.dlpack": "host-readout",
+    "torch.utils.collect_env": "module-escape",
+    "torch.utils.benchmark": "module-escape",
+    "torch.utils.data": "thread",
+    "torch.utils.tensorboard": "file-access",
+    "torch.utils.file_baton": "file-access",
+    "torch.utils.show_pickle": "file-access",
+    "torch.serialization": "file-access",
+    "torch.package": "module-escape",
+    "torch.fx": "module-escape",
+    "torch.jit": "library-fallback",
+    "torch.export": "library-fallback",
+    "torch.compiler": "library-fallback",
+    "torch.onnx": "file-access",
+    "torch.profiler": "file-access",
+    "torch.cuda.jiterator": "library-fallback",
+    "numpy.lib.format": "file-access",
+    "numpy.lib.npyio": "file-access",
+    "numpy.testing": "module-escape",
+    "numpy.ctypeslib": "module-escape",
+    "triton.knobs": "launch-hook",
+    "triton.runtime.build": "module-escape",
+    "triton.runtime.cache": "file-access",
+    "triton.backends": "module-escape",
+    "triton.tools": "module-escape",
+    "triton.profiler": "file-access",
+}
+
 # Why the commonly attempted modules are refused (the message names the reason).
 REFUSED_MODULE_REASONS: dict[str, str] = {
     **dict.fromkeys(("os", "sys", "pathlib", "shutil", "io", "tempfile", "glob"),
@@ -37,8 +91,8 @@ REFUSED_MODULE_REASONS: dict[str, str] = {
                     "network access"),
     **dict.fromkeys(("ctypes", "cffi", "mmap"), "native code and raw memory"),
     **dict.fromkeys(("threading", "_thread", "concurrent"), "background threads"),
-    **dict.fromkeys(("importlib", "builtins", "inspect", "gc", "types", "weakref", "code", "runpy"),
-                    "interpreter introspection"),
+    **dict.fromkeys(("importlib", "builtins", "inspect", "gc", "types", "weakref", "code", "runpy",
+                     "traceback"), "interpreter introspection"),
     **dict.fromkeys(("pickle", "marshal", "shelve", "copyreg"), "serialized code execution"),
     "time": "the clock the harness times with",
 }
@@ -52,25 +106,74 @@ FORBIDDEN_BUILTINS: frozenset[str] = frozenset({
 # Names that are the interpreter's own plumbing.
 FORBIDDEN_NAMES: frozenset[str] = frozenset({"__builtins__", "__loader__", "__spec__"})
 
+# Module-level names Python binds in every module (free names that are not undefined).
+MODULE_DUNDERS: frozenset[str] = frozenset({"__name__", "__doc__", "__file__", "__annotations__"})
+
 # Attribute names that reach forbidden things through an allowed module (`torch.os.environ`,
-# `np.save`), grouped by the rule they break.
+# `np.save`, `x.numpy()`), grouped by the rule they break.
 FORBIDDEN_ATTRIBUTES: dict[str, str] = {
     **dict.fromkeys(("environ", "getenv", "putenv", "unsetenv"), "environment-access"),
     **dict.fromkeys(("os", "sys", "subprocess", "socket", "ctypes", "threading", "multiprocessing",
                      "importlib", "builtins", "inspect", "gc", "signal", "pickle", "marshal",
-                     "shutil", "pathlib", "system", "popen"), "module-escape"),
+                     "shutil", "pathlib", "system", "popen", "traceback",
+                     # shells, compilers and native code behind allowed modules
+                     "collect_env", "ctypeslib", "extbuild", "build_and_import_extension",
+                     "compile_module_from_src", "nvsmi", "set_gpu_clock", "jiterator",
+                     "CUDAPluggableAllocator", "change_current_allocator",
+                     # these evaluate strings as code (string annotations)
+                     "get_type_hints", "ForwardRef", "singledispatch", "singledispatchmethod"),
+                    "module-escape"),
     **dict.fromkeys(("from_file", "tofile", "fromfile", "memmap", "loadtxt", "savetxt",
                      "genfromtxt", "savez", "savez_compressed", "cpp_extension", "load_inline",
-                     "load_library", "hub"), "file-access"),
+                     "load_library", "hub", "fromregex", "open_memmap", "DataSource", "npyio",
+                     "read_array", "write_array", "show_pickle", "file_baton"), "file-access"),
     **dict.fromkeys(("Stream", "stream", "set_stream", "ExternalStream", "wait_stream",
                      "StreamContext"), "side-stream"),
     **dict.fromkeys(("Thread", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Pool"),
                     "thread"),
-    **dict.fromkeys(("as_subclass", "_make_subclass", "__torch_function__", "__torch_dispatch__"),
-                    "tensor-subclass"),
+    **dict.fromkeys(("as_subclass", "_make_subclass", "__torch_function__", "__torch_dispatch__",
+                     "overrides", "TorchFunctionMode", "TorchDispatchMode"), "tensor-subclass"),
     **dict.fromkeys(("attrgetter", "methodcaller"), "dynamic-attribute"),
+    # Reading a tensor's values on the host, or viewing raw memory from numpy.
+    **dict.fromkeys(("numpy", "tolist", "item", "storage", "untyped_storage", "dlpack",
+                     "to_dlpack", "from_dlpack", "from_numpy", "frombuffer", "as_array",
+                     "as_ctypes", "from_address", "from_buffer", "from_buffer_copy"),
+                    "host-readout"),
+    # Operators defined or re-registered by the file: torch compute under an allowed name.
+    **dict.fromkeys(("library", "Library", "custom_op", "triton_op", "wrap_triton",
+                     "register_kernel", "register_fake", "register_autograd",
+                     "register_torch_dispatch", "register_vmap", "impl_abstract", "py_impl",
+                     "fallthrough_kernel"), "op-registration"),
+    # Code Triton runs inside a launch, where it is taken for Triton's own.
+    **dict.fromkeys(("add_pre_run_hook", "pre_run_hooks", "knobs", "launch_enter_hook",
+                     "launch_exit_hook", "kernel_load_start_hook", "kernel_load_end_hook",
+                     "jit_cache_hook", "jit_post_compile_hook", "add_stages_inspection_hook"),
+                    "launch-hook"),
+    # Frames, code objects and tracebacks: the harness's state, reached through the stack.
+    **dict.fromkeys(("gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended",
+                     "cr_frame", "cr_code", "cr_await", "cr_origin", "cr_running", "cr_suspended",
+                     "ag_frame", "ag_code", "ag_await", "ag_running", "f_back", "f_locals",
+                     "f_globals", "f_builtins", "f_code", "f_trace", "f_trace_lines",
+                     "f_trace_opcodes", "f_lasti", "f_lineno", "f_generator", "tb_frame",
+                     "tb_next", "tb_lasti", "tb_lineno", "cell_contents", "with_traceback",
+                     "currentframe", "getouterframes", "getinnerframes", "getargvalues",
+                     "getframeinfo", "getclosurevars", "getgeneratorlocals",
+                     "getcoroutinelocals"), "introspection"),
     "compile": "library-fallback",
 }
+
+# Code-object attributes (co_consts, co_names, ...): introspection too.
+CODE_ATTRIBUTE = re.compile(r"^co_[a-z]+$")
+
+# Protocols through which numpy views foreign memory, or torch hands a tensor's values out; a
+# kernel file that defines one (a method, a class attribute, a dict key) is making a host view.
+HOST_PROTOCOLS: frozenset[str] = frozenset({
+    "__array__", "__array_interface__", "__array_struct__", "__array_function__",
+    "__array_ufunc__", "__array_wrap__", "__array_finalize__", "__array_prepare__",
+    "__array_priority__", "__dlpack__", "__dlpack_device__", "__cuda_array_interface__",
+    "__buffer__", "__release_buffer__",
+})
+TORCH_PROTOCOLS: frozenset[str] = frozenset({"__torch_function__", "__torch_dispatch__"})
 
 # `torch.save`/`np.load` read and write files (and unpickle code); `tl.load` is a Triton load.
 HOST_FILE_FUNCTIONS: frozenset[str] = frozenset({"save", "load"})
@@ -82,30 +185,51 @@ ALLOWED_DUNDER_ATTRIBUTES: frozenset[str] = frozenset({
 })
 
 # Methods that mutate a container in place: called on a module-level name inside a function,
-# they are call-time state (a cache).
+# they are call-time state (a cache). Tensor methods ending in "_" (in-place ops) count too.
 MUTATING_METHODS: frozenset[str] = frozenset({
     "append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem", "clear",
-    "remove", "discard", "__setitem__",
+    "remove", "discard", "__setitem__", "appendleft", "extendleft", "popleft", "rotate", "sort",
+    "reverse", "move_to_end", "send", "put", "put_nowait",
 })
 
+# Calls whose result is an object held by the container they are called on (an alias of its
+# state, not a copy).
+INNER_OBJECT_METHODS: frozenset[str] = frozenset({"get", "setdefault", "pop", "popitem"})
+
+# Methods where a class sets up its own instance: state written anywhere else is call-time state.
+CONSTRUCTORS: frozenset[str] = frozenset({"__init__", "__post_init__", "__new__", "__set_name__",
+                                          "__init_subclass__"})
+
 CACHING_DECORATORS: frozenset[str] = frozenset({"cache", "lru_cache", "cached_property"})
+
+CONFIG_CACHE_ADVICE = ("; to cache launch configurations, use @functools.cache on a helper of "
+                       "shapes and dtypes")
 
 RULES: dict[str, str] = {
     "syntax": "the file must parse",
     "import-not-allowed": "imports only from an allow-list (torch, triton, numpy, math, functools, "
                           "typing, dataclasses, itertools, operator, enum, collections, ...)",
     "forbidden-builtin": "no open/exec/eval/compile/__import__/globals/vars/setattr/delattr/id",
-    "dynamic-attribute": "getattr only with a literal public name; no attrgetter/methodcaller",
+    "dynamic-attribute": "getattr only with a literal public name; no attrgetter/methodcaller; no "
+                         "attribute or index fields in format strings",
     "environment-access": "no access to environment variables",
-    "module-escape": "no reaching os/sys/subprocess/... through another module's attribute",
+    "module-escape": "no reaching os/sys/subprocess/shells/native code through another module",
     "file-access": "no reading or writing files, no compiling native extensions",
     "private-attribute": "no private or dunder attributes (interpreter and torch internals)",
     "monkeypatch": "no assigning to or deleting attributes of imported modules or their members",
     "side-stream": "no CUDA streams: the work must run on the harness's stream",
     "thread": "no threads or processes",
-    "tensor-subclass": "no tensor subclasses (lazy or deferred outputs)",
-    "call-time-state": "no module-level state written while kernel_fn runs (result caching)",
-    "library-fallback": "no torch.compile: the kernel must be the file's own Triton code",
+    "tensor-subclass": "no tensor subclasses or torch function/dispatch modes (lazy outputs)",
+    "call-time-state": "no state kept across calls: module-level, closure or instance state "
+                       "written while kernel_fn runs (result caching)",
+    "library-fallback": "no torch.compile/TorchScript: the kernel must be the file's own Triton "
+                        "code",
+    "host-readout": "no reading tensor values on the host (numpy(), tolist(), item(), dlpack, "
+                    "numpy's array protocols, ctypes views): compute in Triton",
+    "op-registration": "no torch.library registrations (custom ops, kernel overrides)",
+    "launch-hook": "no Triton launch hooks (pre_run_hooks, triton.knobs)",
+    "introspection": "no frames, code objects or tracebacks (the harness's state)",
+    "undefined-name": "every name must be bound in the file or be a builtin",
 }
 
 
@@ -119,12 +243,29 @@ class Violation:
         return f"line {self.line}: {self.message} [{self.rule}]"
 
 
+def attribute_rule(name: str) -> str | None:
+    """The rule an attribute (or imported member) of this name breaks, if any."""
+    if name in FORBIDDEN_ATTRIBUTES:
+        return FORBIDDEN_ATTRIBUTES[name]
+    if CODE_ATTRIBUTE.match(name):
+        return "introspection"
+    if name in HOST_PROTOCOLS:
+        return "host-readout"
+    return None
+
+
+def module_path_rule(path: str) -> str | None:
+    """The rule a use of the dotted module path `path` (or anything inside it) breaks."""
+    for prefix, rule in FORBIDDEN_MODULE_PATHS.items():
+        if path == prefix or path.startswith(prefix + "."):
+            return rule
+    return None
+
+
 def _root_name(node: ast.expr) -> str | None:
     """`a` for `a.b.c`, `a[0].b`, `a.b(...)`; None when the chain starts with anything else."""
     while True:
-        if isinstance(node, ast.Attribute):
-            node = node.value
-        elif isinstance(node, ast.Subscript):
+        if isinstance(node, (ast.Attribute, ast.Subscript)):
             node = node.value
         elif isinstance(node, ast.Call):
             node = node.func
@@ -144,6 +285,17 @@ def _dotted(node: ast.expr) -> str:
     return ".".join(reversed(parts)) or "<expression>"
 
 
+def _pure_chain(node: ast.expr) -> tuple[str, list[str]] | None:
+    """('np', ['lib', 'format']) for `np.lib.format`; None unless names and attributes only."""
+    parts: list[str] = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return node.id, list(reversed(parts))
+
+
 def _check_module(name: str, line: int) -> Violation | None:
     parts = name.split(".")
     root = parts[0]
@@ -154,6 +306,9 @@ def _check_module(name: str, line: int) -> Violation | None:
         if part.startswith("_") or part in FORBIDDEN_SUBMODULES:
             return Violation("import-not-allowed", line, f"import of {name!r} (private or "
                              "process/file/compiler submodule)")
+    rule = module_path_rule(name)
+    if rule is not None:
+        return Violation(rule, line, f"import of {name!r}")
     return None
 
 
@@ -171,7 +326,58 @@ def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) 
                 names.add(node.name)
             elif isinstance(node, (ast.Import, ast.ImportFrom)):
                 names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ExceptHandler) and node.name:
+                names.add(node.name)
     return names
+
+
+def _bound_anywhere(tree: ast.Module) -> set[str]:
+    """Every name the file binds, in any scope (a flow-insensitive over-approximation)."""
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            names.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.arg):
+            names.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            names.add(node.name)
+        elif isinstance(node, (ast.Global, ast.Nonlocal)):
+            names |= set(node.names)
+        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
+            names.add(node.name)
+        elif isinstance(node, ast.MatchMapping) and node.rest:
+            names.add(node.rest)
+    return names
+
+
+def _format_fields(template: str) -> list[str]:
+    """Replacement fields of a str.format template that read an attribute or an item by name
+    (`"{0.gi_frame}"`), nested format specs included."""
+    try:
+        parsed = list(string.Formatter().parse(template))
+    except ValueError:
+        return []
+    found: list[str] = []
+    for _, field, spec, _ in parsed:
+        if field and ("." in field or "[" in field):
+            found.append(field)
+        if spec:
+            found.extend(_format_fields(spec))
+    return found
+
+
+@dataclass
+class _Scope:
+    """One function being scanned: its own names, and its locals that alias module state."""
+
+    name: str
+    locals: set[str]
+    aliases: dict[str, str]  # local name -> the module-level (or enclosing) name it aliases
+    method_of_class: bool
 
 
 class _Scanner(ast.NodeVisitor):
@@ -179,16 +385,33 @@ class _Scanner(ast.NodeVisitor):
         self.violations: list[Violation] = []
         self.imported: set[str] = set()  # names bound by imports (modules and their members)
         self.import_roots: dict[str, str] = {}  # bound name -> root module it came from
+        self.module_paths: dict[str, str] = {}  # bound name -> dotted module path it stands for
         self.module_names: set[str] = set()  # every module-level binding
-        self.function_stack: list[set[str]] = []
+        self.defaultdicts: set[str] = set()  # module-level names bound to a defaultdict
+        self.strings: dict[str, str] = {}  # module-level names bound to a string constant
+        self.definitions: set[str] = set()  # module-level functions and classes
+        self.import_time_calls: set[str] = set()  # names called while the module is imported
+        self.cached_functions: set[str] = set()  # module-level functions under functools.cache
+        self.bound: set[str] = set()  # every name bound anywhere in the file
+        self.scopes: list[_Scope] = []
+        self.class_depth = 0
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
 
+    @property
+    def function_stack(self) -> list[set[str]]:
+        return [scope.locals for scope in self.scopes]
+
     # -- module-level bookkeeping ---------------------------------------------------------------
 
     def collect_module_names(self, tree: ast.Module) -> None:
+        self.bound = _bound_anywhere(tree)
         for node in tree.body:
+            roots = node.decorator_list if isinstance(
+                node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [node]
+            self.import_time_calls |= {_dotted(call.func).split(".")[0] for root in roots
+                                       for call in ast.walk(root) if isinstance(call, ast.Call)}
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 source = node.module if isinstance(node, ast.ImportFrom) else None
                 for alias in node.names:
@@ -196,12 +419,43 @@ class _Scanner(ast.NodeVisitor):
                     self.imported.add(bound)
                     self.module_names.add(bound)
                     self.import_roots[bound] = (source or alias.name).split(".")[0]
+                    if source is not None:
+                        self.module_paths[bound] = f"{source}.{alias.name}"
+                    else:
+                        self.module_paths[bound] = alias.name if alias.asname else bound
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 self.module_names.add(node.name)
+                self.definitions.add(node.name)
+                decorators = [d.func if isinstance(d, ast.Call) else d
+                              for d in node.decorator_list]
+                if any(_dotted(d).rsplit(".", 1)[-1] in CACHING_DECORATORS for d in decorators):
+                    self.cached_functions.add(node.name)
             else:
                 for sub in ast.walk(node):
                     if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
                         self.module_names.add(sub.id)
+                if isinstance(node, ast.Assign) and len(node.targets) == 1 \
+                        and isinstance(node.targets[0], ast.Name):
+                    self._note_module_assignment(node.targets[0].id, node.value)
+
+    def _note_module_assignment(self, name: str, value: ast.expr) -> None:
+        """`L = np.lib` makes `L` stand for numpy.lib; `D = defaultdict(list)` is a defaultdict."""
+        resolved = self._resolve(value)
+        if resolved is not None:
+            self.module_paths[name] = resolved
+            self.import_roots[name] = resolved.split(".")[0]
+        if isinstance(value, ast.Call) \
+                and _dotted(value.func).rsplit(".", 1)[-1] == "defaultdict":
+            self.defaultdicts.add(name)
+        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+            self.strings[name] = value.value
+
+    def _resolve(self, node: ast.expr) -> str | None:
+        """The dotted module path an attribute chain stands for, through import aliases."""
+        chain = _pure_chain(node)
+        if chain is None or chain[0] not in self.module_paths:
+            return None
+        return ".".join([self.module_paths[chain[0]], *chain[1]])
 
     def _module_level(self, name: str | None) -> bool:
         """True when `name`, seen inside a function, refers to a module-level binding."""
@@ -209,13 +463,22 @@ class _Scanner(ast.NodeVisitor):
             return False
         return not any(name in scope for scope in self.function_stack)
 
+    def _enclosing_local(self, name: str | None) -> bool:
+        """True when `name`, seen inside a nested function, is a local of an enclosing function
+        that runs while the module is imported (a factory): the inner function then keeps that
+        variable across calls. A helper nested in kernel_fn is made afresh on every call."""
+        if name is None or len(self.scopes) < 2 or name in self.scopes[-1].locals:
+            return False
+        return self.scopes[0].name in self.import_time_calls \
+            and any(name in scope.locals for scope in self.scopes[:-1])
+
     # -- imports --------------------------------------------------------------------------------
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
             if (violation := _check_module(alias.name, node.lineno)) is not None:
                 self.violations.append(violation)
-            if self.function_stack:
+            if self.scopes:
                 self.imported.add((alias.asname or alias.name).split(".")[0])
 
     def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
@@ -227,62 +490,145 @@ class _Scanner(ast.NodeVisitor):
             self.violations.append(violation)
             return
         for alias in node.names:
+            member_rule = attribute_rule(alias.name)
+            path_rule = module_path_rule(f"{module}.{alias.name}")
             if alias.name == "*":
                 self.flag("import-not-allowed", node, f"'from {module} import *'")
             elif alias.name.startswith("_"):
                 self.flag("private-attribute", node, f"import of private name {alias.name!r}")
             elif alias.name in FORBIDDEN_SUBMODULES:
                 self.flag("import-not-allowed", node, f"import of {module}.{alias.name}")
-            elif alias.name in FORBIDDEN_ATTRIBUTES:
-                rule = FORBIDDEN_ATTRIBUTES[alias.name]
-                self.flag(rule, node, f"import of {module}.{alias.name}")
-            if self.function_stack:
+            elif member_rule is not None:
+                self.flag(member_rule, node, f"import of {module}.{alias.name}")
+            elif path_rule is not None:
+                self.flag(path_rule, node, f"import of {module}.{alias.name}")
+            if self.scopes:
                 self.imported.add(alias.asname or alias.name)
 
     # -- names, calls, attributes ----------------------------------------------------------------
 
     def visit_Name(self, node: ast.Name) -> None:
-        if node.id in FORBIDDEN_NAMES:
-            self.flag("private-attribute", node, f"use of {node.id}")
-        elif node.id in FORBIDDEN_BUILTINS and isinstance(node.ctx, ast.Load):
-            if not any(node.id in scope for scope in self.function_stack) \
-                    and node.id not in self.module_names:
-                self.flag("forbidden-builtin", node, f"use of builtin {node.id}()")
-        elif node.id == "getattr" and isinstance(node.ctx, ast.Load):
+        name = node.id
+        loading = isinstance(node.ctx, ast.Load)
+        if name in FORBIDDEN_NAMES:
+            self.flag("private-attribute", node, f"use of {name}")
+        elif name in FORBIDDEN_BUILTINS and loading:
+            if not any(name in scope for scope in self.function_stack) \
+                    and name not in self.module_names:
+                self.flag("forbidden-builtin", node, f"use of builtin {name}()")
+        elif name == "getattr" and loading:
             # A direct call is checked in visit_Call; passing getattr around hides the name.
             self.flag("dynamic-attribute", node, "getattr used as a value")
+        elif loading and name not in self.bound and name not in MODULE_DUNDERS \
+                and not hasattr(builtins, name):
+            # Bound nowhere in the file: put into its namespace from outside (the Triton
+            # interpreter copies its own globals, `inspect` among them, into a kernel's module).
+            self.flag("undefined-name", node, f"{name!r} is never bound in this file")
+        if isinstance(node.ctx, ast.Store):
+            self._check_protocol_name(name, node)
+        if loading and self.scopes and name in self.defaultdicts and self._module_level(name):
+            self.flag("call-time-state", node, f"module-level defaultdict {name!r} used at call "
+                      "time (reading it creates entries)" + CONFIG_CACHE_ADVICE)
+
+    def _check_protocol_name(self, name: str, node: ast.AST) -> None:
+        if name in HOST_PROTOCOLS:
+            self.flag("host-readout", node, f"defines {name} (numpy/dlpack view of memory)")
+        elif name in TORCH_PROTOCOLS:
+            self.flag("tensor-subclass", node, f"defines {name}")
+
+    def visit_Constant(self, node: ast.Constant) -> None:
+        if isinstance(node.value, str):
+            self._check_protocol_name(node.value, node)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id == "getattr":
-            name = node.args[1] if len(node.args) >= 2 else None
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                self.flag("dynamic-attribute", node, "getattr with a computed attribute name")
-            elif name.value.startswith("_"):
-                self.flag("private-attribute", node, f"getattr of private {name.value!r}")
-            elif name.value in FORBIDDEN_ATTRIBUTES:
-                attr = name.value
-                self.flag(FORBIDDEN_ATTRIBUTES[attr], node, f"getattr(..., {attr!r})")
-            for arg in node.args:
-                self.visit(arg)
-            for keyword in node.keywords:
-                self.visit(keyword)
+            self._check_getattr(node)
             return
-        if isinstance(func, ast.Attribute) and func.attr in MUTATING_METHODS \
-                and self.function_stack:
-            root = _root_name(func.value)
-            if root in self.imported and self._module_level(root):
-                self.flag("monkeypatch", node, f"{_dotted(func)}() mutates an imported module's "
-                          "state")
-            elif self._module_level(root):
-                self.flag("call-time-state", node, f"{_dotted(func)}() writes module-level "
-                          f"{root!r} at call time (a result cache)")
+        if isinstance(func, ast.Name) and func.id == "next" and self.scopes and node.args:
+            root = _root_name(node.args[0])
+            if self._module_level(root) and root not in self.imported:
+                self.flag("call-time-state", node, f"next({root}) advances module-level "
+                          f"{root!r} at call time (state kept across calls)")
+        if isinstance(func, ast.Attribute) and func.attr in {"format", "format_map"}:
+            self._check_format(node, func)
+        if isinstance(func, ast.Attribute) and self.scopes and self._mutates(func.attr):
+            self._check_mutation(node, func)
         self.generic_visit(node)
+
+    @staticmethod
+    def _mutates(method: str) -> bool:
+        in_place = method.endswith("_") and not method.startswith("_")
+        return method in MUTATING_METHODS or in_place
+
+    def _check_getattr(self, node: ast.Call) -> None:
+        name = node.args[1] if len(node.args) >= 2 else None
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            self.flag("dynamic-attribute", node, "getattr with a computed attribute name")
+        elif name.value.startswith("_"):
+            self.flag("private-attribute", node, f"getattr of private {name.value!r}")
+        elif (rule := attribute_rule(name.value)) is not None:
+            self.flag(rule, node, f"getattr(..., {name.value!r})")
+        elif node.args and (resolved := self._resolve(node.args[0])) is not None \
+                and (rule := module_path_rule(f"{resolved}.{name.value}")) is not None:
+            self.flag(rule, node, f"getattr of {resolved}.{name.value}")
+        for arg in node.args:
+            if not isinstance(arg, ast.Constant):
+                self.visit(arg)
+        for keyword in node.keywords:
+            self.visit(keyword)
+
+    def _check_format(self, node: ast.Call, func: ast.Attribute) -> None:
+        template = func.value
+        if isinstance(template, ast.Name) and template.id in self.strings \
+                and self._module_level(template.id):
+            text: str | None = self.strings[template.id]
+        elif isinstance(template, ast.Constant) and isinstance(template.value, str):
+            text = template.value
+        else:
+            text = None
+        if text is None:
+            self.flag("dynamic-attribute", node, f"{_dotted(func)}() with a computed template "
+                      "(its fields can read attributes by name)")
+        elif fields := _format_fields(text):
+            self.flag("dynamic-attribute", node, f"format field {fields[0]!r} reads an "
+                      "attribute or item by name")
+
+    def _alias_message(self, verb: str, alias: str) -> str:
+        origin = self.scopes[-1].aliases[alias]
+        if origin.startswith("the cached result"):
+            return (f"{verb} {origin} through the alias {alias!r} at call time (a cached "
+                    "helper's result is state kept across calls)")
+        return (f"{verb} module-level {origin!r} through the alias {alias!r} at call time"
+                + CONFIG_CACHE_ADVICE)
+
+    def _check_mutation(self, node: ast.Call, func: ast.Attribute) -> None:
+        root = _root_name(func.value)
+        scope = self.scopes[-1]
+        if root in self.imported and self._module_level(root):
+            self.flag("monkeypatch", node, f"{_dotted(func)}() mutates an imported module's state")
+        elif self._module_level(root):
+            self.flag("call-time-state", node, f"{_dotted(func)}() writes module-level {root!r} "
+                      "at call time (a result cache)" + CONFIG_CACHE_ADVICE)
+        elif root in scope.aliases:
+            self.flag("call-time-state", node, self._alias_message(f"{_dotted(func)}() writes",
+                                                                   root))
+        elif self._enclosing_local(root):
+            self.flag("call-time-state", node, f"{_dotted(func)}() writes {root!r}, a variable "
+                      "of the enclosing function (closure state kept across calls)")
+        elif root == "self" and scope.method_of_class and scope.name not in CONSTRUCTORS:
+            self.flag("call-time-state", node, f"{_dotted(func)}() writes instance state in "
+                      f"{scope.name}() (state kept across calls)")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         attr = node.attr
-        if attr in FORBIDDEN_ATTRIBUTES:
-            self.flag(FORBIDDEN_ATTRIBUTES[attr], node, f"use of {_dotted(node)}")
+        rule = attribute_rule(attr)
+        resolved = self._resolve(node)
+        path_rule = module_path_rule(resolved) if resolved is not None else None
+        if rule is not None:
+            self.flag(rule, node, f"use of {_dotted(node)}")
+        elif path_rule is not None and resolved in FORBIDDEN_MODULE_PATHS:
+            self.flag(path_rule, node, f"use of {resolved}")
         elif attr in HOST_FILE_FUNCTIONS \
                 and self.import_roots.get(_root_name(node) or "") in HOST_MODULES:
             self.flag("file-access", node, f"use of {_dotted(node)}")
@@ -306,13 +652,67 @@ class _Scanner(ast.NodeVisitor):
     def _check_store(self, node: ast.Attribute | ast.Subscript) -> None:
         root = _root_name(node.value)
         verb = "assigns to" if isinstance(node.ctx, ast.Store) else "deletes"
-        in_function = bool(self.function_stack)
+        in_function = bool(self.scopes)
         target = _dotted(node) if isinstance(node, ast.Attribute) else f"{root}[...]"
         if root in self.imported and (not in_function or self._module_level(root)):
             self.flag("monkeypatch", node, f"{verb} {target}, part of an imported module")
-        elif in_function and self._module_level(root):
+        elif not in_function:
+            return
+        elif self._module_level(root):
             self.flag("call-time-state", node, f"{verb} module-level {root!r} at call time "
-                      "(a result cache)")
+                      "(a result cache)" + CONFIG_CACHE_ADVICE)
+        elif root in self.scopes[-1].aliases:
+            self.flag("call-time-state", node, self._alias_message(verb, root))
+        elif self._enclosing_local(root):
+            self.flag("call-time-state", node, f"{verb} {target}, a variable of the enclosing "
+                      "function (closure state kept across calls)")
+        elif root == "self" and self.scopes[-1].method_of_class \
+                and self.scopes[-1].name not in CONSTRUCTORS:
+            self.flag("call-time-state", node, f"{verb} {target} in {self.scopes[-1].name}() "
+                      "(instance state kept across calls)")
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self._note_alias(node.targets, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self._note_alias([node.target], node.value)
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self._note_alias([node.target], node.value)
+        self.generic_visit(node)
+
+    def _note_alias(self, targets: list[ast.expr], value: ast.expr) -> None:
+        """Inside a function, `pool = _POOLS[key]` makes `pool` an alias of module state."""
+        if not self.scopes:
+            return
+        source = value
+        if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) \
+                and value.func.id in self.cached_functions and self._module_level(value.func.id):
+            # A cached helper returns the same object for the same arguments: its result is
+            # state kept across calls, out of reach of any check but this one.
+            for target in targets:
+                if isinstance(target, ast.Name):
+                    self.scopes[-1].aliases[target.id] = f"the cached result of {value.func.id}()"
+            return
+        if isinstance(value, ast.Call):
+            if not (isinstance(value.func, ast.Attribute)
+                    and value.func.attr in INNER_OBJECT_METHODS):
+                return
+            source = value.func.value
+        if not isinstance(source, (ast.Name, ast.Subscript, ast.Attribute)):
+            return
+        root = _root_name(source)
+        held = self._module_level(root) and root not in self.imported \
+            and root not in self.definitions
+        if not (held or self._enclosing_local(root) or root in self.scopes[-1].aliases):
+            return
+        origin = self.scopes[-1].aliases.get(root or "", root or "")
+        for target in targets:
+            if isinstance(target, ast.Name):
+                self.scopes[-1].aliases[target.id] = origin
 
     # -- scopes and definitions -------------------------------------------------------------------
 
@@ -328,7 +728,9 @@ class _Scanner(ast.NodeVisitor):
             if mutable:
                 self.flag("call-time-state", default, "mutable default argument (state kept "
                           "across calls: a result cache)")
+        name = getattr(node, "name", "<lambda>")
         if not isinstance(node, ast.Lambda):
+            self._check_protocol_name(node.name, node)
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
                 if _dotted(target).rsplit(".", 1)[-1] in CACHING_DECORATORS \
@@ -337,11 +739,14 @@ class _Scanner(ast.NodeVisitor):
                 self.visit(decorator)
         for default in defaults:
             self.visit(default)
-        self.function_stack.append(_function_locals(node))
+        method = self.class_depth > 0 and not self.scopes
+        self.scopes.append(_Scope(name, _function_locals(node), {}, method))
+        saved_depth, self.class_depth = self.class_depth, 0
         body = node.body if isinstance(node.body, list) else [node.body]
         for stmt in body:
             self.visit(stmt)
-        self.function_stack.pop()
+        self.class_depth = saved_depth
+        self.scopes.pop()
 
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
@@ -363,7 +768,9 @@ class _Scanner(ast.NodeVisitor):
         for keyword in node.keywords:
             if keyword.arg == "metaclass":
                 self.flag("private-attribute", node, f"class {node.name} sets a metaclass")
+        self.class_depth += 1
         self.generic_visit(node)
+        self.class_depth -= 1
 
 
 def scan_source(source: str) -> list[Violation]:

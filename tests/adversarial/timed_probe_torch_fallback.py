@@ -1,0 +1,54 @@
+"""CHEAT, class 6 (telling timed calls from checked ones): a fresh 4 KiB allocation is all 0xFF
+bytes when the harness's poison is armed (a checked call) and something else when it is not (a
+timed call). Read without a tensor method (numpy's array protocol around `data_ptr`), it decides:
+checked calls run the honest Triton softmax, timed calls hand the work to torch.softmax.
+
+Expected: static scan REJECTED (host-readout: the array protocol). With the scan off, on the CPU,
+REJECTED (library-fallback) in the timing stage: timed calls run under the op recorder too. On a
+GPU the host-memory probe is already refused in the first checked call (a tensor off the device).
+"""
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+KERNEL_TYPE = "softmax"
+BACKEND = "triton"
+PROBE_WORDS = 1024  # 4 KiB
+
+
+@triton.jit
+def softmax_rows(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf")).to(tl.float32)
+    numerator = tl.exp(x - tl.max(x, axis=0))
+    y = numerator / tl.sum(numerator, axis=0)
+    tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+class RawWords:
+    def __init__(self, address: int) -> None:
+        self.address = address
+
+    @property
+    def __array_interface__(self) -> dict:
+        return {"data": (self.address, True), "shape": (PROBE_WORDS,), "typestr": "<i4",
+                "version": 3}
+
+
+def poison_armed() -> bool:
+    probe = torch.empty(PROBE_WORDS, dtype=torch.int32)  # host memory, which numpy can read
+    return bool((np.asarray(RawWords(probe.data_ptr())) == -1).all())
+
+
+def kernel_fn(x: torch.Tensor) -> torch.Tensor:
+    x = x.contiguous()
+    y = torch.empty_like(x)
+    softmax_rows[(x.shape[0],)](x, y, x.shape[1], x.stride(0), y.stride(0),
+                                BLOCK=triton.next_power_of_2(x.shape[1]))
+    if poison_armed():
+        return y
+    return torch.softmax(x, dim=-1)
