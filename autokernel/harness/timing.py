@@ -30,6 +30,10 @@ A round gives each contestant one sample: the mean of its calls in that round. A
 up to four for the shortest, whose single calls vary by ~5% with where their buffers land. Paired
 comparisons use the same rounds: round r of the candidate against round r of the incumbent.
 
+A contestant whose call waits for the device (a `.item()`, a copy to the host) would stall the
+host inside a shared batch; a probe call behind a long spin finds it, and it is timed in batches
+of its own, its figure then including that wait (said in the report's notes).
+
 Guards the harness wraps around the candidate (launch monitor, op recorder) add host time only;
 the host is ahead of the GPU for the whole batch (step 2), so they cannot reach the figure. The
 baselines (eager, compile) run bare.
@@ -74,6 +78,7 @@ SYNCED_CALLS = 10
 # MAX_CALLS_PER_ROUND: one call of a 10 µs kernel varies by ~5% with where its buffers land.
 ROUND_DEVICE_US = 40.0
 MAX_CALLS_PER_ROUND = 4
+SYNC_PROBE_US = 20_000.0  # a spin no honest launch path takes this long to get past
 
 _perf_counter = time.perf_counter
 _Event = torch.cuda.Event
@@ -126,6 +131,7 @@ class Samples:
 class TimedRounds:
     samples: dict[str, Samples]
     calls_per_round: int = 1  # each round's sample is the mean of this many calls
+    synchronizing: list[str] = field(default_factory=list)  # timed alone: they wait for the GPU
     retried_batches: int = 0  # batches re-run because the host fell behind the GPU
     host_bound_batches: int = 0  # batches whose host stayed behind after every retry
 
@@ -194,28 +200,57 @@ def time_rounds(contestants: Sequence[Contestant], rounds: int, prepare: Prepare
     spinner = spinner or Spinner()
     order = random.Random(secrets.randbits(64))
     timed = TimedRounds({name: Samples() for name, _ in contestants})
-    pilot = _Batch(contestants, [0], 1, order)
+    # A contestant that waits for the device inside its call (`.item()`, a host copy) would stall
+    # the host in the middle of a shared batch and let host time into everyone's intervals: it is
+    # timed on its own, and its figure includes that wait.
+    alone = [c for c in contestants if _waits_for_device(c, prepare, after, flush, spinner)]
+    shared = [c for c in contestants if c not in alone]
+    timed.synchronizing = [name for name, _ in alone]
+    pilot = _Batch(shared, [0], 1, order)
     pilot.run(prepare, after, flush, spinner, MIN_SPIN_US, timed)
     spin_us = SPIN_MARGIN * pilot.host_us
-    timed.calls_per_round = calls_per_round_for(median(pilot.device_us()))
+    timed.calls_per_round = calls_per_round_for(median(pilot.device_us() or [0.0]))
     per_batch = rounds_per_batch(len(contestants) * timed.calls_per_round, input_bytes)
     for first in range(0, rounds, per_batch):
-        batch = _Batch(contestants, list(range(first, min(rounds, first + per_batch))),
-                       timed.calls_per_round, order)
-        spin_us = batch.run(prepare, after, flush, spinner, spin_us, timed)
-        for r in batch.rounds:
+        rounds_here = list(range(first, min(rounds, first + per_batch)))
+        batches = [_Batch(shared, rounds_here, timed.calls_per_round, order)] if shared else []
+        batches += [_Batch([c], [r], timed.calls_per_round, order, needs_host_ahead=False)
+                    for c in alone for r in rounds_here]
+        for batch in batches:
+            spin_us = batch.run(prepare, after, flush, spinner, spin_us, timed)
+        for r in rounds_here:
             for name, _ in contestants:
-                times = batch.device_us(r, name)
+                times = [t for batch in batches for t in batch.device_us(r, name)]
                 timed.samples[name].latency_us.append(sum(times) / len(times))
     return timed
+
+
+def _waits_for_device(contestant: Contestant, prepare: Prepare, after: After,
+                      flush: torch.Tensor | None, spinner: Spinner) -> bool:
+    """Does one call block its host until the GPU catches up? Queued behind a long spin, a call
+    that only launches returns long before the spin ends."""
+    name, fn = contestant
+    args, token = prepare(0, name)
+    _synchronize()
+    spinner.hold(SYNC_PROBE_US)
+    gate = _Event()
+    _record(gate)
+    if flush is not None:
+        flush.zero_()
+    out = fn(*args)
+    waited = _query(gate)
+    _synchronize()
+    after(0, name, out, token)
+    return waited
 
 
 class _Batch:
     """Some rounds' calls, queued on the GPU behind a spin and timed by events."""
 
     def __init__(self, contestants: Sequence[Contestant], rounds: list[int], calls_per_round: int,
-                 order: random.Random) -> None:
+                 order: random.Random, needs_host_ahead: bool = True) -> None:
         self.rounds = rounds
+        self.needs_host_ahead = needs_host_ahead
         # Each round's calls in a random order: no contestant always follows the same one.
         self.schedule = [(r, name, fn) for r in rounds for _ in range(calls_per_round)
                          for name, fn in order.sample(list(contestants), len(contestants))]
@@ -242,7 +277,7 @@ class _Batch:
                 _record(end)
                 self.events.append((r, name, start, end))
             self.host_us = (_perf_counter() - began) * 1e6
-            ahead = not _query(gate)
+            ahead = not _query(gate) or not self.needs_host_ahead
             _synchronize()
             for (r, name, _, _, token), out in zip(calls, outputs):
                 after(r, name, out, token)

@@ -722,6 +722,7 @@ class Worker:
             for name, samples in more.samples.items():
                 timed.samples[name].latency_us.extend(samples.latency_us)
             timed.retried_batches += more.retried_batches
+            timed.synchronizing = sorted(set(timed.synchronizing) | set(more.synchronizing))
             timed.host_bound_batches += more.host_bound_batches
             retimed = True
         threads = live_threads()  # the baselines may start their own; the candidate's are checked
@@ -735,6 +736,10 @@ class Worker:
             reason = hidden_work_reason(synced["candidate"], synced["eager"], candidate.median_us)
             if reason is not None:
                 raise Verdict("REJECTED", "timing", f"{reason} ({where})", "side-stream")
+        for name in timed.synchronizing:
+            self.report.notes.append(
+                f"{where}: {name} waits for the device inside its call (a host sync such as "
+                ".item()); it was timed alone, and its device time includes that wait")
         if timed.host_bound_batches:
             self.report.notes.append(
                 f"{where}: the host fell behind the GPU in {timed.host_bound_batches} batch(es) "
