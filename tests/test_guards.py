@@ -46,6 +46,7 @@ def _exp_by_hook(input, out):
 @pytest.fixture
 def monitor() -> Iterator[LaunchMonitor]:
     """An installed launch monitor, its hooks removed again afterwards (they are class-wide)."""
+    import torch.utils.dlpack
     from triton.compiler.compiler import CompiledKernel
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -53,8 +54,11 @@ def monitor() -> Iterator[LaunchMonitor]:
     saved = [(JITFunction, "run", JITFunction.__dict__["run"]),
              (InterpretedFunction, "run", InterpretedFunction.__dict__["run"]),
              (CompiledKernel, "__getitem__", CompiledKernel.__dict__["__getitem__"]),
-             (torch.cuda.Stream, "__new__", torch.cuda.Stream.__dict__["__new__"])]
-    set_stream = torch.cuda.set_stream
+             (torch.cuda.Stream, "__new__", torch.cuda.Stream.__dict__["__new__"]),
+             (torch.cuda.CUDAGraph, "replay", torch.cuda.CUDAGraph.__dict__["replay"])]
+    functions = [(module, name, getattr(module, name))
+                 for module, name in ((torch.cuda, "set_stream"), (torch._C, "_to_dlpack"),
+                                      (torch, "to_dlpack"), (torch.utils.dlpack, "to_dlpack"))]
     launches = LaunchMonitor(DEVICE)
     launches.install()
     try:
@@ -62,7 +66,8 @@ def monitor() -> Iterator[LaunchMonitor]:
     finally:
         for cls, name, value in saved:
             setattr(cls, name, value)
-        torch.cuda.set_stream = set_stream
+        for module, name, value in functions:
+            setattr(module, name, value)
 
 
 def guarded(monitor: LaunchMonitor, recorder: FallbackRecorder, fn: Callable[[], Any]) -> Any:
@@ -93,6 +98,7 @@ HOST_READS: dict[str, Callable[[torch.Tensor], Any]] = {
     "dlpack": lambda x: np.from_dlpack(x),
     "storage": lambda x: x.untyped_storage().tolist(),
     "repr": lambda x: repr(x),
+    "apply": lambda x: x.clone().apply_(lambda v: v),
     "format": lambda x: f"{x[0]:.3f}",
 }
 
@@ -106,6 +112,37 @@ def test_every_route_to_a_tensors_values_raises_and_is_recorded(
         guarded(monitor, recorder, lambda: HOST_READS[route](x))
     assert any("host read" in v for v in recorder.violations), recorder.violations
     assert x.numpy().shape == (4,)  # the guard is gone with the recorder
+
+
+def test_dlpack_export_is_refused_while_the_candidate_runs(monitor: LaunchMonitor) -> None:
+    import torch.utils.dlpack
+
+    recorder = FallbackRecorder(monitor, torch.device("cpu"))
+    x = torch.ones(3)
+    for export in (torch.utils.dlpack.to_dlpack, torch.to_dlpack, torch._C._to_dlpack):
+        with pytest.raises(HostReadError, match="dlpack"):
+            guarded(monitor, recorder, lambda export=export: export(x))
+        assert recorder.violations == ["torch.to_dlpack (a host read of tensor values)"]
+    assert torch.utils.dlpack.to_dlpack(x) is not None  # disarmed: the harness may
+    assert monitor.tampered() == []
+    torch.to_dlpack = torch.utils.dlpack.from_dlpack  # any other function: tampering
+    assert monitor.tampered() == ["torch.to_dlpack"]
+
+
+@pytest.mark.gpu
+def test_a_replayed_cuda_graph_is_refused(monitor: LaunchMonitor) -> None:
+    recorder = FallbackRecorder(monitor, torch.device("cuda"))
+    x = torch.randn(4, 8, device="cuda")
+    graph = torch.cuda.CUDAGraph()
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        torch.softmax(x, -1)  # warm up outside the capture
+        with torch.cuda.graph(graph):
+            y = torch.softmax(x, -1)
+    torch.cuda.synchronize()
+    guarded(monitor, recorder, graph.replay)
+    assert any("CUDAGraph.replay" in v for v in recorder.violations), recorder.violations
+    assert torch.allclose(y, torch.softmax(x, -1))
 
 
 def test_a_caught_host_read_is_still_recorded(monitor: LaunchMonitor) -> None:

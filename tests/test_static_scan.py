@@ -345,10 +345,33 @@ def test_format_strings_cannot_read_attributes() -> None:
     ("def kernel_fn(x):\n    return torch.jit.script(f)(x)\n", "library-fallback"),
     ("A = torch.cuda.memory.CUDAPluggableAllocator('x.so', 'a', 'f')\n", "module-escape"),
     ("M = torch.overrides.TorchFunctionMode\n", "tensor-subclass"),
+    ("G = torch.cuda.CUDAGraph()\n", "library-fallback"),
+    ("def kernel_fn(x, g):\n    with torch.cuda.graph(g):\n        return x\n", "library-fallback"),
+    ("import numpy as np\nnp.ones(2).dump('/tmp/x')\n", "file-access"),
+    ("import torch.utils.model_zoo\n", "module-escape"),
+    ("import triton\nB = triton.runtime.driver.active.utils.load_binary\n", "module-escape"),
+    ("def kernel_fn(x):\n    return x.apply_(abs)\n", "host-readout"),
     ("class Mode:\n    def __torch_function__(self, *a):\n        pass\n", "tensor-subclass"),
 ])
 def test_escapes_through_allowed_modules(body: str, rule: str) -> None:
     assert rule in rules(body)
+
+
+@pytest.mark.parametrize("body", [
+    # A binding somewhere else in the file does not make a free name defined where it is used.
+    "def unused(inspect):\n    pass\ndef kernel_fn(x):\n    return inspect.stack()\n",
+    "_ = [0 for inspect in ()]\ndef kernel_fn(x):\n    return inspect.stack()\n",
+    "def kernel_fn(x):\n    def helper():\n        inspect = 1\n    return inspect.stack()\n",
+    "class C:\n    inspect = 1\n    def method(self):\n        return inspect.stack()\n",
+    "def kernel_fn(x):\n    [0 for inspect in ()]\n    return inspect\n",
+])
+def test_free_names_are_resolved_by_scope(body: str) -> None:
+    assert rules(body) == {"undefined-name"}
+
+
+def test_a_shadowing_comprehension_does_not_hide_module_state() -> None:
+    body = "_CACHE = {}\ndef kernel_fn(x):\n    [0 for _CACHE in ()]\n    _CACHE[1] = x\n    return x\n"
+    assert "call-time-state" in rules(body)
 
 
 def test_names_bound_nowhere_are_refused() -> None:

@@ -90,7 +90,8 @@ TRITON_LAUNCH_OPS: frozenset[str] = frozenset({
 HOST_READ_METHODS: frozenset[str] = frozenset({
     "numpy", "tolist", "item", "__array__", "__array_wrap__", "__dlpack__", "__float__",
     "__int__", "__index__", "__bool__", "__complex__", "__repr__", "__str__", "__format__",
-    "untyped_storage", "storage", "_typed_storage", "__reduce_ex__", "__getstate__",
+    "untyped_storage", "storage", "_typed_storage", "__reduce_ex__", "__getstate__", "apply_",
+    "map_", "map2_",
 })
 
 
@@ -158,6 +159,7 @@ class LaunchMonitor:
         if CompiledKernel is not None:
             self._wrap_getitem(CompiledKernel, "CompiledKernel.__getitem__")
         self._watch_streams()
+        self._watch_side_doors()
 
     def _watch_streams(self) -> None:
         """Creating a CUDA stream or switching to one while the candidate runs is flagged, even
@@ -185,6 +187,38 @@ class LaunchMonitor:
         self.installed["torch.cuda.Stream.__new__"] = (stream_class, "__new__",
                                                        stream_class.__dict__["__new__"])
         self.installed_functions = {"torch.cuda.set_stream": set_stream}
+
+    def _watch_side_doors(self) -> None:
+        """Two ways past the recorder and the host-read guard that are no tensor method and no
+        aten op: a dlpack capsule of a tensor (numpy can read it), and a captured CUDA graph
+        replayed (torch work that dispatches nothing). Refused while the candidate runs."""
+        import torch.utils.dlpack
+
+        monitor = self
+        original_to_dlpack = torch._C._to_dlpack
+
+        def to_dlpack(*args: Any, **kwargs: Any) -> Any:
+            if monitor.armed:
+                monitor.findings.append("torch.to_dlpack (a host read of tensor values)")
+                raise HostReadError("kernel_fn exported a tensor through dlpack")
+            return original_to_dlpack(*args, **kwargs)
+
+        for module, name in ((torch._C, "_to_dlpack"), (torch, "to_dlpack"),
+                             (torch.utils.dlpack, "to_dlpack")):
+            if getattr(module, name, None) is original_to_dlpack:
+                setattr(module, name, to_dlpack)
+                self.installed_functions[f"{module.__name__}.{name}"] = to_dlpack
+        graph = torch.cuda.CUDAGraph
+        original_replay = graph.replay
+
+        def replay(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if monitor.armed:
+                monitor.findings.append("torch.cuda.CUDAGraph.replay (captured torch work run "
+                                        "outside the file's Triton launches)")
+            return original_replay(self, *args, **kwargs)
+
+        graph.replay = replay
+        self.installed["torch.cuda.CUDAGraph.replay"] = (graph, "replay", replay)
 
     def _check_stream(self, explicit: Any = None) -> None:
         if self.device != "cuda":
@@ -259,9 +293,10 @@ class LaunchMonitor:
         """Hooks the candidate removed or replaced."""
         found = [label for label, (cls, attr, hook) in self.installed.items()
                  if cls.__dict__.get(attr) is not hook]
-        if "torch.cuda.set_stream" in self.installed_functions \
-                and torch.cuda.set_stream is not self.installed_functions["torch.cuda.set_stream"]:
-            found.append("torch.cuda.set_stream")
+        for label, hook in self.installed_functions.items():
+            module_name, _, attr = label.rpartition(".")
+            if getattr(sys.modules.get(module_name), attr, None) is not hook:
+                found.append(label)
         return found
 
     def launch_origin_is_triton(self, frame: types.FrameType | None) -> bool:

@@ -70,6 +70,12 @@ FORBIDDEN_MODULE_PATHS: dict[str, str] = {
     "torch.onnx": "file-access",
     "torch.profiler": "file-access",
     "torch.cuda.jiterator": "library-fallback",
+    "torch.cuda.graph": "library-fallback",
+    "torch.cuda.graphs": "library-fallback",
+    "torch.cuda.tunable": "file-access",
+    "torch.autograd.profiler": "file-access",
+    "torch.utils.hipify": "file-access",
+    "torch.utils.model_zoo": "module-escape",
     "numpy.lib.format": "file-access",
     "numpy.lib.npyio": "file-access",
     "numpy.testing": "module-escape",
@@ -119,14 +125,16 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
                      # shells, compilers and native code behind allowed modules
                      "collect_env", "ctypeslib", "extbuild", "build_and_import_extension",
                      "compile_module_from_src", "nvsmi", "set_gpu_clock", "jiterator",
-                     "CUDAPluggableAllocator", "change_current_allocator",
+                     "CUDAPluggableAllocator", "change_current_allocator", "nccl", "load_binary",
+                     "launcher_cls",
                      # these evaluate strings as code (string annotations)
-                     "get_type_hints", "ForwardRef", "singledispatch", "singledispatchmethod"),
-                    "module-escape"),
+                     "get_type_hints", "ForwardRef", "evaluate_forward_ref", "singledispatch",
+                     "singledispatchmethod"), "module-escape"),
     **dict.fromkeys(("from_file", "tofile", "fromfile", "memmap", "loadtxt", "savetxt",
                      "genfromtxt", "savez", "savez_compressed", "cpp_extension", "load_inline",
                      "load_library", "hub", "fromregex", "open_memmap", "DataSource", "npyio",
-                     "read_array", "write_array", "show_pickle", "file_baton"), "file-access"),
+                     "read_array", "write_array", "show_pickle", "file_baton", "dump"),
+                    "file-access"),
     **dict.fromkeys(("Stream", "stream", "set_stream", "ExternalStream", "wait_stream",
                      "StreamContext"), "side-stream"),
     **dict.fromkeys(("Thread", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Pool"),
@@ -137,8 +145,11 @@ FORBIDDEN_ATTRIBUTES: dict[str, str] = {
     # Reading a tensor's values on the host, or viewing raw memory from numpy.
     **dict.fromkeys(("numpy", "tolist", "item", "storage", "untyped_storage", "dlpack",
                      "to_dlpack", "from_dlpack", "from_numpy", "frombuffer", "as_array",
-                     "as_ctypes", "from_address", "from_buffer", "from_buffer_copy"),
-                    "host-readout"),
+                     "as_ctypes", "from_address", "from_buffer", "from_buffer_copy", "apply_",
+                     "map_", "map2_"), "host-readout"),
+    # Work replayed outside the file's Triton launches (a captured graph of torch ops).
+    **dict.fromkeys(("CUDAGraph", "make_graphed_callables", "graph_pool_handle"),
+                    "library-fallback"),
     # Operators defined or re-registered by the file: torch compute under an allowed name.
     **dict.fromkeys(("library", "Library", "custom_op", "triton_op", "wrap_triton",
                      "register_kernel", "register_fake", "register_autograd",
@@ -312,35 +323,29 @@ def _check_module(name: str, line: int) -> Violation | None:
     return None
 
 
-def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
-    """Names bound in a function's own scope: parameters and assignment targets."""
-    args = func.args
-    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-    body = func.body if isinstance(func.body, list) else [func.body]
-    for stmt in body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-                names.add(node.id)
-            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
-                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ExceptHandler) and node.name:
-                names.add(node.name)
-    return names
+NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 
 
-def _bound_anywhere(tree: ast.Module) -> set[str]:
-    """Every name the file binds, in any scope (a flow-insensitive over-approximation)."""
+def _scope_bindings(nodes: list[ast.AST]) -> set[str]:
+    """Names bound in the scope these statements run in: not inside nested functions, classes,
+    lambdas or comprehensions (whose names are their own), except the nested definitions' own
+    names and walrus targets in comprehensions (which bind in the enclosing scope)."""
     names: set[str] = set()
-    for node in ast.walk(tree):
+    pending = list(nodes)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, NESTED_SCOPES):
+            if not isinstance(node, ast.Lambda):
+                names.add(node.name)
+                pending.extend(node.decorator_list)
+            continue
+        if isinstance(node, COMPREHENSIONS):
+            names |= {n.target.id for n in ast.walk(node)
+                      if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)}
+            continue
         if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
             names.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.arg):
-            names.add(node.arg)
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names |= {(a.asname or a.name).split(".")[0] for a in node.names}
         elif isinstance(node, ast.ExceptHandler) and node.name:
@@ -351,7 +356,17 @@ def _bound_anywhere(tree: ast.Module) -> set[str]:
             names.add(node.name)
         elif isinstance(node, ast.MatchMapping) and node.rest:
             names.add(node.rest)
+        pending.extend(ast.iter_child_nodes(node))
     return names
+
+
+def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """Names bound in a function's own scope: parameters and assignment targets."""
+    args = func.args
+    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
+    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
+    body = func.body if isinstance(func.body, list) else [func.body]
+    return names | _scope_bindings(body)
 
 
 def _format_fields(template: str) -> list[str]:
@@ -392,7 +407,8 @@ class _Scanner(ast.NodeVisitor):
         self.definitions: set[str] = set()  # module-level functions and classes
         self.import_time_calls: set[str] = set()  # names called while the module is imported
         self.cached_functions: set[str] = set()  # module-level functions under functools.cache
-        self.bound: set[str] = set()  # every name bound anywhere in the file
+        # Name resolution: ("function" | "class" | "comprehension", names bound there).
+        self.name_scopes: list[tuple[str, set[str]]] = []
         self.scopes: list[_Scope] = []
         self.class_depth = 0
 
@@ -406,7 +422,6 @@ class _Scanner(ast.NodeVisitor):
     # -- module-level bookkeeping ---------------------------------------------------------------
 
     def collect_module_names(self, tree: ast.Module) -> None:
-        self.bound = _bound_anywhere(tree)
         for node in tree.body:
             roots = node.decorator_list if isinstance(
                 node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [node]
@@ -431,9 +446,7 @@ class _Scanner(ast.NodeVisitor):
                 if any(_dotted(d).rsplit(".", 1)[-1] in CACHING_DECORATORS for d in decorators):
                     self.cached_functions.add(node.name)
             else:
-                for sub in ast.walk(node):
-                    if isinstance(sub, ast.Name) and isinstance(sub.ctx, ast.Store):
-                        self.module_names.add(sub.id)
+                self.module_names |= _scope_bindings([node])
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                         and isinstance(node.targets[0], ast.Name):
                     self._note_module_assignment(node.targets[0].id, node.value)
@@ -519,8 +532,7 @@ class _Scanner(ast.NodeVisitor):
         elif name == "getattr" and loading:
             # A direct call is checked in visit_Call; passing getattr around hides the name.
             self.flag("dynamic-attribute", node, "getattr used as a value")
-        elif loading and name not in self.bound and name not in MODULE_DUNDERS \
-                and not hasattr(builtins, name):
+        elif loading and not self._resolves(name):
             # Bound nowhere in the file: put into its namespace from outside (the Triton
             # interpreter copies its own globals, `inspect` among them, into a kernel's module).
             self.flag("undefined-name", node, f"{name!r} is never bound in this file")
@@ -529,6 +541,14 @@ class _Scanner(ast.NodeVisitor):
         if loading and self.scopes and name in self.defaultdicts and self._module_level(name):
             self.flag("call-time-state", node, f"module-level defaultdict {name!r} used at call "
                       "time (reading it creates entries)" + CONFIG_CACHE_ADVICE)
+
+    def _resolves(self, name: str) -> bool:
+        """Python's lookup for a name loaded here: this scope, enclosing functions (a class
+        body is seen only from itself), the module, builtins."""
+        for depth, (kind, names) in enumerate(reversed(self.name_scopes)):
+            if name in names and (kind != "class" or depth == 0):
+                return True
+        return name in self.module_names or name in MODULE_DUNDERS or hasattr(builtins, name)
 
     def _check_protocol_name(self, name: str, node: ast.AST) -> None:
         if name in HOST_PROTOCOLS:
@@ -740,13 +760,29 @@ class _Scanner(ast.NodeVisitor):
         for default in defaults:
             self.visit(default)
         method = self.class_depth > 0 and not self.scopes
-        self.scopes.append(_Scope(name, _function_locals(node), {}, method))
+        own = _function_locals(node)
+        self.scopes.append(_Scope(name, own, {}, method))
+        self.name_scopes.append(("function", own))
         saved_depth, self.class_depth = self.class_depth, 0
         body = node.body if isinstance(node.body, list) else [node.body]
         for stmt in body:
             self.visit(stmt)
         self.class_depth = saved_depth
+        self.name_scopes.pop()
         self.scopes.pop()
+
+    def _visit_comprehension(self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp
+                             | ast.DictComp) -> None:
+        targets = {n.id for generator in node.generators for n in ast.walk(generator.target)
+                   if isinstance(n, ast.Name)}
+        self.name_scopes.append(("comprehension", targets))
+        self.generic_visit(node)
+        self.name_scopes.pop()
+
+    visit_ListComp = _visit_comprehension
+    visit_SetComp = _visit_comprehension
+    visit_GeneratorExp = _visit_comprehension
+    visit_DictComp = _visit_comprehension
 
     visit_FunctionDef = _visit_function
     visit_AsyncFunctionDef = _visit_function
@@ -769,7 +805,9 @@ class _Scanner(ast.NodeVisitor):
             if keyword.arg == "metaclass":
                 self.flag("private-attribute", node, f"class {node.name} sets a metaclass")
         self.class_depth += 1
+        self.name_scopes.append(("class", _scope_bindings(node.body)))
         self.generic_visit(node)
+        self.name_scopes.pop()
         self.class_depth -= 1
 
 
