@@ -25,7 +25,11 @@ def _compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """C[M, N] = A[M, K] @ B[K, N]."""
+    """C[..., M, N] = A[..., M, K] @ B[..., K, N], batched like torch.matmul.
+
+    2-D operands are one GEMM (a linear layer's x @ Wᵀ at B = 1); operands with batch dims are
+    one GEMM per batch entry, the batch dims broadcast (attention's Q @ Kᵀ and P @ V, bmm).
+    """
     ct = _compute_dtype(a)
     return (a.to(ct) @ b.to(ct)).to(a.dtype)
 

@@ -89,6 +89,7 @@ def test_export_writes_one_module_that_patches_a_model_without_autokernel(
     assert "autokernel" not in imports_of(source)
     assert imports_of(source) <= {"__future__", "collections", "dataclasses", "hashlib",
                                   "inspect", "linecache", "math", "os", "sys", "types", "typing",
+                                  "weakref",
                                   "torch",
                                   # the interpreter fix, imported only on the CPU path
                                   "numpy", "triton"}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import math
 from typing import Any
 
 import pytest
@@ -26,18 +27,46 @@ from conftest import DEVICE
 D, HEADS, HEAD_DIM, HIDDEN, VOCAB, BATCH, SEQ = 32, 2, 16, 48, 40, 2, 8
 
 
-def entry(kernel_type: str) -> dict[str, Any]:
+def entry(kernel_type: str, role: str = "", params: dict[str, Any] | None = None,
+          sites: tuple[str, ...] = (), tag: str | None = None,
+          shape: tuple[int, ...] = ()) -> dict[str, Any]:
     spec = get_spec(kernel_type)
+    if params is None:
+        params = {"eps": 1e-5} if "norm" in kernel_type else {}
     return {
-        "tag": f"01_{kernel_type}",
+        "tag": tag or f"01_{kernel_type}",
         "kernel_type": kernel_type,
+        "role": role,
         "dtypes": [dtype_name(d) for d in spec.dtypes],
         # As the loader fills them in: the profiled eps, the reference's causal=True, scale=None.
-        "params": verified_params(kernel_type, {"eps": 1e-5} if "norm" in kernel_type else {}),
-        "sites": [],
+        "params": verified_params(kernel_type, params),
+        "sites": list(sites),
         "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
         "limits": {},
+        "shape": list(shape),
     }
+
+
+def build(*entries: dict[str, Any]) -> list[RoutedKernel]:
+    """The starters registered for these manifest entries (as a finished run's kernels are)."""
+    sources = {e["tag"]: starter_path(e["kernel_type"]).read_text() for e in entries}
+    return build_kernels(list(entries), sources, REFERENCES, DEVICE, "test_patch")
+
+
+def counted(kernel: RoutedKernel) -> tuple[RoutedKernel, dict[str, int]]:
+    """The kernel with its calls counted, through the custom op or directly."""
+    calls = {"op": 0, "direct": 0}
+
+    def through_op(*args: Any) -> torch.Tensor:
+        calls["op"] += 1
+        return kernel.op.op(*args)
+
+    def direct(*args: Any) -> torch.Tensor:
+        calls["direct"] += 1
+        return kernel.op.direct(*args)
+
+    op = dataclasses.replace(kernel.op, op=through_op, direct=direct)
+    return dataclasses.replace(kernel, op=op), calls
 
 
 @pytest.fixture(scope="module")
@@ -429,3 +458,480 @@ def test_the_probe_tells_gate_from_up_even_when_outputs_are_tiny(
     assert patch.report.calls == 1
     error = (routed.double() - expected.double()).norm() / expected.double().norm()
     assert error < 1e-2
+
+
+# ---------------------------------------------------------------------------------------------
+# Matmul by role: nn.Linear only to the "linear" kernel, torch.matmul & co. to "batched"/"gemm"
+
+
+class Projections(nn.Module):
+    """A linear layer, then attention-like products: batched q @ kᵀ and p @ v, a bmm, x @ W."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(D, D)
+        self.weight = nn.Parameter(torch.randn(HEAD_DIM, 6) * 0.3)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        h = self.proj(x).view(BATCH, SEQ, HEADS, HEAD_DIM).transpose(1, 2)
+        scores = h @ h.transpose(-2, -1)  # [B, H, S, S], B a transposed view
+        mixed = torch.matmul(scores.softmax(-1), h)  # [B, H, S, D]
+        folded = torch.bmm(mixed.reshape(-1, SEQ, HEAD_DIM), h.reshape(-1, SEQ, HEAD_DIM)
+                           .transpose(1, 2))
+        gemm = mixed @ self.weight  # a 2-D second operand: role "gemm"
+        return scores, mixed, folded, gemm
+
+
+class InSite(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.attn = Projections()
+        self.outside = nn.Linear(6, 6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        *products, gemm = self.attn(x)
+        return self.outside(gemm), *products, gemm.mT @ gemm  # the last product: no site
+
+
+def test_nn_linear_goes_only_to_the_linear_role_kernel(device: str) -> None:
+    batched, linear = build(entry("matmul", role="batched", tag="01_matmul", sites=("attn",)),
+                            entry("matmul", role="linear", tag="02_matmul"))
+    torch.manual_seed(0)
+    model = InSite().to(device).eval()
+    x = torch.randn(BATCH, SEQ, D, device=device)
+    with torch.no_grad():
+        expected = model(x)
+    patch = patch_model(model, [batched, linear])  # the batched kernel first: it must not win
+    with torch.no_grad():
+        routed = model(x)
+    assert_outputs_close(routed, expected)
+    stats = patch.report.kernels
+    assert sorted(stats["02_matmul"].modules) == ["attn.proj", "outside"]
+    assert stats["01_matmul"].modules == [] and stats["01_matmul"].scopes == ["attn"]
+    # q @ kᵀ, p @ v and the bmm inside attn; x @ W there is a gemm, the last product is outside.
+    assert stats["01_matmul"].calls == 3 and not stats["01_matmul"].fallbacks
+    assert stats["02_matmul"].calls == 2
+    patch.unpatch()
+
+    alone = patch_model(model, [batched])  # a batched kernel alone never takes a Linear
+    assert "forward" not in model.attn.proj.__dict__ and alone.report.kernels[
+        "01_matmul"].modules == []
+    alone.unpatch()
+
+
+BATCHED_SHAPES = [((3, 5, 7), (3, 7, 4)), ((2, 3, 5, 7), (3, 7, 4)), ((2, 1, 5, 9), (2, 3, 9, 6))]
+BATCHED_CASES = [(spelling, a, b) for spelling in ("@", "torch.matmul", "Tensor.matmul",
+                                                   "torch.bmm", "Tensor.bmm")
+                 for a, b in BATCHED_SHAPES if "bmm" not in spelling or len(a) == len(b) == 3]
+
+
+@pytest.mark.parametrize("spelling, a_shape, b_shape", BATCHED_CASES)
+def test_batched_matmul_routes_every_spelling_with_gradients(
+        spelling: str, a_shape: tuple[int, ...], b_shape: tuple[int, ...], device: str) -> None:
+    call = {"@": lambda a, b: a @ b, "torch.matmul": torch.matmul,
+            "Tensor.matmul": lambda a, b: a.matmul(b), "torch.bmm": torch.bmm,
+            "Tensor.bmm": lambda a, b: a.bmm(b)}[spelling]
+
+    class Product(nn.Module):
+        def forward(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+            return call(a, b)
+
+    (kernel,) = build(entry("matmul", role="batched", tag="01_matmul"))
+    kernel, calls = counted(kernel)
+    generator = torch.Generator().manual_seed(2)
+    a, b = (torch.randn(s, generator=generator).to(device) for s in (a_shape, b_shape))
+    model = Product()
+    expected = call(a, b)
+    patch = patch_model(model, [kernel])
+    with torch.no_grad():
+        torch.testing.assert_close(model(a, b), expected, atol=1e-5, rtol=1e-5)
+    assert calls == {"op": 0, "direct": 1}
+    leaves = [a.clone().requires_grad_(True), b.clone().requires_grad_(True)]
+    direction = torch.randn(expected.shape, generator=generator).to(device)
+    routed = torch.autograd.grad(model(*leaves), leaves, direction)
+    reference = torch.autograd.grad(call(*leaves), leaves, direction)
+    assert calls["op"] == 1 and patch.report.kernels["01_matmul"].calls == 2
+    for got, want in zip(routed, reference):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+def test_gemm_role_takes_x_at_w_and_addmm_but_not_batched_products(device: str) -> None:
+    class Conv1D(nn.Module):  # HF GPT-2's projection: addmm(bias, x, W)
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = nn.Parameter(torch.randn(D, 12) * 0.2)
+            self.bias = nn.Parameter(torch.randn(12))
+
+        def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            flat = torch.addmm(self.bias, x.reshape(-1, D), self.weight)
+            folded = x @ self.weight  # [B, S, D] @ [D, 12]
+            batched = x @ x.transpose(-2, -1)  # not a gemm
+            return flat, folded, batched
+
+    (kernel,) = build(entry("matmul", role="gemm", tag="01_matmul"))
+    torch.manual_seed(0)
+    model = Conv1D().to(device)
+    x = torch.randn(BATCH, SEQ, D, device=device)
+    with torch.no_grad():
+        expected = model(x)
+        patch = patch_model(model, [kernel])
+        routed = model(x)
+    assert_outputs_close(routed, expected)
+    stats = patch.report.kernels["01_matmul"]
+    assert stats.calls == 2 and not stats.fallbacks and stats.modules == []
+
+
+def test_matmul_custom_op_is_batched_like_torch_matmul(device: str) -> None:
+    """opcheck of the fake (broadcast batch dims) and the backward (summed back to each
+    operand's shape) for the shapes the batched route hands over."""
+    (kernel,) = build(entry("matmul", role="batched", tag="01_matmul"))
+    generator = torch.Generator().manual_seed(4)
+    for a_shape, b_shape in (((2, 3, 5, 7), (3, 7, 4)), ((4, 5, 7), (7, 6)), ((5, 7), (2, 7, 3))):
+        a, b = (torch.randn(s, generator=generator).to(device).requires_grad_(True)
+                for s in (a_shape, b_shape))
+        torch.library.opcheck(kernel.op.op, (a, b), test_utils=(
+            "test_schema", "test_autograd_registration", "test_faketensor",
+            "test_aot_dispatch_dynamic"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v → flash_attention
+
+
+class VitAttention(nn.Module):
+    """As examples/models/vit_encoder.py writes it: no mask, a scale multiplied in."""
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        return scores.softmax(dim=-1) @ v
+
+
+class CausalAttention(nn.Module):
+    """minGPT-like with a registered boolean mask, divided by √d, dropout in eval mode."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("mask", torch.ones(SEQ, SEQ, dtype=torch.bool).triu(1))
+        self.dropout = nn.Dropout(0.1)
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
+        scores.masked_fill_(self.mask, float("-inf"))
+        return self.dropout(torch.softmax(scores, dim=-1)) @ v
+
+
+class HFEagerAttention(nn.Module):
+    """HF GPT-2's eager attention: / full([], √d), where(tril, s, min), softmax in float."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(16, 16, dtype=torch.bool))[None, None])
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = torch.matmul(q, k.transpose(-1, -2))
+        scores = scores / torch.full([], v.size(-1) ** 0.5, dtype=scores.dtype)
+        floor = torch.full([], torch.finfo(scores.dtype).min, dtype=scores.dtype)
+        scores = torch.where(self.bias[:, :, :SEQ, :SEQ], scores, floor)
+        probs = F.softmax(scores.float(), dim=-1).type_as(v)
+        return torch.matmul(probs, v)
+
+
+class Holder(nn.Module):
+    def __init__(self, attention: nn.Module) -> None:
+        super().__init__()
+        self.attn = attention
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        return self.attn(q, k, v) * 2.0
+
+
+def attention_inputs(device: str, grad: bool = False) -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(11)
+    return [torch.randn(BATCH, HEADS, SEQ, HEAD_DIM, generator=generator).to(device)
+            .requires_grad_(grad) for _ in range(3)]
+
+
+@pytest.mark.parametrize("attention, causal", [(VitAttention, False), (CausalAttention, True),
+                                               (HFEagerAttention, True)],
+                         ids=["vit", "masked_fill", "hf_where"])
+def test_explicit_attention_goes_to_flash_attention(attention: type[nn.Module], causal: bool,
+                                                    device: str) -> None:
+    flash, softmax, batched = build(
+        entry("flash_attention", params={"causal": causal, "scale": HEAD_DIM ** -0.5},
+              sites=("attn",)),
+        entry("softmax", sites=("attn",)),
+        entry("matmul", role="batched", tag="01_matmul", sites=("attn",)))
+    flash, calls = counted(flash)
+    model = Holder(attention()).to(device).eval()
+    q, k, v = attention_inputs(device)
+    with torch.no_grad():
+        expected = model(q, k, v)
+    patch = patch_model(model, [flash, softmax, batched])
+    with torch.no_grad():
+        routed = model(q, k, v)
+    torch.testing.assert_close(routed, expected, atol=1e-5, rtol=1e-5)
+    assert calls == {"op": 0, "direct": 1}
+    stats = {s.kernel_type: s for s in patch.report.kernels.values()}
+    assert stats["flash_attention"].calls == 1 and not stats["flash_attention"].fallbacks
+    assert stats["softmax"].calls == 0 and stats["matmul"].calls == 0  # the chain took them
+
+    leaves = attention_inputs(device, grad=True)  # gradients through the kernel's backward
+    patch.unpatch()
+    expected_grads = torch.autograd.grad(model(*leaves).sum(), leaves)
+    patch = patch_model(model, [flash])
+    routed_grads = torch.autograd.grad(model(*leaves).sum(), leaves)
+    assert calls["op"] == 1
+    for got, want in zip(routed_grads, expected_grads):
+        torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+class AdditiveMask(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        bias = torch.linspace(-1, 0, SEQ, device=q.device)
+        return (scores + bias).softmax(-1) @ v
+
+
+class SlidingWindow(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+        ones = torch.ones(SEQ, SEQ, dtype=torch.bool, device=q.device)
+        window = ones.triu(1) | ones.tril(-3)  # not the causal triangle
+        return scores.masked_fill(window, float("-inf")).softmax(-1) @ v
+
+
+class ReturnsWeights(nn.Module):
+    def forward(self, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        probs = ((q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5).softmax(-1)
+        return probs, probs.sum(-1)
+
+
+@pytest.mark.parametrize("attention, reason", [
+    (AdditiveMask, "attention chain: scores used by add"),
+    (SlidingWindow, "attention chain: scores used by masked_fill"),
+    (ReturnsWeights, "attention chain: scores used by sum"),
+], ids=["additive_mask", "sliding_window", "returns_weights"])
+def test_attention_the_kernel_does_not_compute_runs_as_written(
+        attention: type[nn.Module], reason: str, device: str) -> None:
+    (flash,) = build(entry("flash_attention", params={"causal": False, "scale": None},
+                           sites=("",)))
+    model = attention().to(device)
+    inputs = attention_inputs(device)
+    with torch.no_grad():
+        expected = model(*inputs)
+        patch = patch_model(model, [flash])
+        out = model(*inputs)
+    for got, want in zip(out if isinstance(out, tuple) else (out,),
+                         expected if isinstance(expected, tuple) else (expected,)):
+        assert isinstance(got, torch.Tensor) and torch.equal(got, want)  # the same calls
+    stats = patch.report.kernels["01_flash_attention"]
+    assert stats.calls == 0 and stats.fallbacks == {reason: 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# A model's own RoPE function → rotary_embedding
+
+
+def rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """As examples/models/mistral_decoder.py writes it: rotate-half with torch.cat((-x2, x1))."""
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+
+def rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rotary_pos_emb(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
+                         position_ids: Any = None,
+                         unsqueeze_dim: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """HF's: cos/sin [B, S, D] unsqueezed to broadcast over heads."""
+    cos, sin = cos.unsqueeze(unsqueeze_dim), sin.unsqueeze(unsqueeze_dim)
+    return q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
+
+
+def rope_interleaved(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """GPT-J's layout, pairs (x0, x1), (x2, x3)...: another rotation than the kernel's."""
+    pairs = torch.stack((-x[..., 1::2], x[..., ::2]), dim=-1).flatten(-2)
+    return x * cos + torch.cat((pairs[..., :0], pairs), dim=-1) * sin
+
+
+def rope_tables(seq: int, dim: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    angles = torch.outer(torch.arange(seq).float(), 0.9 ** torch.arange(dim // 2).float())
+    angles = torch.cat((angles, angles), dim=-1).to(device)
+    return angles.cos(), angles.sin()
+
+
+class RopeAttention(nn.Module):
+    """q and k rotated by a plain function; cos/sin [max_seq, D] passed in and sliced. The
+    subclasses rotate them in each of the ways models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q = nn.Linear(D, D)
+
+    def project(self, x: torch.Tensor, cos: torch.Tensor,
+                sin: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        q = self.q(x).view(BATCH, SEQ, HEADS, HEAD_DIM).transpose(1, 2)
+        return q, q.flip(-2) * 0.5, cos[:SEQ], sin[:SEQ]
+
+
+class FunctionRope(RopeAttention):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, cos, sin = self.project(x, cos, sin)
+        return rope(q, cos, sin) + rope(k, cos, sin)
+
+
+class HFRope(RopeAttention):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, cos, sin = self.project(x, cos, sin)
+        q, k = apply_rotary_pos_emb(q, k, cos[None], sin[None])
+        return q + k
+
+
+class MethodRope(RopeAttention):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, cos, sin = self.project(x, cos, sin)
+        return self.rotate(q, cos, sin) + self.rotate(k, cos, sin)
+
+    def rotate(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        return x * cos + rotate_half(x) * sin
+
+
+class InlineRope(RopeAttention):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, cos, sin = self.project(x, cos, sin)
+        return q * cos + rotate_half(q) * sin + k * cos + rotate_half(k) * sin
+
+
+class InterleavedRope(RopeAttention):
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        q, k, cos, sin = self.project(x, cos, sin)
+        return rope_interleaved(q, cos, sin) + rope_interleaved(k, cos, sin)
+
+
+ROPE_STYLES = {"function": FunctionRope, "hf": HFRope, "method": MethodRope,
+               "inline": InlineRope, "interleaved": InterleavedRope}
+
+
+class RopeModel(nn.Module):
+    def __init__(self, style: str) -> None:
+        super().__init__()
+        self.attn = ROPE_STYLES[style]()
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        return self.attn(x, cos, sin)
+
+
+def rope_case(style: str, device: str) -> tuple[RopeModel, tuple[torch.Tensor, ...]]:
+    torch.manual_seed(0)
+    model = RopeModel(style).to(device).eval()
+    x = torch.randn(BATCH, SEQ, D, device=device)
+    return model, (x, *rope_tables(2 * SEQ, HEAD_DIM, device))
+
+
+@pytest.mark.parametrize("style, function, launches", [
+    ("function", "rope", 2), ("hf", "apply_rotary_pos_emb", 2), ("method", "rotate", 2)])
+def test_a_rope_function_goes_to_the_kernel_at_its_call_site(style: str, function: str,
+                                                             launches: int, device: str) -> None:
+    (kernel,) = build(entry("rotary_embedding", sites=("attn",),
+                            shape=(BATCH, HEADS, SEQ, HEAD_DIM)))
+    kernel, calls = counted(kernel)
+    model, inputs = rope_case(style, device)
+    original = globals()[function] if style != "method" else None
+    with torch.no_grad():
+        expected = model(*inputs)
+    patch = patch_model(model, [kernel])
+    try:
+        with torch.no_grad():
+            routed = model(*inputs)
+            torch.testing.assert_close(routed, expected, atol=1e-6, rtol=1e-6)
+            assert calls == {"op": 0, "direct": launches}
+            stats = patch.report.kernels["01_rotary_embedding"]
+            assert stats.functions == [f"{function}() in attn"] and not stats.fallbacks
+            assert stats.calls == (1 if style == "hf" else 2)
+            if style == "function":  # outside the model's forward: the function itself
+                torch.testing.assert_close(rope(inputs[0].view(BATCH, SEQ, HEADS, HEAD_DIM),
+                                                inputs[1][:HEADS], inputs[2][:HEADS]),
+                                           original(inputs[0].view(BATCH, SEQ, HEADS, HEAD_DIM),
+                                                    inputs[1][:HEADS], inputs[2][:HEADS]))
+                assert calls["direct"] == launches
+        leaf = inputs[0].clone().requires_grad_(True)  # gradients through the kernel's backward
+        model(leaf, *inputs[1:]).square().sum().backward()
+        assert calls["op"] == launches
+        routed_grads = [leaf.grad, *(p.grad for p in model.parameters())]
+    finally:
+        patch.unpatch()
+    if original is not None:
+        assert globals()[function] is original  # the name is the function again
+    assert "rotate" not in model.attn.__dict__
+    leaf = inputs[0].clone().requires_grad_(True)
+    model.zero_grad()
+    model(leaf, *inputs[1:]).square().sum().backward()
+    for got, want in zip(routed_grads, [leaf.grad, *(p.grad for p in model.parameters())]):
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("style, reason", [
+    ("inline", "no function rope(x, cos, sin) or (q, k, cos, sin) called by InlineRope"),
+    ("interleaved", "probe: rope_interleaved() does not compute"),
+])
+def test_rope_that_is_no_such_function_is_left_alone_with_a_reason(style: str, reason: str,
+                                                                   device: str) -> None:
+    (kernel,) = build(entry("rotary_embedding", sites=("attn",)))
+    model, inputs = rope_case(style, device)
+    with torch.no_grad():
+        expected = model(*inputs)
+        patch = patch_model(model, [kernel])
+        assert torch.equal(model(*inputs), expected)
+    stats = patch.report.kernels["01_rotary_embedding"]
+    assert stats.calls == 0 and stats.functions == []
+    assert stats.skipped["attn"].startswith(reason)
+    patch.unpatch()
+
+
+def test_a_rope_call_with_tables_of_another_layout_runs_the_function(device: str) -> None:
+    """rope(x [B, S, H, D], cos [S, 1, D]) is the same formula, broadcast another way: not the
+    kernel's layout, so the call stays with the function and says why."""
+
+    class SeqMajor(nn.Module):
+        def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+            return rope(x, cos[:, None], sin[:, None])
+
+    (kernel,) = build(entry("rotary_embedding", sites=("",)))
+    x = torch.randn(BATCH, SEQ, HEADS, HEAD_DIM, device=device)
+    cos, sin = rope_tables(SEQ, HEAD_DIM, device)
+    model = SeqMajor()
+    expected = model(x, cos, sin)
+    patch = patch_model(model, [kernel])
+    try:
+        assert torch.equal(model(x, cos, sin), expected)
+    finally:
+        patch.unpatch()
+    assert patch.report.kernels["01_rotary_embedding"].fallbacks == {
+        f"cos/sin of shape {[SEQ, 1, HEAD_DIM]}": 1}
+
+
+def test_rope_function_and_attention_chain_compile_without_graph_breaks(device: str) -> None:
+    import torch._dynamo
+
+    (kernel,) = build(entry("rotary_embedding", sites=("attn",)))
+    model, inputs = rope_case("function", device)
+    with torch.no_grad():
+        expected = model(*inputs)
+    patch = patch_model(model, [kernel])
+    try:
+        torch._dynamo.reset()
+        explained = torch._dynamo.explain(model)(*inputs)
+        assert explained.graph_break_count == 0
+        ops = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+        assert any("autokernel.rotary_embedding" in op for op in ops)
+        compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(*inputs), expected, atol=1e-6, rtol=1e-6)
+    finally:
+        patch.unpatch()

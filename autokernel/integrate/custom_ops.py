@@ -37,7 +37,7 @@ OP_NAMESPACE = "autokernel"
 
 # The schema of each kernel type's op: the reference's positional signature (autokernel.reference).
 SCHEMAS: dict[str, str] = {
-    "matmul": "(Tensor a, Tensor b) -> Tensor",
+    "matmul": "(Tensor a, Tensor b) -> Tensor",  # batched like torch.matmul
     "flash_attention": "(Tensor q, Tensor k, Tensor v, bool causal, float? scale) -> Tensor",
     "fused_mlp": "(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor",
     "softmax": "(Tensor x) -> Tensor",
@@ -102,7 +102,9 @@ def interpreting() -> bool:
 
 
 def _fake_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a.new_empty((a.shape[0], b.shape[1]))
+    """torch.matmul's output for operands of two or more dims: the batch dims broadcast."""
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]))
 
 
 def _fake_like_first(x: torch.Tensor, *rest: Any) -> torch.Tensor:
@@ -174,9 +176,13 @@ def _rotate_half_transposed(x: torch.Tensor) -> torch.Tensor:
 
 
 def _backward_matmul(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    """dA = dC @ Bᵀ, dB = Aᵀ @ dC, each summed back over the batch dims it was broadcast to."""
     (a, b), _ = _saved(ctx)
-    grad_a = grad @ b.transpose(0, 1) if ctx.needs_input_grad[0] else None
-    grad_b = a.transpose(0, 1) @ grad if ctx.needs_input_grad[1] else None
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = (grad @ b.transpose(-1, -2)).sum_to_size(a.shape)
+    if ctx.needs_input_grad[1]:
+        grad_b = (a.transpose(-1, -2) @ grad).sum_to_size(b.shape)
     return grad_a, grad_b
 
 

@@ -2,10 +2,10 @@
 
 The written module holds:
 
-- the code of `autokernel/interpreter_compat.py`, `integrate/custom_ops.py` and
-  `integrate/patch.py`, inlined (they import only torch, triton and numpy, by design), so
-  registration, fake implementations, backwards, routing and probes are the same code
-  `autokernel verify` checked;
+- the code of `autokernel/interpreter_compat.py` and of `integrate/custom_ops.py`, `routing.py`,
+  `attention_chain.py`, `function_routes.py` and `patch.py`, inlined (they import only torch,
+  triton and numpy, by design), so registration, fake implementations, backwards, routing and
+  probes are the same code `autokernel verify` checked;
 - each finished kernel's source and the reference oracles (backward recomputation and probes use
   them) as strings, executed into their own modules on first use: kernel files are modules with
   clashing top-level names (kernel_fn, BLOCK_N...), and Triton reads a kernel's source through
@@ -28,7 +28,9 @@ if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
 
 EXPORT_MARKER = "# autokernel export"
-INLINED_MODULES = ("interpreter_compat.py", "integrate/custom_ops.py", "integrate/patch.py")
+INLINED_MODULES = ("interpreter_compat.py", "integrate/custom_ops.py", "integrate/routing.py",
+                   "integrate/attention_chain.py", "integrate/function_routes.py",
+                   "integrate/patch.py")  # in dependency order: one namespace, plain names
 
 
 class ExportError(ValueError):

@@ -9,8 +9,8 @@ without git: using a run's kernels needs none of the run machinery. Every user e
 - the run's model no longer loads (raised by `load_run_model`).
 
 The manifest is what a finished kernel may be used for, as plain JSON-able data, so that the
-exported module can carry it verbatim: tag, kernel type, source, the dtypes the harness verified,
-the profiled parameters and call sites, tolerances and size limits.
+exported module can carry it verbatim: tag, kernel type and role, source, the dtypes the harness
+verified, the profiled parameters and call sites, tolerances and size limits.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def open_run(directory: str | Path, include_slower: bool = False) -> FinishedRun
         info = json.loads((root / RUN_FILE).read_text(encoding="utf-8"))
         plan = Plan.load(root / PLAN_FILE)
         state = RunState.load(root / STATE_FILE)
-        info["model_copy"]  # noqa: B018 - every run records its model copy
+        info["model_copy"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise RunError(f"{directory} is not a readable autokernel run: "
                        f"{type(exc).__name__}: {exc}") from None
@@ -141,11 +141,15 @@ def _importable_from(directory: Path | None) -> Iterator[None]:
             sys.path.remove(entry)  # type: ignore[arg-type]
 
 
-def load_run_model(run: FinishedRun, device: str) -> LoadedModel:
+def load_run_model(run: FinishedRun, device: str, check_forward: bool = True) -> LoadedModel:
     """The run's model copy through the shared loader: same class, dtype, seed and inputs.
 
-    The workspace holds a copy of the model file only; a file that imports its neighbours
-    (examples/models/tiny_llama.py imports llama.py) finds them next to the original file.
+    Each call builds a new model from a fresh import of the file, sharing nothing with an
+    earlier one (a deep copy would: a lambda or closure in the model keeps calling the
+    original's layers). The workspace holds a copy of the model file only; a file that imports
+    its neighbours (examples/models/tiny_llama.py imports llama.py) finds them next to the
+    original file. `check_forward=False` skips the loader's trial forward (for a second build of
+    a model whose first build already ran one).
     """
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
 
@@ -154,7 +158,7 @@ def load_run_model(run: FinishedRun, device: str) -> LoadedModel:
     try:
         with _importable_from(neighbours):
             return load_model_file(run.model_file, class_name=run.class_name, dtype=run.dtype,
-                                   device=device)
+                                   device=device, check_forward=check_forward)
     except ModelLoadError as exc:
         raise RunError(f"the run's model no longer loads: {exc}") from None
 
@@ -207,6 +211,9 @@ def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
     return {
         "tag": target.tag,
         "kernel_type": target.kernel_type,
+        # What the kernel's calls are, for kernel types with roles: matmul's "linear" (routed as
+        # nn.Linear), "batched" or "gemm" (routed as torch.matmul & co.); "" for the others.
+        "role": plan_target.role,
         "file": target.kernel_file,
         "dtypes": verified_dtypes(target, plan_target.dtype),
         "params": verified_params(target.kernel_type, plan_target.params),

@@ -1,13 +1,13 @@
 """Route a model's modules and functional calls to the registered kernels: `patch_model`.
 
-Two ways in, chosen by where PyTorch models call each kernel type:
+Four ways in, chosen by where PyTorch models call each kernel type:
 
 - Modules, by overriding the instance's `forward` (parameters, state_dict keys, hooks and the
   module tree stay as they are; `unpatch` deletes the override):
-  - nn.Linear → matmul: x[..., K] @ Wᵀ + bias, with Wᵀ made contiguous once and cached until the
-    weight changes (its storage or version) — not per call. Under autograd (a weight that needs a
-    gradient) and under torch.compile the kernel reads Wᵀ as a strided view instead, so gradients
-    reach the parameter and no copy is made;
+  - nn.Linear → the matmul kernel of role "linear": x[..., K] @ Wᵀ + bias, with Wᵀ made
+    contiguous once and cached until the weight changes (its storage or version) — not per
+    call. Under autograd (a weight that needs a gradient) and under torch.compile the kernel
+    reads Wᵀ as a strided view instead, so gradients reach the parameter and no copy is made;
   - nn.RMSNorm and hand-written RMSNorm modules → rmsnorm; nn.LayerNorm → layernorm;
   - SwiGLU MLP modules (three bias-free nn.Linear children, gate/up [H, D] and down [D, H]) →
     fused_mlp;
@@ -17,20 +17,30 @@ Two ways in, chosen by where PyTorch models call each kernel type:
   computes what the kernel computes is routed (a Gemma-style (1 + weight) norm, a GELU-gated MLP
   or a rotary module with offsets fail the probe and keep their forward).
 - Functional calls (F.scaled_dot_product_attention → flash_attention, torch/F/Tensor softmax →
-  softmax, F.cross_entropy → cross_entropy, torch/Tensor sum over the last dim → reduce), through
-  a TorchFunctionMode entered only inside the modules where the profiler found the calls (the
-  plan's call sites; the whole model when none of them exists in it). A mode sees every spelling
-  of a call (`F.softmax`, `torch.softmax`, `x.softmax`, a name imported with `from ... import`),
-  which rebinding module attributes (`F.softmax = ...`) does not; it is scoped to this model's
-  forward, so other models and threads are untouched; Dynamo traces through it, so the routing
-  costs nothing under torch.compile; and scoping it to the call sites keeps its per-op Python
-  cost in eager mode off the rest of the model.
+  softmax, F.cross_entropy → cross_entropy, torch/Tensor sum over the last dim → reduce,
+  torch.matmul/bmm/`@` with a batched second operand → the matmul kernel of role "batched", with
+  a 2-D one (and mm, addmm) → role "gemm"), through a TorchFunctionMode entered only inside the
+  modules where the profiler found each kernel's calls (the plan's call sites; the whole model
+  when none of them exists in it), and each kernel takes calls only inside its own sites. A mode
+  sees every spelling of a call (`F.softmax`, `torch.softmax`, `x.softmax`, `q @ k`, a name
+  imported with `from ... import`), which rebinding module attributes (`F.softmax = ...`) does
+  not; it is scoped to this model's forward, so other models and threads are untouched; Dynamo
+  traces through it, so the routing costs nothing under torch.compile; and scoping it to the
+  call sites keeps its per-op Python cost in eager mode off the rest of the model.
+- Explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v written out in torch calls →
+  flash_attention, by deferring the scores inside the kernel's scopes (`attention_chain.py`).
+- A model's own RoPE function, rope(x, cos, sin) or (q, k, cos, sin), called from the modules
+  where the profiler found the rotation → rotary_embedding, by rebinding the function's name
+  where the forward looks it up, after a probe (`function_routes.py`).
 
 Every call is routed only where the kernel supports it — a dtype the harness verified, the device
-the kernels were built for, no autocast, the parameters it was verified with (causal), shapes it
-accepts — and otherwise runs the original code. `PatchReport` counts both, with the reasons.
+the kernels were built for, no autocast, the parameters it was verified with (causal, scale),
+shapes it accepts — and otherwise runs the original code. `PatchReport` counts both, with the
+reasons, and names what was found but not routed (a probe that failed, a site with nothing to
+route) and why.
 
-This file imports only torch (and custom_ops), because `autokernel export` inlines it.
+This file imports only torch (and the integrate modules above), because `autokernel export`
+inlines it.
 """
 
 from __future__ import annotations
@@ -38,7 +48,6 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -46,211 +55,48 @@ import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from autokernel.integrate.custom_ops import (  # `autokernel export` inlines that module
-    BACKWARD_DESCRIPTION,
-    KernelOp,
-    load_kernel_module,
-    register_kernel,
+# `autokernel export` inlines these modules (and drops these imports): plain names only.
+from autokernel.integrate.attention_chain import (
+    CHAIN_STARTS,
+    DEFERRED,
+    NOT_MINE,
+    follow_chain,
+    holds_pending,
+    realize_pending,
+    start_chain,
+)
+from autokernel.integrate.custom_ops import load_kernel_module, register_kernel
+from autokernel.integrate.function_routes import (
+    FunctionRoute,
+    RouteUser,
+    Slot,
+    route_rope_functions,
+)
+from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
+    _REQUIRED,
+    DTYPES,
+    PROBE_SEED,
+    Outcome,
+    PatchReport,
+    RoutedKernel,
+    RouteStats,
+    _bind,
+    _call_kernel,
+    _close,
+    _last_dim,
+    _only_argument,
+    _probe_inputs,
+    _refusal,
+    _rows,
+    _unverified,
 )
 from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
 
-DTYPES: dict[str, torch.dtype] = {
-    "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
-}
 MODULE_TYPES = ("matmul", "rmsnorm", "layernorm", "fused_mlp", "rotary_embedding")
-FUNCTIONAL_TYPES = ("flash_attention", "softmax", "cross_entropy", "reduce")
+LINEAR_ROLES = ("linear", "")  # "": a matmul kernel of a run made before roles
 EPS_ATTRIBUTES = ("eps", "variance_epsilon", "epsilon")
-PROBE_SEED = 1234
 
-Outcome = tuple[Any, str | None]  # (output, None) when routed, (None, why not) otherwise
-
-
-@dataclass
-class RoutedKernel:
-    """A registered kernel and what it may be used for (one entry of a run's manifest)."""
-
-    tag: str  # "01_rmsnorm"
-    kernel_type: str
-    op: KernelOp
-    reference: Callable[..., torch.Tensor]  # the op's oracle, for probes
-    dtypes: frozenset[torch.dtype]  # dtypes the harness verified
-    params: dict[str, Any] = field(default_factory=dict)  # e.g. {"causal": True}
-    sites: tuple[str, ...] = ()  # module paths of the profiled calls
-    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
-    limits: dict[str, Any] = field(default_factory=dict)  # e.g. reduce's minimum sizes
-
-    def __deepcopy__(self, memo: dict[int, Any]) -> RoutedKernel:
-        return self  # immutable in use; a copied model shares the registered op
-
-    @classmethod
-    def from_manifest(cls, entry: Mapping[str, Any], op: KernelOp,
-                      reference: Callable[..., torch.Tensor]) -> RoutedKernel:
-        return cls(
-            tag=entry["tag"],
-            kernel_type=entry["kernel_type"],
-            op=op,
-            reference=reference,
-            dtypes=frozenset(DTYPES[d] for d in entry["dtypes"]),
-            params=dict(entry.get("params", {})),
-            sites=tuple(entry.get("sites", ())),
-            tolerances={DTYPES[d]: (float(a), float(r))
-                        for d, (a, r) in entry.get("tolerances", {}).items()},
-            limits=dict(entry.get("limits", {})),
-        )
-
-
-@dataclass
-class RouteStats:
-    """What one kernel got: the modules routed or skipped, and the calls routed or not."""
-
-    tag: str
-    kernel_type: str
-    backward: str
-    modules: list[str] = field(default_factory=list)  # module paths routed ("" = the model)
-    scopes: list[str] = field(default_factory=list)  # where functional calls are intercepted
-    skipped: dict[str, str] = field(default_factory=dict)  # module path -> why it is not routed
-    calls: int = 0
-    fallbacks: dict[str, int] = field(default_factory=dict)  # reason -> calls left to PyTorch
-
-    def count_call(self) -> None:
-        if not torch.compiler.is_compiling():
-            self.calls += 1
-
-    def count_fallback(self, reason: str) -> None:
-        if not torch.compiler.is_compiling():
-            self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
-
-    def reset_counts(self) -> None:
-        self.calls = 0
-        self.fallbacks.clear()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "tag": self.tag, "kernel_type": self.kernel_type, "backward": self.backward,
-            "backward_description": BACKWARD_DESCRIPTION[self.backward],
-            "modules": list(self.modules), "scopes": list(self.scopes),
-            "skipped": dict(self.skipped), "calls": self.calls,
-            "fallbacks": dict(self.fallbacks),
-        }
-
-    def summary(self) -> str:
-        where = (f"{len(self.modules)} module(s)" if self.kernel_type in MODULE_TYPES
-                 else "calls in " + (", ".join(p or "<model>" for p in self.scopes) or "nothing"))
-        text = f"{self.tag}: {where}, {self.calls} call(s) routed"
-        if self.fallbacks:
-            left = sum(self.fallbacks.values())
-            reasons = "; ".join(f"{r} ×{n}" for r, n in sorted(self.fallbacks.items()))
-            text += f", {left} left to PyTorch ({reasons})"
-        return text + f"; {BACKWARD_DESCRIPTION[self.backward]}"
-
-
-@dataclass
-class PatchReport:
-    kernels: dict[str, RouteStats]
-
-    def reset_counts(self) -> None:
-        for stats in self.kernels.values():
-            stats.reset_counts()
-
-    @property
-    def calls(self) -> int:
-        return sum(s.calls for s in self.kernels.values())
-
-    def to_dict(self) -> dict[str, Any]:
-        return {tag: stats.to_dict() for tag, stats in self.kernels.items()}
-
-    def lines(self) -> list[str]:
-        return [stats.summary() for stats in self.kernels.values()]
-
-
-# ---------------------------------------------------------------------------------------------
-# Checks shared by every route
-
-
-def _refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
-    """Why these tensors cannot go to the kernel (dtype, device, autocast), or None."""
-    first = tensors[0]
-    for t in tensors:
-        if t.dtype != first.dtype:
-            return "mixed dtypes"
-    if first.dtype not in kernel.dtypes:
-        return f"dtype {str(first.dtype).removeprefix('torch.')} not verified"
-    device = first.device.type
-    if device != kernel.op.device_type or any(t.device != first.device for t in tensors):
-        return f"tensors on {device}, kernels built for {kernel.op.device_type}"
-    if torch.is_autocast_enabled(device):
-        return "autocast"  # the module would run in the autocast dtype, the kernel would not
-    return None
-
-
-def _needs_custom_op(args: tuple[Any, ...]) -> bool:
-    """Autograd or the compiler needs the registered op; plain eager inference does not."""
-    if torch.compiler.is_compiling():
-        return True
-    return torch.is_grad_enabled() and any(
-        isinstance(a, torch.Tensor) and a.requires_grad for a in args)
-
-
-def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
-    """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
-    direct = kernel.op.direct
-    call = kernel.op.op if direct is None or _needs_custom_op(args) else direct
-    try:
-        return call(*args), None
-    except (ValueError, NotImplementedError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return None, f"kernel refused: {first[:80]}"
-
-
-def _only_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
-    if len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor):
-        return args[0]
-    if not args and len(kwargs) == 1:
-        value = next(iter(kwargs.values()))
-        return value if isinstance(value, torch.Tensor) else None
-    return None
-
-
-def _rows(x: torch.Tensor, width: int) -> torch.Tensor:
-    return x.reshape(-1, width)
-
-
-_REQUIRED = object()
-
-
-def _bind(args: tuple[Any, ...], kwargs: Mapping[str, Any],
-          names: tuple[str, ...], defaults: tuple[Any, ...]) -> dict[str, Any] | None:
-    """Python's argument binding for a fixed signature; None for a call that does not fit it."""
-    if len(args) > len(names) or any(k not in names for k in kwargs):
-        return None
-    bound = dict(zip(names, defaults))
-    bound.update(zip(names, args))
-    for k, v in kwargs.items():
-        if k in names[: len(args)]:
-            return None
-        bound[k] = v
-    if any(v is _REQUIRED for v in bound.values()):
-        return None
-    return bound
-
-
-def _last_dim(dim: Any, ndim: int) -> bool:
-    if isinstance(dim, (list, tuple)) and len(dim) == 1:
-        dim = dim[0]
-    return isinstance(dim, int) and ndim > 0 and dim in (-1, ndim - 1)
-
-
-def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:
-    """Why a continuous parameter differs from the one the harness verified the kernel with (a
-    tuned kernel may have baked that value in), or None. Unknown to the manifest: any value."""
-    if name not in kernel.params:
-        return None
-    verified = kernel.params[name]
-    same = (value is None and verified is None) or (
-        value is not None and verified is not None
-        and math.isclose(float(value), float(verified), rel_tol=1e-6))
-    return None if same else f"{name}={value:g} (verified: {verified})" if value is not None \
-        else f"{name} default (verified: {verified})"
+Handler = Callable[[RoutedKernel, Any, tuple[Any, ...], Mapping[str, Any], RouteStats], Outcome]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -491,22 +337,6 @@ def _rotary_tables(module: nn.Module) -> dict[str, Any] | None:
     return {"tables": (cos[0], sin[0])}
 
 
-def _probe_inputs(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
-    generator = torch.Generator().manual_seed(PROBE_SEED)  # leaves the global RNG alone
-    return torch.randn(shape, generator=generator).to(device=like.device, dtype=like.dtype)
-
-
-def _close(kernel: RoutedKernel, out: Any, ref: torch.Tensor) -> bool:
-    """Relative L2 error within the op's rtol for the dtype: scale-free, so a module whose
-    outputs happen to be small (a freshly initialized MLP in fp16) is judged like any other."""
-    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
-        return False
-    atol, rtol = kernel.tolerances.get(ref.dtype, (1e-2, 1e-2))
-    out64, ref64 = out.double(), ref.double()
-    scale = ref64.norm().item()
-    error = (out64 - ref64).norm().item()
-    return error <= (rtol * scale if scale > 0 else atol)
-
 
 def _probe(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
     """Does the module's own forward compute what the kernel computes, on random inputs?"""
@@ -580,12 +410,14 @@ def _recognize(module: nn.Module, kernel_types: set[str],
     return None
 
 
+
 # ---------------------------------------------------------------------------------------------
-# Functional routes: `_<type>_call(kernel, func, args, kwargs)` returns an Outcome
+# Functional routes: `_<type>_call(kernel, func, args, kwargs, stats)` returns an Outcome;
+# NOT_MINE for a call of another kind (another kernel's, or none), DEFERRED for a stand-in
 
 
 def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-               kwargs: Mapping[str, Any]) -> Outcome:
+               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     bound = _bind(args, kwargs,
                   ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
                    "enable_gqa"),
@@ -619,7 +451,7 @@ SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 
 
 def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                  kwargs: Mapping[str, Any]) -> Outcome:
+                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     bound = _bind(args, kwargs, *SOFTMAX_SIGNATURES[func])
     if bound is None:
         return None, "arguments"
@@ -638,7 +470,7 @@ def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
 
 
 def _cross_entropy_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                        kwargs: Mapping[str, Any]) -> Outcome:
+                        kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     bound = _bind(args, kwargs,
                   ("input", "target", "weight", "size_average", "ignore_index", "reduce",
                    "reduction", "label_smoothing"),
@@ -669,7 +501,7 @@ SUM_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 
 
 def _sum_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-              kwargs: Mapping[str, Any]) -> Outcome:
+              kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     bound = _bind(args, kwargs, *SUM_SIGNATURES[func])
     if bound is None:
         return None, "arguments"
@@ -691,25 +523,96 @@ def _sum_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     return (out.unsqueeze(-1) if bound["keepdim"] else out), None
 
 
-FUNCTIONAL_CALLS: dict[str, tuple[tuple[Any, ...], Callable[..., Outcome]]] = {
-    "flash_attention": ((F.scaled_dot_product_attention,), _sdpa_call),
-    "softmax": (tuple(SOFTMAX_SIGNATURES), _softmax_call),
-    "cross_entropy": ((F.cross_entropy,), _cross_entropy_call),
-    "reduce": (tuple(SUM_SIGNATURES), _sum_call),
+MATMUL_SIGNATURES: dict[Any, tuple[str, ...]] = {
+    torch.matmul: ("input", "other"), torch.Tensor.matmul: ("input", "other"),
+    torch.Tensor.__matmul__: ("input", "other"), torch.bmm: ("input", "mat2"),
+    torch.Tensor.bmm: ("input", "mat2"), torch.mm: ("input", "mat2"),
+    torch.Tensor.mm: ("input", "mat2"),
+}
+BATCHED_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm,
+                     torch.Tensor.bmm)
+GEMM_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm,
+                  torch.Tensor.mm)
+
+
+def _matmul_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                 kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    """A @ B with B batched (role "batched": B has three or more dims, as in attention's Q @ Kᵀ
+    and P @ V or bmm) or 2-D (role "gemm": x @ W, mm); the kernel is batched like torch.matmul."""
+    names = MATMUL_SIGNATURES[func]
+    bound = _bind(args, kwargs, names, (_REQUIRED, _REQUIRED))
+    if bound is None:
+        return None, "arguments"
+    a, b = bound[names[0]], bound[names[1]]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.ndim < 2 or \
+            b.ndim < 2 or (b.ndim >= 3) != (kernel.role == "batched"):
+        return None, NOT_MINE
+    if a.shape[-1] != b.shape[-2]:
+        return None, "shape"
+    why = _refusal(kernel, a, b)
+    return (None, why) if why else _call_kernel(kernel, a, b)
+
+
+def _addmm_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    """torch.addmm(bias, x, W) (HF's Conv1D), with beta = alpha = 1: x @ W + bias."""
+    bound = _bind(args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"),
+                  (_REQUIRED, _REQUIRED, _REQUIRED, 1, 1))
+    if bound is None:
+        return None, "arguments"
+    bias, a, b = bound["input"], bound["mat1"], bound["mat2"]
+    if not all(isinstance(t, torch.Tensor) for t in (bias, a, b)) or a.ndim != 2 or b.ndim != 2:
+        return None, NOT_MINE
+    if bound["beta"] != 1 or bound["alpha"] != 1:
+        return None, "beta or alpha"
+    why = _refusal(kernel, a, b, bias)
+    if why:
+        return None, why
+    out, why = _call_kernel(kernel, a, b)
+    if why:
+        return None, why
+    return (out + bias if torch.is_grad_enabled() else out.add_(bias)), None
+
+
+FUNCTIONAL_CALLS: dict[tuple[str, str], tuple[tuple[tuple[Any, ...], Handler], ...]] = {
+    ("flash_attention", ""): (((F.scaled_dot_product_attention,), _sdpa_call),
+                              (CHAIN_STARTS, start_chain)),
+    ("softmax", ""): ((tuple(SOFTMAX_SIGNATURES), _softmax_call),),
+    ("cross_entropy", ""): (((F.cross_entropy,), _cross_entropy_call),),
+    ("reduce", ""): ((tuple(SUM_SIGNATURES), _sum_call),),
+    ("matmul", "batched"): ((BATCHED_FUNCTIONS, _matmul_call),),
+    ("matmul", "gemm"): ((GEMM_FUNCTIONS, _matmul_call),
+                         ((torch.addmm, torch.Tensor.addmm), _addmm_call)),
 }
 
 
+def routes_calls(kernel: RoutedKernel) -> bool:
+    return (kernel.kernel_type, kernel.role) in FUNCTIONAL_CALLS
+
+
+def routes_modules(kernel: RoutedKernel) -> bool:
+    return kernel.kernel_type in MODULE_TYPES and (
+        kernel.kernel_type != "matmul" or kernel.role in LINEAR_ROLES)
+
+
 class Router(TorchFunctionMode):
-    """Sends intercepted torch functions to kernels; everything else passes straight through."""
+    """Sends intercepted torch functions to kernels; everything else passes straight through.
+
+    `depth` counts, per kernel tag, the kernel's scopes now running: a kernel takes calls only
+    inside its own call sites (and a rope FunctionRoute reads the same counts)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.routes: dict[Any, list[tuple[RoutedKernel, Callable[..., Outcome], RouteStats]]] = {}
+        self.routes: dict[Any, list[tuple[RoutedKernel, Handler, RouteStats]]] = {}
+        self.depth: dict[str, int] = {}
+        self.entered = False  # the mode is on the stack (entered once, by the outermost scope)
+        self.chains = False  # an explicit-attention route may hand out stand-ins
 
     def add(self, kernel: RoutedKernel, stats: RouteStats) -> None:
-        functions, handler = FUNCTIONAL_CALLS[kernel.kernel_type]
-        for func in functions:
-            self.routes.setdefault(func, []).append((kernel, handler, stats))
+        for functions, handler in FUNCTIONAL_CALLS[(kernel.kernel_type, kernel.role)]:
+            self.chains = self.chains or handler is start_chain
+            for func in functions:
+                self.routes.setdefault(func, []).append((kernel, handler, stats))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Router:
         return self  # holds kernels and counters, no model state
@@ -717,32 +620,64 @@ class Router(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
+        if self.chains and holds_pending(args, kwargs):
+            return follow_chain(func, args, kwargs)
         routes = self.routes.get(func)
         if routes is None:
             return func(*args, **kwargs)
-        reason = None
+        refused: tuple[RouteStats, str] | None = None
         for kernel, handler, stats in routes:
-            out, reason = handler(kernel, func, args, kwargs)
+            if not self.depth.get(kernel.tag):
+                continue  # outside this kernel's call sites
+            out, reason = handler(kernel, func, args, kwargs, stats)
             if reason is None:
                 stats.count_call()
                 return out
-        routes[0][2].count_fallback(reason or "arguments")
+            if reason == DEFERRED:
+                return out
+            if reason != NOT_MINE and refused is None:
+                refused = (stats, reason)
+        if refused is not None:
+            refused[0].count_fallback(refused[1])
         return func(*args, **kwargs)
 
 
 class _Scope:
-    """A module's forward run with the Router active."""
+    """A module's forward run inside some kernels' call sites: their depth counts go up, and
+    the Router's mode is entered if these kernels route torch calls and it is not on yet."""
 
-    def __init__(self, module: nn.Module, router: Router) -> None:
+    def __init__(self, module: nn.Module, router: Router, tags: frozenset[str],
+                 needs_mode: bool) -> None:
         self.module = module
         self.router = router
+        self.tags = tags
+        self.needs_mode = needs_mode
         self.previous = module.__dict__.get("forward")
 
+    def _forward(self, *args: Any, **kwargs: Any) -> Any:
+        if self.previous is not None:
+            return self.previous(*args, **kwargs)
+        return type(self.module).forward(self.module, *args, **kwargs)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with self.router:
-            if self.previous is not None:
-                return self.previous(*args, **kwargs)
-            return type(self.module).forward(self.module, *args, **kwargs)
+        router = self.router
+        for tag in self.tags:
+            router.depth[tag] = router.depth.get(tag, 0) + 1
+        try:
+            if not self.needs_mode or router.entered:
+                return self._forward(*args, **kwargs)
+            router.entered = True
+            try:
+                with router:
+                    out = self._forward(*args, **kwargs)
+            finally:
+                router.entered = False
+            if router.chains and not torch.compiler.is_compiling():
+                out = realize_pending(out, "returned by the forward")
+            return out
+        finally:
+            for tag in self.tags:
+                router.depth[tag] -= 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -758,13 +693,19 @@ def _outermost(paths: Iterable[str]) -> list[str]:
     return chosen
 
 
+def _inside(path: str, roots: Iterable[str]) -> bool:
+    return any(path == r or r == "" or path.startswith(r + ".") for r in roots)
+
+
 class Patch:
     """A patched model: its report, and `unpatch()` to give every module its forward back."""
 
     def __init__(self, model: nn.Module, report: PatchReport) -> None:
         self.model = model
         self.report = report
+        self.router = Router()
         self._installed: list[tuple[nn.Module, Any]] = []  # (module, what forward was before)
+        self._rebound: list[tuple[Slot, FunctionRoute, RouteUser]] = []  # rope functions
 
     def _install(self, module: nn.Module, forward: Any) -> None:
         self._installed.append((module, module.__dict__.get("forward")))
@@ -777,56 +718,96 @@ class Patch:
             else:
                 module.forward = previous
         self._installed.clear()
+        for slot, route, user in reversed(self._rebound):
+            slot.release(route, user)
+        self._rebound.clear()
+
+
+def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel]) -> set[str]:
+    """Module routes; returns the paths whose whole forward is now a kernel."""
+    report, routed = patch.report, set()
+    for path, module in list(patch.model.named_modules()):
+        if any(path.startswith(r + ".") for r in routed if r):
+            continue  # inside a module whose whole forward is already a kernel
+        found = _recognize(module, set(kernels), kernels)
+        if found is None:
+            continue
+        kernel_type, details = found
+        kernel = kernels[kernel_type]
+        stats = report.kernels[kernel.tag]
+        if isinstance(details, str):
+            stats.skipped[path] = details
+            continue
+        patch._install(module, _Route(module, kernel, stats, MODULE_FORWARDS[kernel_type],
+                                      **details))
+        stats.modules.append(path)
+        if kernel_type in ("fused_mlp", "rotary_embedding"):
+            routed.add(path)
+    return routed
+
+
+def _route_rope_functions(patch: Patch, kernel: RoutedKernel, whole: set[str],
+                          modules: Mapping[str, nn.Module]) -> list[str]:
+    """Function routes at the rotary kernel's call sites that no rotary module covers (every
+    module of the model when none of the sites exists in it); returns the scope paths."""
+    stats = patch.report.kernels[kernel.tag]
+    sites = [s for s in kernel.sites if s in modules] or list(modules)
+    sites = [s for s in sites if not _inside(s, whole) and not any(
+        _inside(m, [s]) for m in stats.modules)]
+    if not sites:
+        return []
+    explicit = any(s in modules for s in kernel.sites)
+    done = route_rope_functions(patch.model, sites, kernel, stats, patch.router.depth)
+    patch._rebound.extend(done.installed)
+    if explicit:  # a profiled site with nothing to route is worth a line; any other module not
+        stats.skipped.update(done.skipped)
+    for name, paths in done.functions.items():
+        stats.functions.append(f"{name} in {', '.join(paths)}")
+    return done.scopes
 
 
 def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel]) -> Patch:
     """Route `model`'s matching modules and calls to `kernels`, in place; see the module doc.
 
-    One kernel per kernel type routes modules or calls (the first given, when a run finished two
-    targets of one type, is tried first for functional calls, then the others).
+    One kernel per kernel type routes modules (matmul: the first of role "linear"); every kernel
+    whose (type, role) routes torch calls takes them in its own call sites, a call going to the
+    first kernel that takes it.
     """
     kernels = list(kernels)
     if any(isinstance(m.__dict__.get("forward"), (_Route, _Scope)) for m in model.modules()):
         raise ValueError("this model is already patched; call unpatch() on its Patch first")
-    report = PatchReport({k.tag: RouteStats(k.tag, k.kernel_type, k.op.backward) for k in kernels})
+    report = PatchReport({k.tag: RouteStats(k.tag, k.kernel_type, k.op.backward,
+                                            functional=routes_calls(k)) for k in kernels})
     patch = Patch(model, report)
-    by_type: dict[str, RoutedKernel] = {}
+    module_kernels: dict[str, RoutedKernel] = {}
     for kernel in kernels:
-        by_type.setdefault(kernel.kernel_type, kernel)
+        if routes_modules(kernel):
+            module_kernels.setdefault(kernel.kernel_type, kernel)
+        elif not routes_calls(kernel):
+            report.kernels[kernel.tag].skipped[""] = f"no route for {kernel.label}"
+    whole = _route_modules(patch, module_kernels) if module_kernels else set()
 
-    module_types = {t for t in by_type if t in MODULE_TYPES}
-    if module_types:
-        routed: set[str] = set()
-        for path, module in list(model.named_modules()):
-            if any(path.startswith(r + ".") for r in routed if r):
-                continue  # inside a module whose whole forward is already a kernel
-            found = _recognize(module, module_types, by_type)
-            if found is None:
-                continue
-            kernel_type, details = found
-            kernel = by_type[kernel_type]
-            stats = report.kernels[kernel.tag]
-            if isinstance(details, str):
-                stats.skipped[path] = details
-                continue
-            patch._install(module, _Route(module, kernel, stats, MODULE_FORWARDS[kernel_type],
-                                          **details))
-            stats.modules.append(path)
-            if kernel_type == "fused_mlp":
-                routed.add(path)
-
-    functional = [k for k in kernels if k.kernel_type in FUNCTIONAL_TYPES]
-    if functional:
-        router = Router()
-        modules = dict(model.named_modules())
-        scopes: list[str] = []
-        for kernel in functional:
-            router.add(kernel, report.kernels[kernel.tag])
-            sites = [s for s in kernel.sites if s in modules]
-            report.kernels[kernel.tag].scopes = _outermost(sites or [""])
-            scopes.extend(report.kernels[kernel.tag].scopes)
-        for path in _outermost(scopes):
-            patch._install(modules[path], _Scope(modules[path], router))
+    modules = dict(model.named_modules())
+    scopes: dict[str, set[str]] = {}
+    mode_tags: set[str] = set()
+    for kernel in kernels:
+        if not routes_calls(kernel):
+            continue
+        stats = report.kernels[kernel.tag]
+        patch.router.add(kernel, stats)
+        sites = [s for s in kernel.sites if s in modules]
+        stats.scopes = _outermost(sites or [""])
+        mode_tags.add(kernel.tag)
+        for path in stats.scopes:
+            scopes.setdefault(path, set()).add(kernel.tag)
+    rotary = module_kernels.get("rotary_embedding")
+    if rotary is not None:
+        for path in _outermost(_route_rope_functions(patch, rotary, whole, modules)):
+            scopes.setdefault(path, set()).add(rotary.tag)
+    for path in sorted(scopes, key=lambda p: (p.count("."), p)):
+        tags = frozenset(scopes[path])
+        patch._install(modules[path], _Scope(modules[path], patch.router, tags,
+                                             needs_mode=bool(tags & mode_tags)))
     return patch
 
 

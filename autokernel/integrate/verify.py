@@ -1,7 +1,10 @@
 """`autokernel verify DIR`: the run's kernels spliced into its model, checked and timed end to end.
 
 1. Load the run's model copy with the shared loader (same class, dtype, seed and inputs as the
-   run), and the finished kernels as custom ops; patch a deep copy of the model.
+   run), and the finished kernels as custom ops. The patched model and the oracle are built
+   again from a fresh import of the file, with the original's weights: a deep copy would share
+   whatever the model holds outside its module tree (minGPT's `self.mlpf = lambda x: ...` over
+   its layers would keep calling the original's, unpatched and in the original's dtype).
 2. Accuracy. A model's output in fp16 differs from its exact value by accumulated rounding, which
    grows with depth, so a fixed elementwise tolerance is either too tight for a deep model or too
    loose for a shallow one. The yardstick is the original model itself: both models are compared
@@ -21,12 +24,13 @@
    and a disagreement larger than the noise (the combined relative IQR of the two timings) is
    called out.
 
-Everything lands in `verify.json` in the workspace (which `autokernel report` reads).
+Everything lands in `verify.json` in the workspace (which `autokernel report` reads). Verify never
+ends in a traceback: a patched model whose forward raises is a FAIL with the reason; what stops
+the check before the kernels run is a one-line error (`loader.RunError`).
 """
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import time
@@ -250,7 +254,9 @@ def _kernel_rows(run: FinishedRun, manifest: list[dict[str, Any]], report: Patch
         rows.append({
             "tag": entry["tag"], "kernel_type": entry["kernel_type"], "file": entry["file"],
             "backward": stats["backward"], "backward_description": stats["backward_description"],
-            "modules": stats["modules"], "scopes": stats["scopes"], "skipped": stats["skipped"],
+            "role": entry.get("role", ""), "modules": stats["modules"],
+            "scopes": stats["scopes"], "functions": stats["functions"],
+            "skipped": stats["skipped"],
             "calls_per_forward": calls.get(entry["tag"], 0), "fallbacks": stats["fallbacks"],
             "share": entry["share"], "speedup_vs_eager": entry["speedup_vs_eager"],
             "speedup_vs_compile": entry["speedup_vs_compile"],
@@ -292,19 +298,52 @@ def amdahl_check(parts: list[dict[str, Any]], measured: float | None, noise: flo
     return result
 
 
+def one_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, at most 300 characters: how verify names a failure."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+
+
 def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None = None
                ) -> dict[str, Any]:
     """Patch, check and time the run's model; return (and save) the verify.json content.
 
-    Raises loader.RunError for user errors (no finished target, a model that does not load).
+    Never ends in a traceback. Raises loader.RunError, one line, for what stops the check before
+    the kernels run (no finished target, a model or kernel that does not load, a model whose own
+    forward fails) and for an unforeseen failure of verify itself; a failure of the patched
+    model (its forward or backward raising) is a FAIL result with the reason.
     """
+    from autokernel.integrate.loader import RunError
+
+    try:
+        return _verify(run, options, log or VerifyLog())
+    except RunError:
+        raise
+    except Exception as exc:  # verify's own failure: one line, not a traceback
+        raise RunError(f"verify failed: {one_line(exc)}") from None
+
+
+def _fresh_model(run: FinishedRun, device: str, like: nn.Module, log: VerifyLog,
+                 role: str) -> nn.Module:
+    """Another build of the run's model (a fresh import of its file: a deep copy would share a
+    lambda's or closure's layers with the original) with the original's weights."""
+    from autokernel.integrate.loader import load_run_model
+
+    model = load_run_model(run, device, check_forward=False).model
+    try:
+        model.load_state_dict(like.state_dict())
+    except Exception as exc:  # the seed gave it the same weights unless the model is unusual
+        log.note(f"the {role} model keeps its own initial weights ({one_line(exc)})")
+    return model
+
+
+def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[str, Any]:
     import torch
 
-    from autokernel.integrate.loader import load_finished, load_run_model
+    from autokernel.integrate.loader import RunError, load_finished, load_run_model
     from autokernel.ops.spec import dtype_name
     from autokernel.profiling.model_loader import call_forward
 
-    log = log or VerifyLog()
     started = time.perf_counter()
     device = options.device
     loaded_kernels = load_finished(run, device)  # RunError: no finished target
@@ -318,31 +357,49 @@ def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None =
     log.emit(f"model {run.model_file.name} ({run.class_name}), {dtype_label} on {device}; "
              f"{len(loaded_kernels.kernels)} finished kernel(s)")
 
-    patched = copy.deepcopy(model)
-    patch = loaded_kernels.patch(patched)
+    patched = _fresh_model(run, device, model, log, "patched")
+    try:
+        patch = loaded_kernels.patch(patched)
+    except Exception as exc:
+        raise RunError(f"splicing the kernels into the model failed: {one_line(exc)}") from None
     with torch.no_grad():
-        original_out = call_forward(model, inputs)
+        try:
+            original_out = call_forward(model, inputs)
+        except Exception as exc:
+            raise RunError(f"the run's model fails on its own inputs: {one_line(exc)}") from None
         patch.report.reset_counts()
-        patched_out = call_forward(patched, inputs)
+        try:
+            patched_out = call_forward(patched, inputs)
+        except Exception as exc:
+            failure = f"the patched model's forward raised {one_line(exc)}"
+            return _failed(run, options, loaded_kernels.manifest, patch, dtype_label, failure,
+                           log, started)
     calls = {tag: stats.calls for tag, stats in patch.report.kernels.items()}
     for line in patch.report.lines():
         log.emit(f"  {line}")
     for tag, stats in patch.report.kernels.items():
         if stats.calls == 0:
             why = ("; ".join(f"{r} ×{n}" for r, n in stats.fallbacks.items())
-                   or "; ".join(f"{p}: {r}" for p, r in stats.skipped.items())
+                   or "; ".join(f"{p or '<model>'}: {r}" for p, r in stats.skipped.items())
                    or "no module or call of the model matches what the kernel implements")
             log.note(f"{tag} is not used by the model's forward ({why}); its share is left "
                      "out of the Amdahl estimate")
 
     oracle_type = oracle_dtype(dtype)
-    oracle_model = copy.deepcopy(model).to(oracle_type)
     oracle_inputs = cast_inputs(inputs, oracle_type)
-    with torch.no_grad(), full_precision():
-        oracle_out = call_forward(oracle_model, oracle_inputs)
+    oracle_model: nn.Module | None = None
+    oracle_name = dtype_name(oracle_type)
+    try:
+        oracle_model = _fresh_model(run, device, model, log, "oracle").to(oracle_type)
+        with torch.no_grad(), full_precision():
+            oracle_out = call_forward(oracle_model, oracle_inputs)
+    except Exception as exc:  # e.g. a model that hard-codes its dtype somewhere
+        log.note(f"the {oracle_name} oracle failed ({one_line(exc)}); the patched model is "
+                 "judged against the original instead")
+        oracle_model, oracle_out, oracle_name = None, original_out, "original model"
     accuracy = agreement(output_tensors(original_out), output_tensors(patched_out),
                          output_tensors(oracle_out), ERROR_FLOOR.get(dtype_label, 1e-6),
-                         dtype_name(oracle_type))
+                         oracle_name)
 
     gradients: dict[str, Any] = {"checked": False}
     if options.gradients:
@@ -375,7 +432,23 @@ def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None =
                               f"check ran on {device})")
 
     passed = accuracy.passed and gradients.get("passed", True) is not False
-    result = {
+    result = _result(run, options, dtype_label, rows, sum(calls.values()), accuracy.to_dict(),
+                     gradients, timing, passed, log)
+    result.update(speedup=speedup, amdahl=amdahl)
+    patch.unpatch()
+    result["seconds"] = round(time.perf_counter() - started, 1)
+    save_result(run.root, result)
+    return result
+
+
+def _result(run: FinishedRun, options: VerifyOptions, dtype_label: str,
+            rows: list[dict[str, Any]], routed_calls: int, accuracy: dict[str, Any],
+            gradients: dict[str, Any], timing: dict[str, Any], passed: bool, log: VerifyLog,
+            failure: str | None = None) -> dict[str, Any]:
+    import torch
+
+    device = options.device
+    return {
         "run": run.state.run_tag,
         "directory": str(run.root),
         "model": str(run.model_file.relative_to(run.root)),
@@ -387,24 +460,43 @@ def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None =
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "seconds": None,
         "kernels": rows,
-        "routed_calls_per_forward": sum(calls.values()),
-        "accuracy": accuracy.to_dict(),
+        "routed_calls_per_forward": routed_calls,
+        "accuracy": accuracy,
         "gradients": gradients,
         "timing": timing,
-        "speedup": speedup,
-        "amdahl": amdahl,
+        "speedup": {},
+        "amdahl": {},
         "passed": passed,
+        "failure": failure,
         "notes": log.notes,
     }
+
+
+def _failed(run: FinishedRun, options: VerifyOptions, manifest: list[dict[str, Any]],
+            patch: Any, dtype_label: str, failure: str, log: VerifyLog,
+            started: float) -> dict[str, Any]:
+    """The result of a check that could not compare outputs: FAIL, with the reason."""
+    log.emit(f"FAIL: {failure}")
+    rows = _kernel_rows(run, manifest, patch.report, {})
+    accuracy = {"error_original": math.nan, "error_patched": math.inf, "bound": math.nan,
+                "difference": math.inf, "max_abs_difference": math.inf, "oracle": "none",
+                "rule": failure, "passed": False}
+    timing = {"rounds": 0, "meaningful": options.device == "cuda", "contestants": {},
+              "errors": {}, "compile_seconds": {}, "compile_backend": None, "protocol": ""}
+    result = _result(run, options, dtype_label, rows, 0, accuracy, {"checked": False}, timing,
+                     False, log, failure)
     patch.unpatch()
     result["seconds"] = round(time.perf_counter() - started, 1)
     save_result(run.root, result)
     return result
 
 
-def _gradient_check(model: nn.Module, patched: nn.Module, oracle_model: nn.Module, inputs: Any,
-                    oracle_inputs: Any, original_out: Any, dtype_label: str,
+def _gradient_check(model: nn.Module, patched: nn.Module, oracle_model: nn.Module | None,
+                    inputs: Any, oracle_inputs: Any, original_out: Any, dtype_label: str,
                     log: VerifyLog) -> dict[str, Any]:
+    """Parameter gradients of the patched model against the oracle's, next to the original's.
+    A backward that raises in the patched model only is a FAIL; one that raises in the original
+    too (a model with no backward) means nothing can be checked."""
     import torch
 
     tensors = output_tensors(original_out)
@@ -415,12 +507,29 @@ def _gradient_check(model: nn.Module, patched: nn.Module, oracle_model: nn.Modul
     generator = torch.Generator().manual_seed(0)
     weights = [torch.randn(t.shape, generator=generator, dtype=torch.float64).to(t.device)
                for t in tensors]
-    original = parameter_gradients(model, inputs, weights)
-    routed = parameter_gradients(patched, inputs, weights)
-    with full_precision():
-        exact = parameter_gradients(oracle_model, oracle_inputs, weights)
-    check = agreement(original, routed, exact, GRADIENT_FLOOR.get(dtype_label, 1e-5),
-                      "oracle gradients")
+    try:
+        original = parameter_gradients(model, inputs, weights)
+    except Exception as exc:
+        log.note(f"gradients not checked: the original model's backward raised {one_line(exc)}")
+        return {"checked": False, "reason": one_line(exc)}
+    try:
+        routed = parameter_gradients(patched, inputs, weights)
+    except Exception as exc:
+        failure = f"the patched model's backward raised {one_line(exc)}"
+        log.note(failure)
+        return {"checked": True, "passed": False, "parameters": len(original),
+                "error_original": 0.0, "error_patched": math.inf, "bound": math.nan,
+                "failure": failure}
+    exact, name = original, "original gradients"
+    if oracle_model is not None:
+        try:
+            with full_precision():
+                exact = parameter_gradients(oracle_model, oracle_inputs, weights)
+            name = "oracle gradients"
+        except Exception as exc:
+            log.note(f"the oracle's backward raised {one_line(exc)}; gradients are judged "
+                     "against the original model's")
+    check = agreement(original, routed, exact, GRADIENT_FLOOR.get(dtype_label, 1e-5), name)
     return {"checked": True, "parameters": len(exact), **check.to_dict()}
 
 
@@ -451,15 +560,19 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
                 if device.type == "cuda":
                     torch.cuda.synchronize()
             except Exception as exc:  # a compiler failure is a finding, not a crash of verify
-                first = (str(exc).strip().splitlines() or [""])[0]
-                errors[name] = f"{type(exc).__name__}: {first[:300]}"
+                errors[name] = one_line(exc)
                 log.note(f"{name} failed and is left out of the timing: {errors[name]}")
                 continue
             if "compile" in name:
                 compile_seconds[name] = round(time.perf_counter() - begin, 2)
             ready[name] = fn
         log.emit(f"timing {', '.join(ready)} (interleaved rounds, harness protocol)")
-        timings, rounds = time_contestants(ready, device, options.iters, options.budget_s)
+        try:
+            timings, rounds = time_contestants(ready, device, options.iters, options.budget_s)
+        except Exception as exc:  # a contestant that ran once and then failed
+            errors["timing"] = one_line(exc)
+            log.note(f"timing failed: {errors['timing']}")
+            timings, rounds = {}, 0
     meaningful = device.type == "cuda"
     if not meaningful:
         log.note(CPU_TIMING_NOTE)
@@ -539,6 +652,17 @@ def end_to_end_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def routed_where(row: dict[str, Any]) -> str:
+    """Where a kernel was spliced in: modules, the model's own functions, call scopes."""
+    parts = []
+    if row.get("modules"):
+        parts.append(f"{len(row['modules'])} modules")
+    parts += row.get("functions", [])
+    if row.get("scopes"):
+        parts.append(", ".join(p or "<model>" for p in row["scopes"]))
+    return "; ".join(parts) or "–"
+
+
 def print_result(result: dict[str, Any], console: Console) -> None:
     from rich.table import Table
 
@@ -548,17 +672,19 @@ def print_result(result: dict[str, Any], console: Console) -> None:
                    "share", "backward"):
         table.add_column(column)
     for row in result["kernels"]:
-        where = (f"{len(row['modules'])} modules" if row["modules"]
-                 else ", ".join(p or "<model>" for p in row["scopes"]) or "–")
         fallbacks = "; ".join(f"{r} ×{n}" for r, n in row["fallbacks"].items()) or "–"
-        skipped = "; ".join(f"{p}: {why}" for p, why in row["skipped"].items())
+        skipped = "; ".join(f"{p or '<model>'}: {why}" for p, why in row["skipped"].items())
         if skipped:
             fallbacks = f"{fallbacks} (skipped {skipped})" if fallbacks != "–" else \
                 f"skipped {skipped}"
         speed = (f"{row['speedup_vs_eager']:.3g}× eager" if row["speedup_vs_eager"] else "–")
-        table.add_row(row["tag"], where, str(row["calls_per_forward"]), fallbacks, speed,
-                      f"{row['share'] * 100:.1f}%", row["backward"])
+        table.add_row(row["tag"], routed_where(row), str(row["calls_per_forward"]), fallbacks,
+                      speed, f"{row['share'] * 100:.1f}%", row["backward"])
     console.print(table)
+    if result.get("failure"):
+        console.print(f"[bold red]FAIL[/]: {result['failure']}", highlight=False)
+        console.print(f"saved {Path(result['directory']) / VERIFY_FILE}", highlight=False)
+        return
     accuracy = result["accuracy"]
     verdict = "[green]PASS[/]" if accuracy["passed"] else "[bold red]FAIL[/]"
     console.print(f"output vs {accuracy['oracle']} oracle: relative error original "
@@ -567,7 +693,9 @@ def print_result(result: dict[str, Any], console: Console) -> None:
                   f"patched vs original {accuracy['difference']:.2e}, max |Δ| "
                   f"{accuracy['max_abs_difference']:.2e}: {verdict}")
     gradients = result["gradients"]
-    if gradients.get("checked"):
+    if gradients.get("failure"):
+        console.print(f"gradients: [bold red]FAIL[/]: {gradients['failure']}", highlight=False)
+    elif gradients.get("checked"):
         verdict = "[green]PASS[/]" if gradients["passed"] else "[bold red]FAIL[/]"
         console.print(f"gradients of {gradients['parameters']} parameters: relative error "
                       f"original {gradients['error_original']:.2e}, patched "

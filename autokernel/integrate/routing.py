@@ -1,0 +1,260 @@
+"""What every route to a kernel shares: the kernels, the counters, the checks and the probes.
+
+`RoutedKernel` is one finished kernel and what it may be used for (a manifest entry: dtypes the
+harness verified, parameters, profiled call sites, tolerances); `RouteStats`/`PatchReport` count
+the calls each route sent to its kernel and those it left to PyTorch, with the reasons. The
+helpers below decide whether one call may go to a kernel (`_refusal`, `_unverified`), call it
+(`_call_kernel`: the registered custom op under autograd or the compiler, the plain kernel
+function otherwise), bind a torch function's arguments (`_bind`) and judge a probe (`_close`).
+
+The routes themselves live in `patch.py` (modules and torch calls), `function_routes.py` (a
+model's own functions, such as a rope(x, cos, sin)) and `attention_chain.py` (explicit
+softmax(q·kᵀ)·v). This file imports only torch (and custom_ops), because `autokernel export`
+inlines it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from autokernel.integrate.custom_ops import (  # `autokernel export` inlines that module
+    BACKWARD_DESCRIPTION,
+    KernelOp,
+)
+
+DTYPES: dict[str, torch.dtype] = {
+    "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
+}
+PROBE_SEED = 1234
+
+Outcome = tuple[Any, str | None]  # (output, None) when routed, (None, why not) otherwise
+
+
+@dataclass
+class RoutedKernel:
+    """A registered kernel and what it may be used for (one entry of a run's manifest)."""
+
+    tag: str  # "01_rmsnorm"
+    kernel_type: str
+    op: KernelOp
+    reference: Callable[..., torch.Tensor]  # the op's oracle, for probes
+    dtypes: frozenset[torch.dtype]  # dtypes the harness verified
+    params: dict[str, Any] = field(default_factory=dict)  # e.g. {"causal": True}
+    sites: tuple[str, ...] = ()  # module paths of the profiled calls
+    tolerances: dict[torch.dtype, tuple[float, float]] = field(default_factory=dict)
+    limits: dict[str, Any] = field(default_factory=dict)  # e.g. reduce's minimum sizes
+    # matmul's "linear" (nn.Linear modules), "batched" or "gemm" (torch.matmul & co.); "" for
+    # the other kernel types, and for a matmul of a run made before roles (routed as "linear").
+    role: str = ""
+    shape: tuple[int, ...] = ()  # the profiled shape it was benchmarked at, in the op's dims
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> RoutedKernel:
+        return self  # immutable in use; a copied model shares the registered op
+
+    @classmethod
+    def from_manifest(cls, entry: Mapping[str, Any], op: KernelOp,
+                      reference: Callable[..., torch.Tensor]) -> RoutedKernel:
+        return cls(
+            tag=entry["tag"],
+            kernel_type=entry["kernel_type"],
+            op=op,
+            reference=reference,
+            dtypes=frozenset(DTYPES[d] for d in entry["dtypes"]),
+            params=dict(entry.get("params", {})),
+            sites=tuple(entry.get("sites", ())),
+            tolerances={DTYPES[d]: (float(a), float(r))
+                        for d, (a, r) in entry.get("tolerances", {}).items()},
+            limits=dict(entry.get("limits", {})),
+            role=str(entry.get("role", "")),
+            shape=tuple(int(d) for d in entry.get("shape", ())),
+        )
+
+    @property
+    def label(self) -> str:
+        return f"{self.kernel_type} ({self.role})" if self.role else self.kernel_type
+
+
+@dataclass
+class RouteStats:
+    """What one kernel got: the modules routed or skipped, and the calls routed or not."""
+
+    tag: str
+    kernel_type: str
+    backward: str
+    functional: bool = False  # routes torch calls (in scopes), not modules
+    modules: list[str] = field(default_factory=list)  # module paths routed ("" = the model)
+    scopes: list[str] = field(default_factory=list)  # where functional calls are intercepted
+    functions: list[str] = field(default_factory=list)  # the model's own functions, "rope()"
+    skipped: dict[str, str] = field(default_factory=dict)  # module path -> why it is not routed
+    calls: int = 0
+    fallbacks: dict[str, int] = field(default_factory=dict)  # reason -> calls left to PyTorch
+
+    def count_call(self) -> None:
+        if not torch.compiler.is_compiling():
+            self.calls += 1
+
+    def count_fallback(self, reason: str) -> None:
+        if not torch.compiler.is_compiling():
+            self.fallbacks[reason] = self.fallbacks.get(reason, 0) + 1
+
+    def reset_counts(self) -> None:
+        self.calls = 0
+        self.fallbacks.clear()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tag": self.tag, "kernel_type": self.kernel_type, "backward": self.backward,
+            "backward_description": BACKWARD_DESCRIPTION[self.backward],
+            "modules": list(self.modules), "scopes": list(self.scopes),
+            "functions": list(self.functions),
+            "skipped": dict(self.skipped), "calls": self.calls,
+            "fallbacks": dict(self.fallbacks),
+        }
+
+    def summary(self) -> str:
+        parts = []
+        if self.modules or not (self.functional or self.functions):
+            parts.append(f"{len(self.modules)} module(s)")
+        if self.functions:
+            parts.append(", ".join(self.functions))
+        if self.functional:
+            parts.append("calls in " + (", ".join(p or "<model>" for p in self.scopes)
+                                        or "nothing"))
+        where = " and ".join(parts)
+        text = f"{self.tag}: {where}, {self.calls} call(s) routed"
+        if self.fallbacks:
+            left = sum(self.fallbacks.values())
+            reasons = "; ".join(f"{r} ×{n}" for r, n in sorted(self.fallbacks.items()))
+            text += f", {left} left to PyTorch ({reasons})"
+        return text + f"; {BACKWARD_DESCRIPTION[self.backward]}"
+
+
+@dataclass
+class PatchReport:
+    kernels: dict[str, RouteStats]
+
+    def reset_counts(self) -> None:
+        for stats in self.kernels.values():
+            stats.reset_counts()
+
+    @property
+    def calls(self) -> int:
+        return sum(s.calls for s in self.kernels.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {tag: stats.to_dict() for tag, stats in self.kernels.items()}
+
+    def lines(self) -> list[str]:
+        return [stats.summary() for stats in self.kernels.values()]
+
+
+# ---------------------------------------------------------------------------------------------
+# Checks shared by every route
+
+
+def _refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
+    """Why these tensors cannot go to the kernel (dtype, device, autocast), or None."""
+    first = tensors[0]
+    for t in tensors:
+        if t.dtype != first.dtype:
+            return "mixed dtypes"
+    if first.dtype not in kernel.dtypes:
+        return f"dtype {str(first.dtype).removeprefix('torch.')} not verified"
+    device = first.device.type
+    if device != kernel.op.device_type or any(t.device != first.device for t in tensors):
+        return f"tensors on {device}, kernels built for {kernel.op.device_type}"
+    if torch.is_autocast_enabled(device):
+        return "autocast"  # the module would run in the autocast dtype, the kernel would not
+    return None
+
+
+def _needs_custom_op(args: tuple[Any, ...]) -> bool:
+    """Autograd or the compiler needs the registered op; plain eager inference does not."""
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(
+        isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
+def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
+    """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
+    direct = kernel.op.direct
+    call = kernel.op.op if direct is None or _needs_custom_op(args) else direct
+    try:
+        return call(*args), None
+    except (ValueError, NotImplementedError) as exc:
+        first = (str(exc).strip().splitlines() or [""])[0]
+        return None, f"kernel refused: {first[:80]}"
+
+
+def _only_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
+    if len(args) == 1 and not kwargs and isinstance(args[0], torch.Tensor):
+        return args[0]
+    if not args and len(kwargs) == 1:
+        value = next(iter(kwargs.values()))
+        return value if isinstance(value, torch.Tensor) else None
+    return None
+
+
+def _rows(x: torch.Tensor, width: int) -> torch.Tensor:
+    return x.reshape(-1, width)
+
+
+_REQUIRED = object()
+
+
+def _bind(args: tuple[Any, ...], kwargs: Mapping[str, Any],
+          names: tuple[str, ...], defaults: tuple[Any, ...]) -> dict[str, Any] | None:
+    """Python's argument binding for a fixed signature; None for a call that does not fit it."""
+    if len(args) > len(names) or any(k not in names for k in kwargs):
+        return None
+    bound = dict(zip(names, defaults))
+    bound.update(zip(names, args))
+    for k, v in kwargs.items():
+        if k in names[: len(args)]:
+            return None
+        bound[k] = v
+    if any(v is _REQUIRED for v in bound.values()):
+        return None
+    return bound
+
+
+def _last_dim(dim: Any, ndim: int) -> bool:
+    if isinstance(dim, (list, tuple)) and len(dim) == 1:
+        dim = dim[0]
+    return isinstance(dim, int) and ndim > 0 and dim in (-1, ndim - 1)
+
+
+def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:
+    """Why a continuous parameter differs from the one the harness verified the kernel with (a
+    tuned kernel may have baked that value in), or None. Unknown to the manifest: any value."""
+    if name not in kernel.params:
+        return None
+    verified = kernel.params[name]
+    same = (value is None and verified is None) or (
+        value is not None and verified is not None
+        and math.isclose(float(value), float(verified), rel_tol=1e-6))
+    return None if same else f"{name}={value:g} (verified: {verified})" if value is not None \
+        else f"{name} default (verified: {verified})"
+
+
+def _probe_inputs(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(PROBE_SEED)  # leaves the global RNG alone
+    return torch.randn(shape, generator=generator).to(device=like.device, dtype=like.dtype)
+
+
+def _close(kernel: RoutedKernel, out: Any, ref: torch.Tensor) -> bool:
+    """Relative L2 error within the op's rtol for the dtype: scale-free, so a module whose
+    outputs happen to be small (a freshly initialized MLP in fp16) is judged like any other."""
+    if not isinstance(out, torch.Tensor) or out.shape != ref.shape or out.dtype != ref.dtype:
+        return False
+    atol, rtol = kernel.tolerances.get(ref.dtype, (1e-2, 1e-2))
+    out64, ref64 = out.double(), ref.double()
+    scale = ref64.norm().item()
+    error = (out64 - ref64).norm().item()
+    return error <= (rtol * scale if scale > 0 else atol)
