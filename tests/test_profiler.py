@@ -18,8 +18,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from fabricated_run import fabricate_run
 from typer.testing import CliRunner
 
+import autokernel as autokernel_package
 from autokernel.cli import app
 from autokernel.cli.profile import print_plan
 from autokernel.profiling.classify import classify_kernel_name, classify_profile
@@ -32,7 +34,7 @@ from autokernel.profiling.model_loader import (
 )
 from autokernel.profiling.plan import Plan, amdahl_speedup
 from autokernel.profiling.profiler import SCOPE_PREFIX, profile_model, record_from_events
-from autokernel.profiling.ranking import build_plan, format_markdown, plan_rows
+from autokernel.profiling.ranking import PLAN_COLUMNS, build_plan, format_markdown, plan_rows
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "tests" / "fixtures" / "models"
@@ -706,3 +708,102 @@ def test_examples_on_gpu(name: str) -> None:
     verdict = PROFILE_EXAMPLES.check(name, time.perf_counter() - start, plan)
     assert not verdict.problems, verdict.problems
     assert_shares_add_up(plan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Will verify be able to splice each target in? ("verify splices")
+
+ROUTES = [
+    ("matmul_mixed", {"matmul (linear)": "module", "matmul (gemm)": "call",
+                      "matmul (batched)": "call"}),
+    ("sdpa", {"flash_attention": "call"}),
+    ("explicit_attention", {"flash_attention": "call chain"}),
+    ("explicit_attention_where", {"flash_attention": "call chain"}),
+    ("attention_matmuls", {"matmul (linear)": "module", "matmul (batched)": "call",
+                           "softmax": "call"}),
+    ("minigpt_lambda", {"matmul (linear)": "module", "matmul (batched)": "call",
+                        "softmax": "call", "layernorm": "module"}),
+    ("swiglu", {"fused_mlp": "module"}),
+    ("rmsnorm_handwritten", {"rmsnorm": "module"}),
+    ("rmsnorm_builtin", {"rmsnorm": "part: module; no: F.rms_norm outside nn.RMSNorm"}),
+    ("layernorm", {"layernorm": "module"}),
+    ("cross_entropy", {"cross_entropy": "call"}),
+    ("log_softmax_nll", {"cross_entropy": "no: log_softmax + nll_loss (only F.cross_entropy is "
+                                          "routed)"}),
+    ("rope_inline", {"rotary_embedding": "function?"}),
+    ("rope_function", {"rotary_embedding": "function?", "flash_attention": "call",
+                       "matmul (linear)": "module"}),
+]
+
+
+@pytest.mark.parametrize("name, expected", ROUTES, ids=[r[0] for r in ROUTES])
+def test_the_plan_says_how_verify_would_splice_each_target(name: str,
+                                                           expected: dict[str, str]) -> None:
+    plan = cpu_plan(name)
+    assert {t.label: t.route for t in plan.targets} == expected
+    for target in plan.targets:
+        assert all(site.route for site in target.call_sites)
+    row = {r[1]: r for r in plan_rows(plan)}
+    column = PLAN_COLUMNS.index("verify splices")
+    assert all(row[label][column] == route for label, route in expected.items())
+
+
+def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
+    rec = _Recorder()
+    rec.op("aten::scaled_dot_product_attention", [[2, 4, 64, 32], [2, 4, 64, 32],
+                                                   [2, 4, 64, 32], [2, 1, 64, 64]],
+           [None, None, None, None, 0.0, False, None], scope=1, kernel_us=4.0)
+    rec.op("aten::scaled_dot_product_attention", [[2, 8, 64, 32], [2, 2, 64, 32],
+                                                   [2, 2, 64, 32]],
+           [None, None, None, None, 0.0, True, None], scope=2, kernel_us=3.0)
+    rec.op("aten::linear", [[128, 64], [64, 64]], scope=2, kernel_us=1.0)  # no module recorded
+    plan = build_plan(rec.record(), "masked", "Model")
+    found = types_of(plan)
+    routes = {site.module: site.route for site in found["flash_attention"].call_sites}
+    assert routes == {"attn": "no: attn_mask", "mlp": "no: k/v heads differ from q's"}
+    assert found["flash_attention"].route == "no: attn_mask"
+    assert found["matmul (linear)"].route == "?"  # the profile did not record its module
+    text = format_markdown(plan)
+    assert "Not spliced in by `autokernel verify`: #1 flash_attention: attn (no: attn_mask), " \
+           "mlp (no: k/v heads differ from q's)" in text
+
+
+CONSISTENCY = ["matmul_mixed", "explicit_attention", "explicit_attention_where",
+               "attention_matmuls", "minigpt_lambda", "swiglu", "rmsnorm_builtin",
+               "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax"]
+
+
+@pytest.mark.parametrize("name", CONSISTENCY)
+def test_what_the_plan_says_is_what_verify_routes(name: str, tmp_path: Path) -> None:
+    """Each target's kernel (the starter, from a finished run's manifest) spliced into the model:
+    a target the plan calls routable takes every profiled call, a "no" none, a "part" some."""
+    run, plan = fabricate_run(MODELS / f"{name}.py", tmp_path / "run")
+    kernels = autokernel_package.load(run, device="cpu")
+    loaded = load_model_file(MODELS / f"{name}.py", device="cpu")
+    expected = run_forward(loaded)
+    patch = kernels.patch(loaded.model)
+    try:
+        routed = run_forward(loaded)
+    finally:
+        patch.unpatch()
+    for a, b in zip(routed if isinstance(routed, tuple) else (routed,),
+                    expected if isinstance(expected, tuple) else (expected,)):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    stats = {s.tag: s for s in patch.report.kernels.values()}
+    for state, target in zip(run_state_targets(run), plan.targets):
+        calls = stats[state].calls
+        if target.route.startswith("no"):
+            assert calls == 0, (target.label, target.route)
+        elif target.route.startswith("part"):
+            assert 0 < calls < target.calls, (target.label, target.route, calls)
+        elif target.route != "function?":
+            assert calls == target.calls, (target.label, target.route, calls)
+    if name == "rope_inline":
+        assert stats["01_rotary_embedding"].calls == 0  # written inline: no call to route
+    if name == "rope_function":
+        assert next(s for s in stats.values() if s.kernel_type == "rotary_embedding").calls == 4
+
+
+def run_state_targets(run: Path) -> list[str]:
+    state = json.loads((run / "state.json").read_text())
+    return [t["tag"] for t in state["targets"]]

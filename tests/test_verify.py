@@ -20,7 +20,10 @@ from finished_run import (  # noqa: F401 - fixtures
     unfinish,
 )
 
+from fabricated_run import fabricate_run
+
 import autokernel as autokernel_package
+from autokernel.integrate import verify as verify_module
 from autokernel.integrate.loader import RunError, open_run
 from autokernel.integrate.verify import (
     VerifyOptions,
@@ -29,6 +32,8 @@ from autokernel.integrate.verify import (
     verify_run,
 )
 from autokernel.profiling.model_loader import load_model_file, run_forward
+
+FIXTURES = REPO / "tests" / "fixtures" / "models"
 
 
 def plan_sites(run: Path, kernel_type: str) -> set[str]:
@@ -228,3 +233,108 @@ def test_verify_says_when_a_finished_kernel_is_not_used_by_the_model(tmp_path: P
     assert result["amdahl"]["estimate_vs_eager"] is None
     assert "no kernel was routed" in result["amdahl"]["message"]
     assert result["accuracy"]["passed"] and result["accuracy"]["difference"] == 0
+
+
+# ---------------------------------------------------------------------------------------------
+# Models autokernel had not seen: fabricated runs (a CPU plan, the starters as the kernels)
+
+
+def routed(result: dict) -> dict[str, dict]:
+    """verify.json's kernel rows by target label: "matmul (linear)", "softmax"..."""
+    return {(f"{r['kernel_type']} ({r['role']})" if r["role"] else r["kernel_type"]): r
+            for r in result["kernels"]}
+
+
+def test_verify_splices_into_a_minigpt_block_whose_mlp_is_a_lambda(tmp_path: Path) -> None:
+    """KernelBench 44's trap in fp16: `self.mlpf = lambda x: ...` over the block's own layers.
+    A deep copy of the model kept calling the original's fp16 layers (the fp32 oracle died
+    with "mat1 and mat2 must have the same dtype", the patched copy's MLP stayed unpatched);
+    fresh builds route all four Linears and check the block against the oracle."""
+    run, _ = fabricate_run(FIXTURES / "minigpt_lambda.py", tmp_path / "run", dtype="fp16")
+    done = autokernel("verify", str(run), "--device", "cpu", "--iters", "1")
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.returncode == 0, (done.stdout[-3000:], done.stderr[-3000:])
+    result = json.loads((run / "verify.json").read_text())
+    rows = routed(result)
+    assert sorted(rows["matmul (linear)"]["modules"]) == ["attn.c_attn", "attn.c_proj",
+                                                          "mlp.c_fc", "mlp.c_proj"]
+    assert rows["matmul (linear)"]["calls_per_forward"] == 4
+    assert rows["matmul (batched)"]["calls_per_forward"] == 2  # q @ kᵀ and p @ v
+    assert rows["matmul (batched)"]["scopes"] == ["attn"]
+    assert rows["softmax"]["calls_per_forward"] == 1 and rows["layernorm"]["calls_per_forward"] == 2
+    assert result["accuracy"]["passed"] and result["accuracy"]["oracle"] == "fp32"
+    assert result["gradients"]["passed"] and "PASS" in done.stdout
+
+
+def test_a_kernel_that_raises_inside_the_model_is_a_fail_not_a_traceback(tmp_path: Path) -> None:
+    run, _ = fabricate_run(FIXTURES / "softmax.py", tmp_path / "run")
+    kernel = next((run / "kernels").glob("*softmax.py"))
+    kernel.write_text(kernel.read_text() + "\n\ndef kernel_fn(x):\n"
+                      "    raise RuntimeError('an illegal memory access was encountered')\n")
+    done = autokernel("verify", str(run), "--device", "cpu", "--iters", "1")
+    assert "Traceback" not in done.stdout + done.stderr
+    assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
+    reason = ("the patched model's forward raised RuntimeError: an illegal memory access was "
+              "encountered")
+    assert f"FAIL: {reason}" in " ".join(done.stdout.split())
+    result = json.loads((run / "verify.json").read_text())
+    assert not result["passed"] and result["failure"] == reason
+
+
+def test_an_unforeseen_failure_of_verify_is_one_line(tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    run, _ = fabricate_run(FIXTURES / "softmax.py", tmp_path / "run")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("timer broke\nsecond line")
+
+    monkeypatch.setattr(verify_module, "_time_models", broken)
+    with pytest.raises(RunError) as raised:
+        verify_run(open_run(run), VerifyOptions(device=DEVICE, iters=1, compile=False))
+    assert str(raised.value) == "verify failed: RuntimeError: timer broke"
+
+
+EXAMPLE_WRAPPER = """import importlib.util, sys
+import torch
+_spec = importlib.util.spec_from_file_location("{name}_example", {path!r})
+example = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = example  # its dataclasses look the module up
+_spec.loader.exec_module(example)
+Model = example.Model
+{sizes}
+"""
+EXAMPLES = {
+    # example file, tiny sizes, dtype, {target: calls per forward} once spliced in
+    "vit_encoder": ("examples/models/vit_encoder.py",
+                    "def get_inputs(): return example.inputs_for(example.TINY, 2)\n"
+                    "def get_init_inputs(): return example.init_inputs_for(example.TINY)",
+                    "fp32", {"matmul (linear)": 9, "flash_attention": 2, "layernorm": 5}),
+    "mini_gpt_block": ("examples/kernelbench/11_mini_gpt_block.py",
+                       "def get_inputs(): return [torch.randn(2, 16, 64)]\n"
+                       "def get_init_inputs(): return [64, 4, 16]",
+                       "fp16", {"matmul (linear)": 4, "matmul (batched)": 2, "layernorm": 2,
+                                "softmax": 1}),
+    "mistral_decoder": ("examples/models/mistral_decoder.py",
+                        "def get_inputs(): return example.inputs_for(example.TINY, 1, 16)\n"
+                        "def get_init_inputs(): return example.init_inputs_for(example.TINY)",
+                        "fp32", {"rmsnorm": 5, "matmul (linear)": 8, "fused_mlp": 2,
+                                 "rotary_embedding": 4, "flash_attention": 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXAMPLES))
+def test_the_example_models_are_spliced_in_end_to_end(name: str, tmp_path: Path) -> None:
+    """ViT's explicit attention (the chain), the lambda-MLP MiniGPT block in fp16 (batched
+    products, softmax) and Mistral's rope(x, cos, sin) function, at CPU-test size."""
+    path, sizes, dtype, expected = EXAMPLES[name]
+    model_file = tmp_path / f"{name}_tiny.py"
+    model_file.write_text(EXAMPLE_WRAPPER.format(name=name, path=str(REPO / path), sizes=sizes))
+    run, plan = fabricate_run(model_file, tmp_path / "run", dtype=dtype)
+    assert {t.label for t in plan.targets} == set(expected)
+    assert all(not t.route.startswith("no") for t in plan.targets), [t.route for t in
+                                                                      plan.targets]
+    result = verify_run(open_run(run), VerifyOptions(device=DEVICE, iters=1, compile=False))
+    calls = {label: row["calls_per_forward"] for label, row in routed(result).items()}
+    assert calls == expected
+    assert all(not row["fallbacks"] for row in result["kernels"])
+    assert result["accuracy"]["passed"] and result["gradients"]["passed"]

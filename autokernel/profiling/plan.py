@@ -42,6 +42,9 @@ class CallSite:
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"eps": 1e-5, "causal": True}
     # What the op's input generator does not take but a person should know: {"bias": True}.
     notes: dict[str, Any] = field(default_factory=dict)
+    # How `autokernel verify` would splice a kernel in here (autokernel.profiling.routable):
+    # "module", "call", "call chain", "function?" or "no: why"; "" in plans made before.
+    route: str = ""
 
 
 @dataclass
@@ -64,6 +67,8 @@ class Target:
     # What the calls are, for kernel types whose calls differ in kind: matmul's "linear",
     # "batched" or "gemm" (autokernel.profiling.classify.MATMUL_ROLES); "" for the others.
     role: str = ""
+    # Its call sites' routes in one cell: "module", "call", "part: call; no: why", "no: why".
+    route: str = ""
 
     @property
     def label(self) -> str:

@@ -20,7 +20,7 @@ from autokernel.profiling.classify import (
     classify_profile,
     registry_dims,
 )
-from autokernel.profiling.events import RecordedProfile
+from autokernel.profiling.events import ModuleInfo, RecordedProfile
 from autokernel.profiling.plan import (
     NEGLIGIBLE_SHARE,
     CallSite,
@@ -29,6 +29,7 @@ from autokernel.profiling.plan import (
     amdahl_speedup,
     format_speedup,
 )
+from autokernel.profiling.routable import site_route, target_route
 
 OTHER_OPS_LISTED = 10
 NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
@@ -49,7 +50,7 @@ def _per_forward(count: int, iterations: int) -> int:
 
 
 def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iterations: int,
-            total_us: float) -> Target:
+            total_us: float, modules: dict[str, ModuleInfo]) -> Target:
     per_ms = 1.0 / (1000.0 * iterations)
     ranked_sites = sorted(sites.items(), key=lambda kv: -kv[1].time_us)
     call_sites = [
@@ -62,6 +63,7 @@ def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iteration
             time_ms=tally.time_us * per_ms,
             params=dict(key.params),
             notes=dict(key.notes),
+            route=site_route(kernel_type, key, modules),
         )
         for key, tally in ranked_sites
     ]
@@ -92,6 +94,7 @@ def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iteration
         params=params,
         dims=list(registry_dims(kernel_type)),
         role=role,
+        route=target_route(site.route for site in call_sites),
     )
 
 
@@ -154,7 +157,8 @@ def build_plan(
             sites[key][attribution.site].add(attribution)
 
     _join_roleless(sites)
-    targets = [_target(kt, role, s, iterations, total_us) for (kt, role), s in sites.items()]
+    targets = [_target(kt, role, s, iterations, total_us, record.modules)
+               for (kt, role), s in sites.items()]
     targets.sort(key=lambda t: -t.time_ms)
     other_us = sum(t.time_us for t in other.values())
     _rank(targets, other_us / total_us if total_us else 0.0)
@@ -222,20 +226,23 @@ def plan_rows(plan: Plan, top: int | None = None) -> list[list[str]]:
             shapes += f" (+{len(t.shapes) - 1} more)"
         rows.append([
             str(t.rank), t.label, f"{t.share:.1%}", f"{t.time_ms:.3f}", str(t.calls),
-            shapes, t.dtype, format_params(t.params), format_speedup(t.amdahl_2x, 3),
-            format_speedup(t.cumulative_2x, 3), format_speedup(t.cumulative_limit),
+            shapes, t.dtype, format_params(t.params), t.route or "?",
+            format_speedup(t.amdahl_2x, 3), format_speedup(t.cumulative_2x, 3),
+            format_speedup(t.cumulative_limit),
         ])
     hidden = plan.targets[top:] if top is not None else []
+    blank = [""] * (len(PLAN_COLUMNS) - 4)
     if hidden:
         rows.append(["", f"{len(hidden)} more target(s)", f"{sum(t.share for t in hidden):.1%}",
-                     f"{sum(t.time_ms for t in hidden):.3f}", "", "", "", "", "", "", ""])
-    rows.append(["", OTHER, f"{plan.other_share:.1%}", f"{plan.other_ms:.3f}", "", "", "", "",
-                 "", "", ""])
+                     f"{sum(t.time_ms for t in hidden):.3f}", *blank])
+    rows.append(["", OTHER, f"{plan.other_share:.1%}", f"{plan.other_ms:.3f}", *blank])
     return rows
 
 
+# "verify splices": how `autokernel verify` would route the target's kernel into the model
+# (autokernel.profiling.routable); "no: why" is a target it cannot use.
 PLAN_COLUMNS = ["#", "kernel type", "share", "ms/fwd", "calls", "bench shape", "dtype", "params",
-                "2x e2e", "cum. 2x", "ceiling"]
+                "verify splices", "2x e2e", "cum. 2x", "ceiling"]
 
 
 def format_markdown(plan: Plan, top: int | None = None) -> str:
@@ -252,9 +259,20 @@ def format_markdown(plan: Plan, top: int | None = None) -> str:
     ]
     for row in plan_rows(plan, top):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    unroutable = [t for t in plan.targets[:top] if t.route.startswith(("no", "part"))]
+    if unroutable:
+        lines += ["", "Not spliced in by `autokernel verify`: " + "; ".join(
+            f"#{t.rank} {t.label}: {_unrouted_sites(t)}" for t in unroutable)]
     if plan.other_ops:
         lines += ["", "Largest \"other\" ops: " + ", ".join(
             f"`{o['op'][:60]}` {o['share']:.1%}" for o in plan.other_ops[:5])]
     if plan.message:
         lines += ["", f"**{plan.message}**"]
     return "\n".join(lines) + "\n"
+
+
+def _unrouted_sites(target: Target) -> str:
+    """The call sites verify cannot route, with why: "attn (no: attn_mask)"."""
+    sites = [f"{site.module or '<model>'} ({site.route})" for site in target.call_sites
+             if site.route.startswith("no")]
+    return ", ".join(dict.fromkeys(sites))

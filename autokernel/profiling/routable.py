@@ -1,0 +1,128 @@
+"""Will `autokernel verify` be able to splice a kernel in where the profiler found its calls?
+
+The plan says so per call site, so that a target the loop would optimize for nothing is visible
+before the night starts. The answer follows what `autokernel.integrate.patch` routes (its module
+doc is the reference; `tests/test_profiler.py` checks the two agree on the fixture models):
+
+- "module": the call is an nn.Module's whole forward (nn.Linear, nn.LayerNorm, nn.RMSNorm, a
+  hand-written RMSNorm, a SwiGLU MLP module, a rotary module), routed after a probe where the
+  module is hand-written;
+- "call": a torch call the router intercepts (SDPA, softmax, F.cross_entropy, sum, matmul/bmm/mm
+  /addmm);
+- "call chain": explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v, deferred whole;
+- "function?": RoPE inside a module that is no rotary module: routed if the rotation is a
+  function rope(x, cos, sin) or (q, k, cos, sin) the module calls, not if it is written inline
+  (the profile cannot tell);
+- "no: <why>": nothing verify can route (F.layer_norm in a custom module, baddbmm, an SDPA with
+  an attn_mask, log_softmax + nll_loss, ...);
+- "?": the profile cannot tell (a kernel tied to no op; a module an old recording left out).
+
+Plain Python on the recorded profile (no torch), like the classifier.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from autokernel.profiling.classify import NOT_ROTARY_MODULE, ROTARY_MODULE, SiteKey
+from autokernel.profiling.events import ModuleInfo
+
+MODULE = "module"
+CALL = "call"
+CHAIN = "call chain"
+FUNCTION = "function?"
+UNKNOWN = "?"
+
+LINEAR_TYPES = ("torch.nn.modules.linear.Linear",
+                "torch.nn.modules.linear.NonDynamicallyQuantizableLinear")
+LAYERNORM_TYPE = "torch.nn.modules.normalization.LayerNorm"
+RMSNORM_TYPE = "torch.nn.modules.normalization.RMSNorm"
+SDPA_NOTES = {"mask": "attn_mask", "kv_heads": "k/v heads differ from q's",
+              "kv_len": "k/v length differs from q's"}
+MATMUL_CALLS = {"batched": ("aten::matmul", "aten::bmm"),
+                "gemm": ("aten::matmul", "aten::mm", "aten::addmm")}
+
+
+def _type(modules: Mapping[str, ModuleInfo], path: str) -> str | None:
+    info = modules.get(path)
+    return info.type if info is not None else None
+
+
+def _is_swiglu_module(modules: Mapping[str, ModuleInfo], path: str) -> bool:
+    """Three nn.Linear children and no other child with weights: what the fused_mlp route
+    takes (its probe then decides)."""
+    if not path or path not in modules:
+        return False
+    children = [(p, info) for p, info in modules.items()
+                if p.startswith(path + ".") and "." not in p[len(path) + 1:]]
+    linears = [p for p, info in children if info.type in LINEAR_TYPES]
+    others = [p for p, info in children if info.type not in LINEAR_TYPES and any(
+        q.startswith(p + ".") or q == p for q, i in modules.items() if i.params)]
+    return len(linears) == 3 and not others
+
+
+def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo]) -> str:
+    """How verify would splice this call site's kernel in, or "no: why"."""
+    op, notes, params = site.aten_op, dict(site.notes), dict(site.params)
+    module_type = _type(modules, site.module)
+    if op == "(no op recorded)":  # a GEMM kernel the profiler tied to no op: who called it?
+        return UNKNOWN
+    by_module = kernel_type in ("layernorm", "rmsnorm", "fused_mlp", "rotary_embedding") or (
+        kernel_type == "matmul" and site.role == "linear")
+    if by_module and module_type is None and not op.startswith("rmsnorm("):
+        return UNKNOWN
+    if kernel_type == "matmul":
+        if site.role == "linear":
+            return MODULE if module_type in LINEAR_TYPES else "no: F.linear outside nn.Linear"
+        if op in MATMUL_CALLS.get(site.role, ()):
+            return CALL
+        return f"no: {op.removeprefix('aten::')} is not routed"
+    if kernel_type == "flash_attention":
+        if op.startswith("softmax(QK^T)V"):
+            return CHAIN
+        for key, why in SDPA_NOTES.items():
+            if key in notes or key in params:
+                return f"no: {why}"
+        return CALL
+    if kernel_type == "softmax":
+        return "no: not over the last dim" if "dim" in params else CALL
+    if kernel_type == "layernorm":
+        return MODULE if module_type == LAYERNORM_TYPE else "no: F.layer_norm outside nn.LayerNorm"
+    if kernel_type == "rmsnorm":
+        if op.startswith("rmsnorm(") or module_type == RMSNORM_TYPE:
+            return MODULE
+        return "no: F.rms_norm outside nn.RMSNorm"
+    if kernel_type == "fused_mlp":
+        if _is_swiglu_module(modules, site.module):
+            return MODULE
+        return "no: gate/up/down are not the three Linears of one module"
+    if kernel_type == "cross_entropy":
+        if op != "aten::cross_entropy_loss":
+            return "no: log_softmax + nll_loss (only F.cross_entropy is routed)"
+        if notes.get("reduction", "mean") != "mean":
+            return f"no: reduction={notes['reduction']}"
+        if notes.get("ignore_index", -100) != -100:
+            return f"no: ignore_index={notes['ignore_index']}"
+        if "label_smoothing" in notes or "class_weights" in notes:
+            return "no: label smoothing or class weights"
+        return CALL
+    if kernel_type == "rotary_embedding":
+        name = (module_type or "").rsplit(".", 1)[-1]
+        if ROTARY_MODULE.search(name) and not NOT_ROTARY_MODULE.search(name):
+            return MODULE
+        return FUNCTION
+    return CALL
+
+
+def target_route(routes: Iterable[str]) -> str:
+    """One cell for a target: its sites' answer, "part: ..." when only some can be routed."""
+    distinct = list(dict.fromkeys(routes))
+    if not distinct:
+        return ""
+    refused = [r for r in distinct if r.startswith("no")]
+    taken = [r for r in distinct if not r.startswith("no")]
+    if not refused:
+        return " + ".join(taken)
+    if not taken:
+        return refused[0]
+    return f"part: {' + '.join(taken)}; {refused[0]}"
