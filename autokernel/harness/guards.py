@@ -358,9 +358,8 @@ class HostReadGuard(TorchFunctionMode):
 class FallbackRecorder(TorchDispatchMode):
     """Records ops that the candidate runs itself, outside Triton's launch machinery, and
     poisons the uninitialised memory it allocates. While it records, host reads of tensor
-    values raise (`HostReadGuard`), unless `guard_host_reads` is off or allocations go
-    unpoisoned (timed calls: the guard adds host time to every tensor method call, and on a GPU a
-    host read needs a device-to-host copy, which this recorder refuses anyway)."""
+    values raise (`HostReadGuard`), unless `guard_host_reads` is off: in timed calls too, where it
+    adds host time only (the timing protocol keeps the host ahead of the device)."""
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -394,7 +393,7 @@ class FallbackRecorder(TorchDispatchMode):
 
     def __enter__(self) -> Self:
         super().__enter__()
-        if self.guard_host_reads and self.poison_allocations:
+        if self.guard_host_reads:
             self._host_guard = HostReadGuard(self.monitor, self._ops)
             self._host_guard.__enter__()
         return self

@@ -184,64 +184,112 @@ def calls_per_round_for(device_us: float) -> int:
     return max(1, min(MAX_CALLS_PER_ROUND, math.ceil(ROUND_DEVICE_US / device_us)))
 
 
+class DeviceTimer:
+    """Times rounds of every contestant; see the module docstring.
+
+    `prepare(round, name)` makes a call's arguments (fresh values) and a token; `after(round, name,
+    output, token)` runs once the call's batch has finished, outside the timed region. The pilot
+    (round -1: its checks run, its times are dropped) finds contestants that wait for the device,
+    sizes the spin and the calls per round, and says what a round costs, so the caller can fit the
+    rounds to its time budget before `run`.
+    """
+
+    def __init__(self, contestants: Sequence[Contestant], prepare: Prepare, after: After,
+                 device: torch.device, flush: torch.Tensor | None, input_bytes: int = 0,
+                 spinner: Spinner | None = None) -> None:
+        self.contestants = list(contestants)
+        self.prepare, self.after = prepare, after
+        self.device, self.flush, self.input_bytes = device, flush, input_bytes
+        self.spinner = spinner or Spinner()
+        self.order = random.Random(secrets.randbits(64))
+        self.timed = TimedRounds({name: Samples() for name, _ in contestants})
+        self.alone: list[Contestant] = []
+        self.shared = self.contestants
+        self.spin_us = MIN_SPIN_US
+
+    def pilot(self) -> float:
+        """One untimed round; returns the estimated seconds one timed round will take."""
+        began = _perf_counter()
+        if self.device.type != "cuda":
+            for name, fn in self.contestants:
+                args, token = self.prepare(-1, name)
+                self.after(-1, name, fn(*args), token)
+            return _perf_counter() - began
+        # A contestant that waits for the device inside its call (`.item()`, a host copy) would
+        # stall the host in the middle of a shared batch and let host time into everyone's
+        # intervals: it is timed on its own, and its figure includes that wait.
+        self.alone = [c for c in self.contestants if self._waits_for_device(c)]
+        self.shared = [c for c in self.contestants if c not in self.alone]
+        self.timed.synchronizing = [name for name, _ in self.alone]
+        began = _perf_counter()
+        device_us: list[float] = []
+        for batch in self._batches([-1], 1):
+            batch.run(self.prepare, self.after, self.flush, self.spinner, MIN_SPIN_US, self.timed)
+            device_us += batch.device_us()
+            self.spin_us = max(self.spin_us, SPIN_MARGIN * batch.host_us)
+        self.timed.calls_per_round = calls_per_round_for(median(device_us or [0.0]))
+        return (_perf_counter() - began) * self.timed.calls_per_round
+
+    def run(self, rounds: int) -> TimedRounds:
+        """Time rounds 0..rounds-1 (appended to any rounds run before)."""
+        if self.device.type != "cuda":
+            return self._run_on_host(rounds)
+        per_batch = rounds_per_batch(len(self.contestants) * self.timed.calls_per_round,
+                                     self.input_bytes)
+        for first in range(0, rounds, per_batch):
+            rounds_here = list(range(first, min(rounds, first + per_batch)))
+            batches = self._batches(rounds_here, self.timed.calls_per_round)
+            for batch in batches:
+                self.spin_us = batch.run(self.prepare, self.after, self.flush, self.spinner,
+                                         self.spin_us, self.timed)
+            for r in rounds_here:
+                for name, _ in self.contestants:
+                    times = [t for batch in batches for t in batch.device_us(r, name)]
+                    self.timed.samples[name].latency_us.append(sum(times) / len(times))
+        return self.timed
+
+    def _batches(self, rounds: list[int], calls_per_round: int) -> list[_Batch]:
+        batches = [_Batch(self.shared, rounds, calls_per_round, self.order)] if self.shared \
+            else []
+        return batches + [_Batch([c], [r], calls_per_round, self.order, needs_host_ahead=False)
+                          for c in self.alone for r in rounds]
+
+    def _waits_for_device(self, contestant: Contestant) -> bool:
+        """Does one call block its host until the GPU catches up? Queued behind a long spin, a
+        call that only launches returns long before the spin ends."""
+        name, fn = contestant
+        args, token = self.prepare(-1, name)
+        _synchronize()
+        self.spinner.hold(SYNC_PROBE_US)
+        gate = _Event()
+        _record(gate)
+        if self.flush is not None:
+            self.flush.zero_()
+        out = fn(*args)
+        waited = _query(gate)
+        _synchronize()
+        self.after(-1, name, out, token)
+        return waited
+
+    def _run_on_host(self, rounds: int) -> TimedRounds:
+        for r in range(rounds):
+            for name, fn in _rotated(self.contestants, r):
+                args, token = self.prepare(r, name)
+                begin = _perf_counter()
+                out = fn(*args)
+                self.timed.samples[name].latency_us.append((_perf_counter() - begin) * 1e6)
+                self.after(r, name, out, token)
+                del out
+        return self.timed
+
+
 def time_rounds(contestants: Sequence[Contestant], rounds: int, prepare: Prepare, after: After,
                 device: torch.device, flush: torch.Tensor | None, input_bytes: int = 0,
                 spinner: Spinner | None = None) -> TimedRounds:
-    """Time `rounds` rounds of every contestant; see the module docstring.
-
-    `prepare(round, name)` makes the call's arguments (fresh values) and a token;
-    `after(round, name, output, token)` runs once the call's batch has finished, outside the
-    timed region. `input_bytes` (one call's inputs) bounds how many calls are prepared at once.
-    On a GPU a pilot round (its checks run, its times dropped) sizes the spin and the calls per
-    round; each round's sample is then the mean of its calls.
-    """
-    if device.type != "cuda":
-        return _time_rounds_on_host(contestants, rounds, prepare, after)
-    spinner = spinner or Spinner()
-    order = random.Random(secrets.randbits(64))
-    timed = TimedRounds({name: Samples() for name, _ in contestants})
-    # A contestant that waits for the device inside its call (`.item()`, a host copy) would stall
-    # the host in the middle of a shared batch and let host time into everyone's intervals: it is
-    # timed on its own, and its figure includes that wait.
-    alone = [c for c in contestants if _waits_for_device(c, prepare, after, flush, spinner)]
-    shared = [c for c in contestants if c not in alone]
-    timed.synchronizing = [name for name, _ in alone]
-    pilot = _Batch(shared, [0], 1, order)
-    pilot.run(prepare, after, flush, spinner, MIN_SPIN_US, timed)
-    spin_us = SPIN_MARGIN * pilot.host_us
-    timed.calls_per_round = calls_per_round_for(median(pilot.device_us() or [0.0]))
-    per_batch = rounds_per_batch(len(contestants) * timed.calls_per_round, input_bytes)
-    for first in range(0, rounds, per_batch):
-        rounds_here = list(range(first, min(rounds, first + per_batch)))
-        batches = [_Batch(shared, rounds_here, timed.calls_per_round, order)] if shared else []
-        batches += [_Batch([c], [r], timed.calls_per_round, order, needs_host_ahead=False)
-                    for c in alone for r in rounds_here]
-        for batch in batches:
-            spin_us = batch.run(prepare, after, flush, spinner, spin_us, timed)
-        for r in rounds_here:
-            for name, _ in contestants:
-                times = [t for batch in batches for t in batch.device_us(r, name)]
-                timed.samples[name].latency_us.append(sum(times) / len(times))
-    return timed
-
-
-def _waits_for_device(contestant: Contestant, prepare: Prepare, after: After,
-                      flush: torch.Tensor | None, spinner: Spinner) -> bool:
-    """Does one call block its host until the GPU catches up? Queued behind a long spin, a call
-    that only launches returns long before the spin ends."""
-    name, fn = contestant
-    args, token = prepare(0, name)
-    _synchronize()
-    spinner.hold(SYNC_PROBE_US)
-    gate = _Event()
-    _record(gate)
-    if flush is not None:
-        flush.zero_()
-    out = fn(*args)
-    waited = _query(gate)
-    _synchronize()
-    after(0, name, out, token)
-    return waited
+    """A pilot, then `rounds` rounds (for callers with a fixed number of rounds)."""
+    timer = DeviceTimer(contestants, prepare, after, device, flush, input_bytes, spinner)
+    timer.pilot()
+    return timer.run(rounds)
 
 
 class _Batch:
@@ -299,20 +347,6 @@ class _Batch:
 def _rotated(contestants: Sequence[Contestant], r: int) -> list[Contestant]:
     count = len(contestants)
     return [contestants[(r + i) % count] for i in range(count)]
-
-
-def _time_rounds_on_host(contestants: Sequence[Contestant], rounds: int, prepare: Prepare,
-                         after: After) -> TimedRounds:
-    timed = TimedRounds({name: Samples() for name, _ in contestants})
-    for r in range(rounds):
-        for name, fn in _rotated(contestants, r):
-            args, token = prepare(r, name)
-            begin = _perf_counter()
-            out = fn(*args)
-            timed.samples[name].latency_us.append((_perf_counter() - begin) * 1e6)
-            after(r, name, out, token)
-            del out
-    return timed
 
 
 @dataclass

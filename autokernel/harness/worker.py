@@ -47,8 +47,8 @@ from autokernel.harness.probe import self_test
 from autokernel.harness.protocol import Job, TimedShape, WorkerReport, baseline_key, encode_report
 from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
 from autokernel.harness.timing import (
-    MAX_ROUNDS, Samples, Spinner, SyncedCalls, hidden_work_reason, host_seconds, iqr,
-    make_flush_buffer, median, rounds_for, synced_calls, time_rounds,
+    MAX_ROUNDS, DeviceTimer, Samples, Spinner, SyncedCalls, TimedRounds, hidden_work_reason, iqr,
+    make_flush_buffer, median, rounds_for, synced_calls,
 )
 from autokernel.ops import get_spec
 from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
@@ -57,6 +57,8 @@ from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
 FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
 AUDITS_PER_TIMED_SHAPE = 3  # timed outputs re-checked against a trusted reference
 SPLICE_ELEMENTS = 4  # elements kept from the old input at each end in the "refill" probe
+NO_LAUNCH = ("kernel_fn launched no Triton kernel (a launch-free shortcut is refused even where "
+             "it is exact, as for N == 1: the harness judges the kernel, not the shortcut)")
 CANDIDATE_MODULE = "candidate_kernel"
 INCUMBENT_MODULE = "incumbent_kernel"
 
@@ -153,6 +155,7 @@ class Worker:
         self.stage = "setup"
         self.kernel_fn: Callable[..., Any] | None = None
         self.incumbent_fn: Callable[..., Any] | None = None
+        self.kept_output: tuple[str, Any, Any] | None = None
         self.phase_started = _perf_counter()
 
     # -- bookkeeping ------------------------------------------------------------------------------
@@ -176,6 +179,7 @@ class Worker:
                 self.stage = stage
                 self._run_stage(stage)
                 self.report.stages[stage] = "pass"
+            self._check_kept_output()
             self._phase("correctness")
             self.stage = "timing"
             self._run_timing()
@@ -380,6 +384,10 @@ class Worker:
     def _check_integrity(self, stage: str, threads_before: set[int], where: str) -> None:
         tampered = self.snapshot.changes() + [f"{h} hook removed"
                                               for h in self.monitor.tampered()]
+        kept_state = [t for t in tampered if t.endswith("[call-time-state]")]
+        if kept_state:
+            raise Verdict("REJECTED", stage, f"state kept across calls {where}: "
+                          f"{', '.join(kept_state[:5])}", "call-time-state")
         if tampered:
             raise Verdict("REJECTED", stage, f"tampering {where}: {', '.join(tampered[:5])}",
                           "tampering")
@@ -420,25 +428,30 @@ class Worker:
             self.monitor.armed = False
             # A cheat caught on the way to the exception is the better explanation.
             self._check_integrity(self.stage, threads, f"at {where}")
+            self._refuse_violations(self.stage, where)
             raise Verdict("CRASH", self.stage, f"{where}: "
                           + _exception_summary(exc, self.job.kernel_path)) from None
         finally:
             self.monitor.armed = False
         self._check_integrity(self.stage, threads, f"at {where}")
-        if self.recorder.violations:
-            ops = sorted(set(self.recorder.violations))
-            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn ran "
-                          f"torch compute op(s) {', '.join(ops[:6])} instead of its own Triton "
-                          "kernel (only allocation, view and copy ops are allowed)",
-                          "library-fallback")
+        self._refuse_violations(self.stage, where)
         if self.monitor.launches == launches:
-            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn "
-                          "launched no Triton kernel", "library-fallback")
+            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: {NO_LAUNCH}",
+                          "library-fallback")
         for position, (tensor, before) in enumerate(zip(_tensors(inputs), saved)):
             if not torch.equal(bits(tensor), before):
                 raise Verdict("REJECTED", self.stage, f"input mutation at {where}: kernel_fn "
                               f"modified its tensor argument #{position}", "input-mutation")
         return out
+
+    def _refuse_violations(self, stage: str, where: str) -> None:
+        """What the recorder refused during the call (compute ops, host reads, launch hooks) is
+        the verdict, also when the call then raised."""
+        if self.recorder.violations:
+            ops = sorted(set(self.recorder.violations))
+            raise Verdict("REJECTED", stage, f"library fallback at {where}: kernel_fn ran "
+                          f"{', '.join(ops[:6])} instead of its own Triton kernel (only "
+                          "allocation, view and copy ops are allowed)", "library-fallback")
 
     def _check(self, prepared: Prepared, out: Any, where: str) -> None:
         mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
@@ -461,15 +474,20 @@ class Worker:
             with self.recorder:
                 out = self.kernel_fn(*inputs)
             self._sync()
-        except Exception:
-            return  # code that needs its launches' results cannot run without them: fine
+        except Exception as exc:
+            self.monitor.ghost = self.monitor.armed = False
+            self._check_integrity(self.stage, threads, f"at {where}")
+            self._refuse_violations(self.stage, where)
+            # Host reads are refused, so an honest kernel cannot notice that its launches were
+            # skipped; one that raises only then computed its answer some other way.
+            raise Verdict("REJECTED", self.stage, f"ghost replay at {where}: kernel_fn raised "
+                          f"only when its Triton launches were skipped "
+                          f"({_exception_summary(exc, self.job.kernel_path)}), so they do not "
+                          "compute its output", "ghost-replay") from None
         finally:
             self.monitor.ghost = self.monitor.armed = False
         self._check_integrity(self.stage, threads, f"at {where}")
-        if self.recorder.violations:
-            ops = sorted(set(self.recorder.violations))
-            raise Verdict("REJECTED", self.stage, f"library fallback at {where}: kernel_fn ran "
-                          f"torch compute op(s) {', '.join(ops[:6])}", "library-fallback")
+        self._refuse_violations(self.stage, where)
         mismatch = check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
                                 self.device, self.tolerances[prepared.case.dtype],
                                 exhaustive=False)
@@ -489,10 +507,22 @@ class Worker:
                 inputs = self._regenerate(prepared)
                 out = self._guarded_call(inputs, prepared.out_nbytes, where)
                 self._check(prepared, out, where)
+                if stage == "smoke":  # held by the caller until every stage has run
+                    self.kept_output = (where, out, out.clone())
                 del out
                 self._ghost_replay(prepared, inputs, where)
                 del inputs
         self.report.stage_cases[stage] = len(cases)
+
+    def _check_kept_output(self) -> None:
+        """An output belongs to its caller: the smoke stage's, held through every later call,
+        must not have changed (a kernel handing out a pool of buffers overwrites it)."""
+        where, out, copy = self.kept_output
+        self.kept_output = None
+        if not bitwise_equal(out, copy):
+            raise Verdict("FAIL", "edge_sizes", f"an earlier output changed after later calls "
+                          f"(the {where} output, held by the harness): kernel_fn reuses output "
+                          "buffers it has already returned")
 
     def _run_determinism(self, cases: list[Prepared]) -> None:
         by_dtype: dict[torch.dtype, dict[str, Prepared]] = {}
@@ -590,6 +620,8 @@ class Worker:
             except BaseException as exc:
                 if not checked:
                     raise IncumbentFailed(f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                monitor.armed = False
+                self._refuse_violations("timing", where)
                 raise Verdict("CRASH", "timing", f"{where}: "
                               + _exception_summary(exc, kernel_path)) from None
             finally:
@@ -597,13 +629,10 @@ class Worker:
                 recorder.poison_allocations = True
             if not checked:
                 return out
-            if recorder.violations:
-                ops = sorted(set(recorder.violations))
-                raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
-                              f"ran torch compute op(s) {', '.join(ops[:6])}", "library-fallback")
+            self._refuse_violations("timing", where)
             if monitor.launches == launches:
                 raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
-                              "launched no Triton kernel", "library-fallback")
+                              f"{NO_LAUNCH.removeprefix('kernel_fn ')}", "library-fallback")
             started = new_threads(threads)
             if started:
                 raise Verdict("REJECTED", "timing", f"background thread at {where}: still "
@@ -674,17 +703,8 @@ class Worker:
             except Exception as exc:
                 self.report.notes.append(f"{name} baseline failed at {where}: "
                                          f"{type(exc).__name__}: {str(exc)[:200]}")
-        round_s = sum(2 * host_seconds(lambda fn=fn: fn(*warm), self.device)
-                      for _, fn in contestants)
-        refill_s = host_seconds(lambda: self._make(shape, dtype, generator), self.device)
-        rounds = rounds_for(budget_s, round_s + len(contestants) * refill_s, self.device,
-                            self.job.quick)
         warm = ()  # not needed past here; large inputs should not stay alive while timing
-
-        chooser = secrets.SystemRandom()
-        audit_rounds = sorted(chooser.sample(range(rounds - 1), len(audits) - 1)) + [rounds - 1] \
-            if rounds > len(audits) else list(range(rounds))[-len(audits):]
-        audit_at = dict(zip(audit_rounds, audits))
+        audit_at: dict[int, Prepared] = {}
         produced: list[tuple[Prepared, torch.Tensor]] = []
 
         def prepare(r: int, name: str) -> tuple[Inputs, Any]:
@@ -704,27 +724,32 @@ class Worker:
             if r in audit_at:
                 produced.append((audit_at[r], out))
 
+        def measure(entrants: list[tuple[str, Callable[..., Any]]]) -> tuple[TimedRounds, bool]:
+            timer = DeviceTimer(entrants, prepare, after, self.device, flush, 2 * input_bytes,
+                                self.spinner)
+            rounds = rounds_for(budget_s, timer.pilot(), self.device, self.job.quick)
+            # The audit schedule is secret, drawn once the number of rounds is known.
+            chooser = secrets.SystemRandom()
+            audit_rounds = sorted(chooser.sample(range(rounds - 1), len(audits) - 1)) \
+                + [rounds - 1] if rounds > len(audits) else list(range(rounds))[-len(audits):]
+            audit_at.clear()
+            audit_at.update(zip(audit_rounds, audits))
+            produced.clear()
+            timed = timer.run(rounds)
+            if not any(name == "incumbent" for name, _ in entrants) \
+                    or not self._too_noisy(timed.samples):
+                return timed, False
+            audit_at.clear()
+            return timer.run(min(2 * rounds, MAX_ROUNDS)), True
+
         try:
-            timed = time_rounds(contestants, rounds, prepare, after, self.device, flush,
-                                2 * input_bytes, self.spinner)
+            timed, retimed = measure(contestants)
         except IncumbentFailed as exc:
             self.report.notes.append(f"the incumbent failed while timing at {where} and was "
                                      f"dropped: {exc}")
             contestants = [c for c in contestants if c[0] != "incumbent"]
             incumbent = None
-            produced.clear()
-            timed = time_rounds(contestants, rounds, prepare, after, self.device, flush,
-                                2 * input_bytes, self.spinner)
-        retimed = False
-        if incumbent is not None and self._too_noisy(timed.samples):
-            more = time_rounds(contestants, min(2 * rounds, MAX_ROUNDS), prepare, after,
-                               self.device, flush, input_bytes, self.spinner)
-            for name, samples in more.samples.items():
-                timed.samples[name].latency_us.extend(samples.latency_us)
-            timed.retried_batches += more.retried_batches
-            timed.synchronizing = sorted(set(timed.synchronizing) | set(more.synchronizing))
-            timed.host_bound_batches += more.host_bound_batches
-            retimed = True
+            timed, retimed = measure(contestants)
         threads = live_threads()  # the baselines may start their own; the candidate's are checked
         self._audit(produced, dtype, where)
         produced.clear()
