@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+from fabricated_run import fabricate_run
 from finished_run import (  # noqa: F401 - fixtures
     EXPECTED_CALLS,
     REPO,
@@ -142,3 +144,65 @@ def test_export_refuses_a_run_with_no_finished_target(run_dir: Path, tmp_path: P
     unfinish(run_dir)
     line = one_line_error(autokernel("export", str(run_dir), "--to", str(tmp_path / "k.py")))
     assert "no finished target" in line
+
+
+# A fixture model's run, exported and used with autokernel unimportable: the routes that are
+# not modules (batched products, the explicit-attention chain, a rope function) ship too.
+USE_A_FIXTURE_EXPORT = r'''
+import importlib, importlib.abc, importlib.util, json, sys
+
+class NoAutokernel(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "autokernel" or name.startswith("autokernel."):
+            raise ImportError(f"{name} is blocked in this test")
+
+sys.meta_path.insert(0, NoAutokernel())
+import torch
+
+spec = importlib.util.spec_from_file_location("fixture_model", MODEL)
+fixture = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(fixture)
+torch.manual_seed(0)
+model = fixture.Model().eval()
+torch.manual_seed(1)
+inputs = fixture.get_inputs()
+with torch.no_grad():
+    expected = model(*inputs)
+sys.path.insert(0, EXPORT_DIR)
+exported = importlib.import_module(EXPORT_NAME)
+patch = exported.patch(model, device="cpu")
+with torch.no_grad():
+    routed = model(*inputs)
+print(json.dumps({
+    "autokernel_modules": sorted(m for m in sys.modules if m.split(".")[0] == "autokernel"),
+    "max_abs_error": (routed - expected).abs().max().item(),
+    "calls": {stats.tag: stats.calls for stats in patch.report.kernels.values()},
+}))
+'''
+
+
+@pytest.mark.parametrize("name, calls", [
+    ("rope_function", {"flash_attention": 2, "matmul (linear)": 4, "rotary_embedding": 4}),
+    ("explicit_attention", {"flash_attention": 1}),
+    ("minigpt_lambda", {"matmul (linear)": 4, "layernorm": 2, "softmax": 1,
+                        "matmul (batched)": 2}),
+])
+def test_an_export_routes_functions_chains_and_batched_products(name: str, calls: dict[str, int],
+                                                                tmp_path: Path) -> None:
+    model_file = REPO / "tests" / "fixtures" / "models" / f"{name}.py"
+    run, plan = fabricate_run(model_file, tmp_path / "run")
+    labels = {f"{t.rank:02d}_{t.kernel_type}": t.label for t in plan.targets}  # tag -> label
+    assert sorted(labels.values()) == sorted(calls)
+    module = tmp_path / f"{name}_kernels.py"
+    done = autokernel("export", str(run), "--to", str(module))
+    assert done.returncode == 0, done.stderr[-2000:]
+    script = tmp_path / "use_export.py"
+    script.write_text(f"MODEL = {str(model_file)!r}\nEXPORT_DIR = {str(module.parent)!r}\n"
+                      f"EXPORT_NAME = {module.stem!r}\n" + USE_A_FIXTURE_EXPORT)
+    used = subprocess.run([sys.executable, "-I", str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=600)
+    assert used.returncode == 0, used.stderr[-3000:]
+    outcome = json.loads(used.stdout.strip().splitlines()[-1])
+    assert outcome["autokernel_modules"] == []
+    assert {labels[tag]: n for tag, n in outcome["calls"].items()} == calls
+    assert outcome["max_abs_error"] < 1e-5
