@@ -143,12 +143,14 @@ def new_run(tmp_path: Path, plan: Plan | None = None, chosen: list[int] | None =
     return ws, state, plan
 
 
-def loop_config(**move_on: Any) -> LoopConfig:
+def loop_config(screen: bool = False, **move_on: Any) -> LoopConfig:
+    """The loop as the tests drive it; screening (quick sweep, then the full one for a keep) is
+    off unless asked for, since FakeBench has no quick sweep and would just be asked twice."""
     defaults = dict(max_consecutive_reverts=6, peak_fraction=None, target_seconds=None,
                     target_speedup=None, max_experiments=None)
     defaults.update(move_on)
     return LoopConfig(device="cpu", dtype="fp32", agent="tuner", hours=None,
-                      move_on=MoveOnConfig(**defaults), revisit=False)
+                      move_on=MoveOnConfig(**defaults), revisit=False, screen=screen)
 
 
 def runner_for(ws: Workspace, state: RunState, plan: Plan, agent: Any, bench: FakeBench,
@@ -661,3 +663,44 @@ def test_dashboards_show_targets_results_and_time_left(tmp_path: Path) -> None:
         assert words in text, words
     assert not isinstance(make_dashboard(Console(file=io.StringIO()), title="t", device="cpu",
                                          agent="tuner"), LiveDashboard)
+
+
+class PairedFakeBench(FakeBench):
+    """FakeBench that also takes the loop's screening and incumbent options, and reports paired
+    rounds against the incumbent it was given (three noiseless rounds at the fake ratio)."""
+
+    def __call__(self, kernel_path: Path, *, device: str, shapes: list[list[int]],
+                 dtypes: list[str], timeout_s: float, cache_dir: Path, quick: bool = False,
+                 incumbent: Path | None = None, min_gain: float = 0.01) -> BenchResult:
+        result = super().__call__(kernel_path, device=device, shapes=shapes, dtypes=dtypes,
+                                  timeout_s=timeout_s, cache_dir=cache_dir)
+        self.calls[-1].update(quick=quick, incumbent=incumbent)
+        if incumbent is not None and result.passed:
+            best = fake_latency(parse_kernel_source(Path(incumbent).read_text()).tunables)
+            for i, timing in enumerate(result.timings):
+                timing.incumbent_us = best * (i + 1)
+                timing.paired_ratios = [best / result.latency_us] * 3
+        return result
+
+
+def test_candidates_are_screened_quick_and_confirmed_in_full_before_a_keep(
+        tmp_path: Path) -> None:
+    ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
+    bench = PairedFakeBench()
+    runner = runner_for(ws, state, plan, TunerAgent(seed=0), bench,
+                        loop_config(screen=True, max_experiments=10,
+                                    max_consecutive_reverts=None))
+    runner.run()
+    rows = assert_consistent(ws, state)
+    calls = bench.calls
+    assert calls[0]["quick"] is False and calls[0]["incumbent"] is None  # the baseline: full
+    # Every experiment is screened against the best so far; a keep then runs the full harness.
+    screens = [c for c in calls[1:] if c["quick"]]
+    assert len(screens) == 10 and all(c["incumbent"] is not None for c in screens)
+    kept = [r for r in rows if r["status"] == "keep"]
+    assert kept and len(calls) == 1 + 10 + len(kept)
+    for row in kept:
+        assert float(row["vs_best_lo"]) > 1.01 and "full harness" in row["reason"]
+    reverts = [r for r in rows if r["status"] == "revert"]
+    assert reverts and all(r["reason"].endswith("[quick screen]") for r in reverts)
+    assert all("lower bound not above 1.010×" in r["reason"] for r in reverts)

@@ -162,6 +162,9 @@ def run(
     min_gain: float = typer.Option(0.01, "--min-gain", help="Keep a candidate when the 95% "
                                    "lower bound of its speedup over the best, timed in the same "
                                    "rounds, exceeds 1 + this."),
+    screen: bool = typer.Option(True, "--screen/--no-screen", help="Judge each candidate with "
+                                "the quick shape sweep first, and the full sweep only when it "
+                                "would be kept (every detector runs either way)."),
     only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
                              "(others are skipped)."),
     skip: str = typer.Option(None, "--skip", help="Comma-separated kernel types to leave alone."),
@@ -254,6 +257,7 @@ def run(
         harness_quick=resolved_device == "cpu",
         check_all_dtypes=check_all_dtypes,
         min_keep_margin=min_gain,
+        screen=screen,
         seed=seed,
     )
     workspace, state = _create_workspace(root, run_tag, model_file, class_name, plan, chosen,

@@ -67,6 +67,7 @@ class LoopConfig:
     max_shapes: int = 2  # profiled shapes timed per experiment (most time first); every profiled
     # shape is checked for correctness
     harness_quick: bool = False  # the harness's smaller shape sweep (the cpu default: CI time)
+    screen: bool = True  # quick sweep first; the full sweep only for a candidate about to be kept
     timing_budget_s: float = 1.0  # the harness's timing budget per shape
     check_all_dtypes: bool = False  # correctness in every dtype of the op, not only the model's
     revisit: bool = True
@@ -621,14 +622,7 @@ class Runner:
         if flight.phase == "written":
             # The harness runs candidates in their own session: a Ctrl-C in the terminal reaches
             # only this process, so the verdict below is the kernel's, also when stopping.
-            result = self._bench(target, baseline=flight.baseline)
-            weights = shape_weights(self._plan_target(target), self._timed_shapes(target))
-            new = measure(result, flight.experiment, "", weights)
-            if flight.baseline:
-                decision = KeepVerdict("baseline", result.reason if not result.passed else "")
-            else:
-                decision = verdict_for(result, new, target.best, self.config.min_keep_margin,
-                                       weights)
+            result, decision = self._judge(target, flight)
             flight.result = result.to_dict()
             flight.verdict, flight.verdict_reason = decision.status, decision.reason
             if decision.vs_best is not None:
@@ -666,6 +660,32 @@ class Runner:
             except Exception as exc:  # learning is best-effort; the night goes on
                 self.dashboard.message(f"agent.observe failed: {type(exc).__name__}: {exc}")
 
+    def _judge(self, target: TargetState, flight: InFlight) -> tuple[BenchResult, KeepVerdict]:
+        """The harness's verdict and the keep rule's. A candidate is first screened with the
+        quick shape sweep (every detector, fewer shapes to compile for); only one the keep rule
+        would keep pays for the full sweep, which then decides, with fresh paired timings."""
+        weights = shape_weights(self._plan_target(target), self._timed_shapes(target))
+        if flight.baseline:
+            result = self._bench(target, baseline=True)
+            return result, KeepVerdict("baseline", result.reason if not result.passed else "")
+        screen = self.config.screen and not self.config.harness_quick
+        result = self._bench(target, quick=screen)
+        decision = verdict_for(result, measure(result, flight.experiment, "", weights),
+                               target.best, self.config.min_keep_margin, weights)
+        if not screen or not result.passed:
+            return result, decision
+        if decision.status != "keep":
+            return result, KeepVerdict(decision.status, decision.reason + " [quick screen]",
+                                       decision.vs_best)
+        screened_s = result.harness_seconds or 0.0
+        result = self._bench(target)
+        if result.harness_seconds is not None:
+            result.harness_seconds = round(result.harness_seconds + screened_s, 3)
+        decision = verdict_for(result, measure(result, flight.experiment, "", weights),
+                               target.best, self.config.min_keep_margin, weights)
+        return result, KeepVerdict(decision.status, decision.reason + " [kept on the quick "
+                                   "screen; this verdict is the full harness's]", decision.vs_best)
+
     def _timed_shapes(self, target: TargetState) -> list[list[int]]:
         plan_target = self._plan_target(target)
         shapes = [list(plan_target.bench_shape)]
@@ -674,7 +694,8 @@ class Runner:
                 shapes.append(list(shape))
         return shapes[: max(1, self.config.max_shapes)]
 
-    def _bench(self, target: TargetState, *, baseline: bool = False) -> BenchResult:
+    def _bench(self, target: TargetState, *, baseline: bool = False,
+               quick: bool = False) -> BenchResult:
         plan_target = self._plan_target(target)
         timeout = self.config.bench_timeout_s
         if baseline:
@@ -696,7 +717,7 @@ class Runner:
                 params=dict(plan_target.params),
                 timeout_s=timeout,
                 cache_dir=cache,
-                quick=self.config.harness_quick,
+                quick=quick or self.config.harness_quick,
                 timing_budget_s=self.config.timing_budget_s,
                 incumbent=None if baseline else self._incumbent_file(target),
                 min_gain=self.config.min_keep_margin,
