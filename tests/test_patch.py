@@ -265,7 +265,7 @@ def test_unsupported_calls_fall_back_with_reasons_and_probes_reject_lookalikes(
     assert patch.report.calls == 0
     assert stats["flash_attention"].fallbacks == {"attn_mask": 1,
                                                   "is_causal=False (verified: True)": 1,
-                                                  "scale=0.5 (verified: None)": 1}
+                                                  "scale=0.5 (verified: 0.25)": 1}
     assert stats["layernorm"].fallbacks == {"eps=0.001 (verified: 1e-05)": 1}
     assert stats["softmax"].fallbacks == {"not over the last dim": 1}
     assert stats["reduce"].fallbacks == {"not over the last dim": 1}

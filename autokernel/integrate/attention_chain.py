@@ -43,6 +43,7 @@ from autokernel.integrate.routing import (
     Outcome,
     RoutedKernel,
     RouteStats,
+    _attention_scale_unverified,
     _call_kernel,
     _refusal,
 )
@@ -163,7 +164,7 @@ class PendingScores:
 
     # Everything else computes the values first -------------------------------------------------
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("_"):  # dunders and our own fields (copy and pickle probe them)
             raise AttributeError(name)
         return getattr(self.values(f"scores used by {name}"), name)
 
@@ -483,9 +484,4 @@ def _verified(kernel: RoutedKernel, state: State, head_dim: int) -> str | None:
     causal = bool(kernel.params.get("causal", True))
     if state.causal != causal:
         return f"causal={state.causal} (verified: {causal})"
-    default = head_dim ** -0.5
-    verified = kernel.params.get("scale")
-    expected = default if verified is None else float(verified)
-    if not math.isclose(state.scale, expected, rel_tol=1e-5):
-        return f"scale={state.scale:.4g} (verified: {expected:.4g})"
-    return None
+    return _attention_scale_unverified(kernel, state.scale, head_dim)

@@ -80,6 +80,7 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     PatchReport,
     RoutedKernel,
     RouteStats,
+    _attention_scale_unverified,
     _bind,
     _call_kernel,
     _close,
@@ -437,7 +438,7 @@ def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     scale = bound["scale"]
     if scale is not None and math.isclose(float(scale), q.shape[-1] ** -0.5, rel_tol=1e-6):
         scale = None  # the default, spelled out
-    why = _refusal(kernel, q, k, v) or _unverified(kernel, "scale", scale)
+    why = _refusal(kernel, q, k, v) or _attention_scale_unverified(kernel, scale, q.shape[-1])
     if why:
         return None, why
     return _call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
@@ -644,7 +645,11 @@ class Router(TorchFunctionMode):
 
 class _Scope:
     """A module's forward run inside some kernels' call sites: their depth counts go up, and
-    the Router's mode is entered if these kernels route torch calls and it is not on yet."""
+    the Router's mode is entered if these kernels route torch calls and it is not on yet.
+
+    The mode is entered once per Router, by the outermost scope (a mode on the stack twice
+    would see every call twice). So one thread at a time runs a patched model with its calls
+    routed: a second thread inside the same patched model meanwhile runs them in PyTorch."""
 
     def __init__(self, module: nn.Module, router: Router, tags: frozenset[str],
                  needs_mode: bool) -> None:

@@ -243,6 +243,21 @@ def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | N
         else f"{name} default (verified: {verified})"
 
 
+def _attention_scale_unverified(kernel: RoutedKernel, scale: float | None,
+                                head_dim: int) -> str | None:
+    """Why an attention's scale (None: 1/sqrt(D)) is not the one the harness verified the kernel
+    with, compared as the numbers they stand for (a profiled 0.125 is the default at D = 64)."""
+    if "scale" not in kernel.params:
+        return None
+    default = head_dim ** -0.5
+    verified = kernel.params["scale"]
+    expected = default if verified is None else float(verified)
+    actual = default if scale is None else float(scale)
+    if math.isclose(actual, expected, rel_tol=1e-5):
+        return None
+    return f"scale={actual:.4g} (verified: {expected:.4g})"
+
+
 def _probe_inputs(shape: tuple[int, ...], like: torch.Tensor) -> torch.Tensor:
     generator = torch.Generator().manual_seed(PROBE_SEED)  # leaves the global RNG alone
     return torch.randn(shape, generator=generator).to(device=like.device, dtype=like.dtype)
