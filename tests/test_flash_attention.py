@@ -30,12 +30,16 @@ KERNEL = load_starter("flash_attention")
 DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 CAUSAL = [pytest.param(True, id="causal"), pytest.param(False, id="full")]
 # S spans several query and key blocks at the smallest blocks and is ragged against all of them;
-# a single query; D = 80 (padded head dim). Both causal modes run on each.
-TUNABLE_SHAPES = ((1, 2, 45, 64), (2, 1, 1, 32), (1, 1, 40, 80))
+# a single query; D = 80 (padded head dim); D = 320, tiled (slices ragged against BLOCK_DV 128
+# and 256, and against BLOCK_DK 128). Both causal modes run on each.
+TUNABLE_SHAPES = ((1, 2, 45, 64), (2, 1, 1, 32), (1, 1, 40, 80), (1, 1, 21, 320))
 TUNABLE_COMBINATIONS = covering_sample(starter_space("flash_attention"), count=12, seed=0)
 # The default blocks cover a CPU-sized problem in one tile; the adversarial cases also meet the
 # smallest blocks, so multi-block paths run (online-softmax rescale, diagonal blocks).
 SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
+# Small blocks for heads past the resident limit: several query and key blocks, head-dim slices
+# of QKᵀ and output slices that D = 320 leaves ragged (320 = 2.5 x 128).
+SMALL_WIDE_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_DK": 128, "BLOCK_DV": 128}
 
 
 # The fp64 oracle materialises B·H·S² scores about three times over; GPU-sized checks compare head
@@ -56,27 +60,38 @@ def _assert_matches_reference_by_heads(fn, args, label: str,
     step = max(1, min(heads, score_bytes // (batch * seq_len * seq_len * 8)))
     for first in range(0, heads, step):
         group = tuple(t[:, first:first + step] for t in (q, k, v))
-        assert_matches_reference(SPEC, lambda *_: out[:, first:first + step],
+        assert_matches_reference(SPEC, lambda *_, first=first: out[:, first:first + step],
                                  (*group, causal, scale), f"{label} heads {first}+")
 
 
 class _RefusesLargeLaunches:
-    """Stands in for a @triton.jit kernel: a launch with a block (`block_name`) over `max_block`
-    or more than one pipeline stage fails as on a GPU short of shared memory."""
+    """Stands in for a @triton.jit kernel on a GPU short of shared memory: what it compiles
+    (warmup) refuses to load when its BLOCK_N is over `max_block` or it has more than one pipeline
+    stage, and otherwise runs as the real kernel."""
 
-    def __init__(self, kernel, block_name: str, max_block: int) -> None:
-        self.kernel, self.block_name, self.max_block = kernel, block_name, max_block
-        self.launches: list[tuple[int, int]] = []
+    def __init__(self, kernel, max_block: int) -> None:
+        self.kernel, self.max_block = kernel, max_block
+        self.compiles: list[tuple[int, int]] = []
+
+    def warmup(self, *args, grid, num_warps: int, num_stages: int):
+        block = args[self.kernel.arg_names.index("BLOCK_N")]
+        self.compiles.append((block, num_stages))
+        return _PickyCompiledKernel(self.kernel, block > self.max_block or num_stages > 1,
+                                    num_warps, num_stages)
 
     def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            block, stages = kwargs[self.block_name], kwargs["num_stages"]
-            self.launches.append((block, stages))
-            if block > self.max_block or stages > 1:
-                raise triton.runtime.errors.OutOfResources(1 << 20, 1 << 17, "shared memory")
-            return self.kernel[grid](*args, **kwargs)
+        raise AssertionError("launched through the JIT, not through its compiled kernel")
 
-        return launch
+
+class _PickyCompiledKernel:
+    def __init__(self, kernel, too_large: bool, num_warps: int, num_stages: int) -> None:
+        self.kernel, self.too_large = kernel, too_large
+        self.options = {"num_warps": num_warps, "num_stages": num_stages}
+
+    def __getitem__(self, grid):  # a CompiledKernel checks its resources when it loads
+        if self.too_large:
+            raise triton.runtime.errors.OutOfResources(1 << 20, 1 << 17, "shared memory")
+        return lambda *args: self.kernel[grid](*args, **self.options)
 
 
 @pytest.mark.parametrize("causal", CAUSAL)
@@ -107,7 +122,8 @@ def small_block_kernel(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.parametrize("shape, blocks", [((1, 2, 40, 64), "starter"),
                                            ((2, 1, 64, 128), "starter"),
-                                           ((1, 2, 40, 64), "small_blocks")], ids=str)
+                                           ((1, 2, 40, 64), "small_blocks"),
+                                           ((1, 2, 40, 320), "starter")], ids=str)
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> None:
@@ -117,8 +133,8 @@ def test_adversarial(case, dtype, shape, blocks, device, small_block_kernel) -> 
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("shape", [(1, 32, 2048, 128), (8, 16, 512, 64), (2, 16, 3000, 64)],
-                         ids=str)
+@pytest.mark.parametrize("shape", [(1, 32, 2048, 128), (8, 16, 512, 64), (2, 16, 3000, 64),
+                                   (2, 4, 1000, 512)], ids=str)
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial_gpu(case, dtype, shape) -> None:
@@ -153,8 +169,9 @@ def test_causal_mask_and_scale_are_honoured(device) -> None:
     assert not torch.allclose(outputs[1], outputs[2])
 
 
-def test_non_contiguous_inputs(device) -> None:
-    q, k, v, causal, scale = _inputs((2, 3, 40, 64), torch.float16, device)
+@pytest.mark.parametrize("head_dim", [64, 320])
+def test_non_contiguous_inputs(head_dim, device) -> None:
+    q, k, v, causal, scale = _inputs((2, 3, 40, head_dim), torch.float16, device)
     column_major = tuple(t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (q, k, v))
     assert not column_major[0].is_contiguous()
     assert_matches_reference(SPEC, KERNEL.kernel_fn, (*column_major, causal, scale),
@@ -168,14 +185,70 @@ def test_deterministic(device) -> None:
     assert_deterministic(KERNEL.kernel_fn, _inputs((1, 2, 50, 80), torch.bfloat16, device))
     assert_deterministic(KERNEL.kernel_fn,
                          _inputs((2, 1, 37, 64), torch.float32, device, causal=False))
+    assert_deterministic(KERNEL.kernel_fn, _inputs((1, 1, 30, 320), torch.float16, device))
 
 
 @pytest.mark.parametrize("causal", CAUSAL)
-def test_writes_every_output_element(causal, device, tmp_path: Path) -> None:
-    module = load_starter_with("flash_attention", {"BLOCK_M": 16, "BLOCK_N": 16}, tmp_path)
-    args = _inputs((2, 2, 37, 80), torch.float32, device, causal=causal)
+@pytest.mark.parametrize("shape", [(2, 2, 37, 80), (1, 2, 37, 320)], ids=str)
+def test_writes_every_output_element(shape, causal, device, tmp_path: Path) -> None:
+    module = load_starter_with("flash_attention", SMALL_WIDE_BLOCKS, tmp_path)
+    args = _inputs(shape, torch.float32, device, causal=causal)
     with nan_filled_allocations():
         assert_matches_reference(SPEC, module.kernel_fn, args, "over NaN garbage")
+
+
+@pytest.fixture(scope="module")
+def small_wide_block_kernel(tmp_path_factory: pytest.TempPathFactory):
+    return load_starter_with("flash_attention", SMALL_WIDE_BLOCKS,
+                             tmp_path_factory.mktemp("wide_blocks"))
+
+
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("head_dim", [200, 256, 257, 320, 512])
+def test_head_dims_around_the_resident_limit(head_dim, dtype, atol, rtol, causal, device,
+                                             small_wide_block_kernel) -> None:
+    """Up to 256 the head dim is one tile (200 padded to 256); from 257 on it is tiled: 257 leaves
+    a one-column QKᵀ slice and a one-column output slice, 320 half-empty ones, 512 none."""
+    args = _inputs((1, 2, 37, head_dim), dtype, device, "uniform", causal=causal)
+    assert_matches_reference(SPEC, small_wide_block_kernel.kernel_fn, args,
+                             f"D={head_dim} {dtype} causal={causal}")
+
+
+@pytest.mark.parametrize("head_dim", [64, 320])
+def test_allocates_nothing_but_the_output(head_dim, device, monkeypatch) -> None:
+    """No S x S score matrix and no other scratch: the op must fit wherever its inputs fit twice."""
+    args = _inputs((1, 2, 40, head_dim), torch.float16, device)
+    KERNEL.kernel_fn(*args)  # plan first: only the call itself is measured
+    allocated: list[int] = []
+    for name in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "ones"):
+        original = getattr(torch, name)
+
+        def recording(*a, _original=original, **kw):
+            t = _original(*a, **kw)
+            allocated.append(t.numel())
+            return t
+
+        monkeypatch.setattr(torch, name, recording)
+    out = KERNEL.kernel_fn(*args)
+    monkeypatch.undo()
+    assert allocated == [out.numel()]
+
+
+@pytest.mark.parametrize("head_dim", [64, 320])
+def test_64_bit_offsets_within_a_head(head_dim, device, tmp_path: Path, monkeypatch) -> None:
+    """A head of 2^31 elements or more takes 64-bit row and column offsets. Forced here at a small
+    size (the threshold lowered to 1), on inputs of mixed layouts, so the path runs on the CPU."""
+    module = load_starter_with("flash_attention", SMALL_WIDE_BLOCKS, tmp_path)
+    monkeypatch.setattr(module, "WIDE_OFFSET", 1)
+    q, k, v, _, scale = _inputs((2, 2, 37, head_dim), torch.float32, device)
+    column_major_k = k.transpose(-1, -2).contiguous().transpose(-1, -2)
+    for causal in (True, False):
+        assert_matches_reference(SPEC, module.kernel_fn, (q, column_major_k, v, causal, scale),
+                                 f"64-bit offsets causal={causal}")
+    launch = module._plan(q.shape, k.shape, v.shape, q.stride(), column_major_k.stride(),
+                          v.stride(), (q.dtype,) * 3, True, None, -1)
+    assert launch.args[-1] is True  # WIDE_OFFSETS, the kernel's last argument
 
 
 @pytest.mark.parametrize("tunables", TUNABLE_COMBINATIONS,
@@ -199,7 +272,7 @@ def test_tunable_combination_stays_correct(tunables, device, tmp_path: Path) -> 
 def test_tunable_combination_compiles_and_stays_correct_gpu(tunables, dtype, tmp_path) -> None:
     """Compiles for real (shared-memory and register limits): the interpreter checks neither."""
     module = load_starter_with("flash_attention", tunables, tmp_path)
-    for shape in ((2, 4, 1000, 128), (1, 8, 777, 80)):
+    for shape in ((2, 4, 1000, 128), (1, 8, 777, 80), (1, 4, 777, 512)):
         for causal in (True, False):
             args = _inputs(shape, dtype, "cuda", causal=causal)
             assert_matches_reference(SPEC, module.kernel_fn, args,
@@ -251,15 +324,22 @@ def test_head_group_check_sees_every_head(device) -> None:
         _assert_matches_reference_by_heads(one_head_wrong, args, "grouped", two_heads)
 
 
-def test_shrinks_until_the_launch_fits(device, tmp_path: Path, monkeypatch) -> None:
-    """Out of shared memory: fewer stages, then a smaller BLOCK_N, until the launch fits."""
+@pytest.mark.parametrize("head_dim", [64, 320])
+def test_shrinks_until_the_launch_fits(head_dim, device, tmp_path: Path, monkeypatch) -> None:
+    """Out of shared memory: fewer stages, then a smaller BLOCK_N, until the compiled kernel fits
+    (both head-dim paths); the plan that fits is kept, so the next call compiles nothing."""
     module = load_starter_with("flash_attention", {"BLOCK_N": 64, "NUM_STAGES": 4}, tmp_path)
-    picky = _RefusesLargeLaunches(module.flash_attention_kernel, "BLOCK_N", max_block=16)
+    picky = _RefusesLargeLaunches(module.flash_attention_kernel, max_block=16)
     monkeypatch.setattr(module, "flash_attention_kernel", picky)
-    args = _inputs((1, 2, 60, 64), torch.float32, device)
-    assert_matches_reference(SPEC, module.kernel_fn, args, "after shrinking")
-    assert picky.launches[-1] == (16, 1)
-    assert picky.launches == sorted(picky.launches, reverse=True)  # only ever shrinks
+    shape = (1, 2, 60, head_dim)
+    assert_matches_reference(SPEC, module.kernel_fn, _inputs(shape, torch.float32, device),
+                             "after shrinking")
+    assert picky.compiles[-1] == (16, 1)
+    assert picky.compiles == sorted(picky.compiles, reverse=True)  # only ever shrinks
+    compiled = len(picky.compiles)
+    assert_matches_reference(SPEC, module.kernel_fn, _inputs(shape, torch.float32, device, seed=1),
+                             "planned")
+    assert len(picky.compiles) == compiled
 
 
 def test_rejects_mismatched_inputs(device) -> None:

@@ -1,20 +1,32 @@
 """Triton starter: flash_attention, O = softmax(Q Kᵀ · scale [+ causal mask]) V.
 
-q, k, v, o are [B, H, S, D] (any strides); causal lets query i see keys 0..i; scale defaults to
-1/sqrt(D).
+q, k, v, o are [B, H, S, D] of one dtype (fp16, bf16, fp32), any strides, any S and D; causal
+lets query i see keys 0..i; scale defaults to 1/sqrt(D).
 
 Algorithm (FlashAttention-2 forward): each program owns BLOCK_M queries of one (batch, head) and
 streams K/V in BLOCK_N-key blocks, keeping an online softmax in float32: a running row max m, a
 running row sum l and an unnormalised output accumulator, rescaled by exp(m_old - m_new) whenever
 the max grows; the output is divided by l once at the end. The S x S score matrix never touches
-memory. Scores are taken in the log2 domain (scale·log2(e) folded into one multiply, exp2).
+memory, and nothing is allocated but the output. Scores are taken in the log2 domain
+(scale·log2(e) folded into one multiply, exp2).
 
 The key range splits in two loops: blocks that need no mask (every key visible to every query
 of the block, all in range) and the rest (the causal diagonal and/or the ragged last block),
 which apply the causal and sequence-end masks. Under causal masking a program stops at its
 diagonal, and programs are numbered heaviest (last) query block first so the long ones start
-early. The head dim is padded to a power of two (BLOCK_D >= 16) with masked loads/stores, so
-D = 80 or 96 works.
+early.
+
+Head dims. Up to RESIDENT_HEAD_DIM (256) the head dim is one tile, padded to a power of two
+(>= 16) with masked loads and stores (so D = 72, 80 or 96 work): Q is loaded once and the
+accumulator holds whole output rows. A wider head (320, 512, 768, 1024, ...) does not fit one
+program's registers that way, so it is tiled twice:
+  - QKᵀ sums over BLOCK_DK-wide slices of the head dim, Q's and K's slices read per key block
+    (Q's come from L2 after the first);
+  - the output is cut into BLOCK_DV-wide column slices, one program each: a program computes its
+    queries' full scores and accumulates P·V[:, its slice].
+With n = cdiv(D, BLOCK_DV) slices QKᵀ is computed n times, (n + 1) / 2 x the FLOPs of one pass.
+Offsets within a head are 32-bit, or 64-bit where a head spans 2^31 elements or more (the
+launcher decides); batch and head offsets are always 64-bit.
 
 Precision: QKᵀ and PV on tensor cores for fp16/bf16 with fp32 accumulation; the probabilities
 are rounded to the input dtype before PV, as every FlashAttention does. fp32 inputs use ieee dots
@@ -22,17 +34,25 @@ are rounded to the input dtype before PV, as every FlashAttention does. fp32 inp
 `tl.dot` is wrong) the tiles are upcast to fp32 first, after the same rounding of the
 probabilities, so the CPU result models the GPU's.
 
-Tunables:
-  BLOCK_M     queries per program; BLOCK_N keys per inner step. The launcher shrinks either to
-              next_pow2(S) (minimum 16, tl.dot's smallest tile) for short sequences.
+Tunables (the launcher clamps each, so every combination runs at every shape):
+  BLOCK_M     queries per program; BLOCK_N keys per inner step. Both shrink to next_pow2(S)
+              (minimum 16, tl.dot's smallest tile) for short sequences, and BLOCK_M halves while
+              the accumulator would take over ACC_PER_THREAD fp32 registers per thread.
+  BLOCK_DK    head-dim slice of the QKᵀ sum for heads over RESIDENT_HEAD_DIM.
+  BLOCK_DV    output columns per program for heads over RESIDENT_HEAD_DIM.
   NUM_WARPS   warps per program.
-  NUM_STAGES  pipeline depth of the K/V loads. The launcher lowers it, then BLOCK_N, until the
-              kernel fits the GPU's shared memory, so every combination runs.
+  NUM_STAGES  pipeline depth of the K/V loads. The plan lowers it, then BLOCK_N, until the kernel
+              fits the GPU's shared memory.
+
+Host side: `_plan` turns shapes, strides, dtype, causal, scale and the tunables into a launch once
+per key (lru_cache) and compiles it ahead (`warmup`); a call then only allocates the output and
+launches the compiled kernel through `CompiledKernel[grid]`, Triton's cheapest public launch path.
 """
 
 import functools
 import math
-from typing import Callable
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 import triton
@@ -43,57 +63,95 @@ BACKEND = "triton"
 
 BLOCK_M = 128
 BLOCK_N = 64
+BLOCK_DK = 64
+BLOCK_DV = 512
 NUM_WARPS = 8
 NUM_STAGES = 3
 
 TUNABLE_SPACE = {
     "BLOCK_M": [16, 32, 64, 128],
     "BLOCK_N": [16, 32, 64, 128],
+    "BLOCK_DK": [32, 64, 128],
+    "BLOCK_DV": [64, 128, 256, 512, 1024],
     "NUM_WARPS": [4, 8],
     "NUM_STAGES": [1, 2, 3, 4],
 }
 
-MAX_HEAD_DIM = 256
+# The widest head dim kept whole in one program (Q resident, whole output rows accumulated).
+RESIDENT_HEAD_DIM = 256
+# fp32 accumulator elements per thread past which Triton spills the accumulator to local memory.
+ACC_PER_THREAD = 128
+# Element offsets within one head from here on need 64-bit arithmetic.
+WIDE_OFFSET = 2**31
 LOG2_E = 1.4426950408889634
 
 
 @triton.jit
-def _load_rows(base, rows, stride_row, stride_d, num_rows,
-               CHECK_ROWS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr):
-    """A [len(rows), BLOCK_D] tile; padding columns (and rows past num_rows if asked) read 0."""
-    cols = tl.arange(0, BLOCK_D)
-    ptrs = base + rows[:, None] * stride_row + cols[None, :] * stride_d
+def _load_tile(base, rows, stride_row, num_rows, cols, stride_col, num_cols,
+               CHECK_ROWS: tl.constexpr, CHECK_COLS: tl.constexpr, WIDE_OFFSETS: tl.constexpr):
+    """The tile base[rows, cols]; rows >= num_rows and cols >= num_cols read 0 where checked.
+    Offsets are 32-bit unless WIDE_OFFSETS (a head too large for them)."""
+    if WIDE_OFFSETS:
+        rows = rows.to(tl.int64)
+        cols = cols.to(tl.int64)
+    ptrs = base + rows[:, None] * stride_row + cols[None, :] * stride_col
     if CHECK_ROWS:
-        if BLOCK_D == HEAD_DIM:
-            tile = tl.load(ptrs, mask=rows[:, None] < num_rows, other=0.0)
-        else:
-            tile = tl.load(ptrs, mask=(rows[:, None] < num_rows) & (cols[None, :] < HEAD_DIM),
+        if CHECK_COLS:
+            tile = tl.load(ptrs, mask=(rows[:, None] < num_rows) & (cols[None, :] < num_cols),
                            other=0.0)
-    else:
-        if BLOCK_D == HEAD_DIM:
-            tile = tl.load(ptrs)
         else:
-            tile = tl.load(ptrs, mask=cols[None, :] < HEAD_DIM, other=0.0)
+            tile = tl.load(ptrs, mask=rows[:, None] < num_rows, other=0.0)
+    else:
+        if CHECK_COLS:
+            tile = tl.load(ptrs, mask=cols[None, :] < num_cols, other=0.0)
+        else:
+            tile = tl.load(ptrs)
     return tile
 
 
 @triton.jit
+def _scores(q, q_base, queries, stride_qs, stride_qd, k_base, keys, stride_ks, stride_kd,
+            seq_len, CHECK_KEYS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_DK: tl.constexpr,
+            DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE_OFFSETS: tl.constexpr):
+    """Q Kᵀ of one key block (unscaled, fp32). With one BLOCK_DK slice spanning the head dim, `q`
+    is the resident Q tile; otherwise both operands are read slice by slice."""
+    if BLOCK_DK >= HEAD_DIM:
+        k = _load_tile(k_base, keys, stride_ks, seq_len, tl.arange(0, BLOCK_DK), stride_kd,
+                       HEAD_DIM, CHECK_KEYS, BLOCK_DK != HEAD_DIM, WIDE_OFFSETS)
+        if UPCAST:
+            k = k.to(tl.float32)
+        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION)
+    else:
+        scores = tl.zeros((queries.shape[0], keys.shape[0]), dtype=tl.float32)
+        for d in range(0, HEAD_DIM, BLOCK_DK):
+            cols = d + tl.arange(0, BLOCK_DK)
+            q_slice = _load_tile(q_base, queries, stride_qs, seq_len, cols, stride_qd, HEAD_DIM,
+                                 True, HEAD_DIM % BLOCK_DK != 0, WIDE_OFFSETS)
+            k_slice = _load_tile(k_base, keys, stride_ks, seq_len, cols, stride_kd, HEAD_DIM,
+                                 CHECK_KEYS, HEAD_DIM % BLOCK_DK != 0, WIDE_OFFSETS)
+            if UPCAST:
+                q_slice = q_slice.to(tl.float32)
+                k_slice = k_slice.to(tl.float32)
+            scores = tl.dot(q_slice, tl.trans(k_slice), scores, input_precision=DOT_PRECISION)
+    return scores
+
+
+@triton.jit
 def _attend_key_blocks(
-    acc, row_max, row_sum, q, queries,
-    k_base, v_base, stride_kn, stride_kd, stride_vn, stride_vd,
+    acc, row_max, row_sum, q, q_base, queries, stride_qs, stride_qd,
+    k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd, v_cols,
     key_begin, key_end, seq_len, qk_scale,
-    MASKED: tl.constexpr, CAUSAL: tl.constexpr,
-    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr, DOT_PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr, WIDE_OFFSETS: tl.constexpr,
 ):
     """Fold keys [key_begin, key_end) into the online softmax state (acc, row_max, row_sum)."""
     for start in range(key_begin, key_end, BLOCK_N):
         keys = start + tl.arange(0, BLOCK_N)
-        k = _load_rows(k_base, keys, stride_kn, stride_kd, seq_len, MASKED, HEAD_DIM, BLOCK_D)
-        v = _load_rows(v_base, keys, stride_vn, stride_vd, seq_len, MASKED, HEAD_DIM, BLOCK_D)
-        if UPCAST:
-            k = k.to(tl.float32)
-        scores = tl.dot(q, tl.trans(k), input_precision=DOT_PRECISION) * qk_scale
+        scores = _scores(q, q_base, queries, stride_qs, stride_qd, k_base, keys, stride_ks,
+                         stride_kd, seq_len, MASKED, HEAD_DIM, BLOCK_DK, DOT_PRECISION, UPCAST,
+                         WIDE_OFFSETS)
+        scores = scores * qk_scale
         if MASKED:
             visible = keys[None, :] < seq_len
             if CAUSAL:
@@ -105,6 +163,8 @@ def _attend_key_blocks(
         rescale = tl.exp2(row_max - new_max)
         p = tl.exp2(scores - new_max[:, None])
         row_sum = row_sum * rescale + tl.sum(p, axis=1)
+        v = _load_tile(v_base, keys, stride_vs, seq_len, v_cols, stride_vd, HEAD_DIM, MASKED,
+                       HEAD_DIM % BLOCK_DV != 0, WIDE_OFFSETS)
         p_in = p.to(v.dtype)  # the rounding a tensor-core PV product applies
         if UPCAST:
             p_in = p_in.to(tl.float32)
@@ -122,17 +182,22 @@ def flash_attention_kernel(
     stride_vb, stride_vh, stride_vs, stride_vd,
     stride_ob, stride_oh, stride_os, stride_od,
     num_heads, seq_len, qk_scale,
-    CAUSAL: tl.constexpr,
-    HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE_OFFSETS: tl.constexpr,
 ):
+    # Program order: a query block's output slices side by side (they read the same Q and K
+    # blocks, so the later ones find them in L2), query blocks last first, then heads.
     query_blocks = tl.cdiv(seq_len, BLOCK_M)
+    slices = (HEAD_DIM + BLOCK_DV - 1) // BLOCK_DV
     pid = tl.program_id(0)
-    batch_head = pid // query_blocks
-    # Last query block first: under causal masking it has the most keys to visit.
-    query_block = query_blocks - 1 - pid % query_blocks
+    first_col = (pid % slices) * BLOCK_DV
+    query_block_index = pid // slices
+    batch_head = query_block_index // query_blocks
+    query_block = query_blocks - 1 - query_block_index % query_blocks
     batch = (batch_head // num_heads).to(tl.int64)
     head = (batch_head % num_heads).to(tl.int64)
+    # Per-head base pointers; rows and columns below are offsets within one head.
     q_base = q_ptr + batch * stride_qb + head * stride_qh
     k_base = k_ptr + batch * stride_kb + head * stride_kh
     v_base = v_ptr + batch * stride_vb + head * stride_vh
@@ -140,13 +205,18 @@ def flash_attention_kernel(
 
     first_query = query_block * BLOCK_M
     queries = first_query + tl.arange(0, BLOCK_M)
-    q = _load_rows(q_base, queries, stride_qs, stride_qd, seq_len, True, HEAD_DIM, BLOCK_D)
-    if UPCAST:
-        q = q.to(tl.float32)
+    v_cols = first_col + tl.arange(0, BLOCK_DV)
+    if BLOCK_DK >= HEAD_DIM:
+        q = _load_tile(q_base, queries, stride_qs, seq_len, tl.arange(0, BLOCK_DK), stride_qd,
+                       HEAD_DIM, True, BLOCK_DK != HEAD_DIM, WIDE_OFFSETS)
+        if UPCAST:
+            q = q.to(tl.float32)
+    else:
+        q = q_base  # no resident tile: _scores reads Q's slices through the pointer
 
     row_max = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
     row_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_DV), dtype=tl.float32)
     if CAUSAL:
         # Keys below first_query are visible to every query of the block (and in range).
         unmasked_end = (first_query // BLOCK_N) * BLOCK_N
@@ -155,24 +225,27 @@ def flash_attention_kernel(
         unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
         key_end = seq_len
     acc, row_max, row_sum = _attend_key_blocks(
-        acc, row_max, row_sum, q, queries, k_base, v_base, stride_ks, stride_kd,
-        stride_vs, stride_vd, 0, unmasked_end, seq_len, qk_scale,
-        False, CAUSAL, HEAD_DIM, BLOCK_N, BLOCK_D, DOT_PRECISION, UPCAST,
+        acc, row_max, row_sum, q, q_base, queries, stride_qs, stride_qd,
+        k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd, v_cols,
+        0, unmasked_end, seq_len, qk_scale,
+        False, CAUSAL, HEAD_DIM, BLOCK_N, BLOCK_DK, BLOCK_DV, DOT_PRECISION, UPCAST, WIDE_OFFSETS,
     )
     acc, row_max, row_sum = _attend_key_blocks(
-        acc, row_max, row_sum, q, queries, k_base, v_base, stride_ks, stride_kd,
-        stride_vs, stride_vd, unmasked_end, key_end, seq_len, qk_scale,
-        True, CAUSAL, HEAD_DIM, BLOCK_N, BLOCK_D, DOT_PRECISION, UPCAST,
+        acc, row_max, row_sum, q, q_base, queries, stride_qs, stride_qd,
+        k_base, v_base, stride_ks, stride_kd, stride_vs, stride_vd, v_cols,
+        unmasked_end, key_end, seq_len, qk_scale,
+        True, CAUSAL, HEAD_DIM, BLOCK_N, BLOCK_DK, BLOCK_DV, DOT_PRECISION, UPCAST, WIDE_OFFSETS,
     )
 
     out = acc / row_sum[:, None]
-    cols = tl.arange(0, BLOCK_D)
-    o_ptrs = o_base + queries[:, None] * stride_os + cols[None, :] * stride_od
+    if WIDE_OFFSETS:
+        queries = queries.to(tl.int64)
+    o_ptrs = o_base + queries[:, None] * stride_os + v_cols[None, :] * stride_od
     tl.store(o_ptrs, out.to(o_ptr.dtype.element_ty),
-             mask=(queries[:, None] < seq_len) & (cols[None, :] < HEAD_DIM))
+             mask=(queries[:, None] < seq_len) & (v_cols[None, :] < HEAD_DIM))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _shared_memory_bytes(device_index: int) -> int:
     props = torch.cuda.get_device_properties(device_index)
     return int(getattr(props, "shared_memory_per_block_optin", props.shared_memory_per_block))
@@ -183,34 +256,77 @@ def _block(requested: int, dim: int) -> int:
     return max(16, min(requested, triton.next_power_of_2(dim)))
 
 
-def _estimated_fit(block_m: int, block_n: int, block_d: int, num_stages: int, element_size: int,
-                   device: torch.device) -> tuple[int, int]:
-    """(BLOCK_N, stages) whose buffers fit in shared memory: the Q tile and the probabilities fed
-    to PV are held once, a K and a V tile per stage. BLOCK_N halves first if even one stage
-    cannot fit."""
-    if device.type != "cuda":
+def _estimated_fit(block_m: int, block_n: int, block_dk: int, block_dv: int, resident: bool,
+                   num_stages: int, element_size: int, device: int) -> tuple[int, int]:
+    """(BLOCK_N, stages) whose buffers fit in the shared memory of CUDA device `device` (-1: CPU).
+    Held once: the probabilities fed to PV, and the Q tile if resident (else the V tile, loaded
+    outside the pipelined slice loop); per stage: a K and a V tile if resident, else a Q and a K
+    slice. BLOCK_N halves first if even one stage cannot fit."""
+    if device < 0:
         return block_n, num_stages  # the interpreter has no shared memory
-    budget = _shared_memory_bytes(device.index)
+    budget = _shared_memory_bytes(device)
 
     def held(bn: int) -> int:
-        return (block_m * block_d + block_m * bn) * element_size
+        return (block_m * bn + (block_m * block_dk if resident else bn * block_dv)) * element_size
 
-    while block_n > 16 and held(block_n) + 2 * block_n * block_d * element_size > budget:
+    def per_stage(bn: int) -> int:
+        return (2 * bn * block_dk if resident else (block_m + bn) * block_dk) * element_size
+
+    while block_n > 16 and held(block_n) + per_stage(block_n) > budget:
         block_n //= 2
-    per_stage = 2 * block_n * block_d * element_size
-    return block_n, max(1, min(num_stages, (budget - held(block_n)) // per_stage))
+    return block_n, max(1, min(num_stages, (budget - held(block_n)) // per_stage(block_n)))
 
 
-def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_n: int,
-                                  num_stages: int) -> None:
-    """launch(block_n, num_stages), shrinking the pipeline and then BLOCK_N while the compiled
-    kernel still needs more shared memory than the GPU has. The estimate that picked the
-    starting point leaves out Triton's layout-conversion buffers, so this is rare; a
-    cache of the pair that fits would be call-time state, which the harness forbids."""
+class Launch(NamedTuple):
+    """A planned launch: the kernel, its grid, every argument after the leading tensors (strides,
+    sizes, scalars, constexprs, in signature order), its options, and the kernel compiled for
+    them (None under the interpreter, which compiles nothing)."""
+
+    kernel: Any
+    grid: tuple[int, int, int]
+    args: tuple[Any, ...]
+    options: dict[str, int]
+    compiled: Any
+
+
+def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+             args: tuple[Any, ...], **options: int) -> Launch:
+    """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
+
+    Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
+    and on each pointer's 16-byte alignment. Warming up with dtypes in place of tensors compiles
+    the aligned-pointer variant, and `args` are the very values every launch of the plan passes.
+    The interpreter's warm-up compiles nothing (None), as does a kernel without one.
+    """
+    warmup = getattr(kernel, "warmup", None)
+    compiled = None if warmup is None else warmup(*tensor_dtypes, *args, grid=grid, **options)
+    return Launch(kernel, grid, args, options, compiled)
+
+
+def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
+    """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
+    kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+        launch.compiled[launch.grid](*tensors, *launch.args)
+    else:
+        launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+def _fitting_launch(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
+                    args: Callable[[int], tuple[Any, ...]], block_n: int, num_stages: int,
+                    num_warps: int) -> Launch:
+    """The launch compiled with args(block_n) and num_stages, shrinking the pipeline and then
+    BLOCK_N while the compiled kernel needs more shared memory than the GPU has (loading it,
+    which indexing it does, raises OutOfResources then). The estimate that picked the starting
+    point leaves out Triton's layout-conversion buffers, so this is rare."""
     while True:
+        launch = _compile(kernel, grid, tensor_dtypes, args(block_n), num_warps=num_warps,
+                          num_stages=num_stages)
         try:
-            launch(block_n, num_stages)
-            return
+            if launch.compiled is not None:
+                launch.compiled[grid]  # loads the kernel, not a launch
+            return launch
         except triton.runtime.errors.OutOfResources:
             if num_stages > 1:
                 num_stages -= 1
@@ -220,41 +336,68 @@ def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_n: i
                 raise
 
 
+@functools.lru_cache(maxsize=1024)
+def _plan(
+    q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...],
+    q_strides: tuple[int, ...], k_strides: tuple[int, ...], v_strides: tuple[int, ...],
+    dtypes: tuple[torch.dtype, ...], causal: bool, scale: float | None, device: int,
+) -> Launch | None:
+    """The launch the tunables give for these inputs (the output contiguous): the one place where
+    tunables become a launch; raises ValueError for inputs that do not fit together. Cached by
+    its arguments, which are plain values, so a call pays a dictionary lookup; `device` (the
+    current CUDA device, -1 for CPU tensors) is part of the key because a compiled kernel is
+    loaded on one device, and a GPU's shared memory bounds the pipeline. None for empty inputs."""
+    if len(q_shape) != 4 or q_shape != k_shape or q_shape != v_shape:
+        raise ValueError(f"flash_attention needs q, k, v of one shape [B, H, S, D]; got "
+                         f"{tuple(q_shape)}, {tuple(k_shape)}, {tuple(v_shape)}")
+    dtype = dtypes[0]
+    if any(d != dtype for d in dtypes):
+        raise ValueError("q, k and v must share a dtype")
+    batch, heads, seq_len, head_dim = q_shape
+    if batch * heads * seq_len * head_dim == 0:
+        return None  # nothing to compute
+    upcast = device < 0  # CPU tensors only ever run in the interpreter
+    precision = "ieee" if dtype == torch.float32 or upcast else "tf32"
+    qk_scale = (1.0 / math.sqrt(head_dim) if scale is None else float(scale)) * LOG2_E
+
+    resident = head_dim <= RESIDENT_HEAD_DIM
+    if resident:
+        block_dk = block_dv = max(16, triton.next_power_of_2(head_dim))
+    else:
+        block_dk = _block(BLOCK_DK, head_dim)
+        block_dv = _block(BLOCK_DV, head_dim)
+    block_m = _block(BLOCK_M, seq_len)
+    while block_m > 16 and block_m * block_dv > ACC_PER_THREAD * 32 * NUM_WARPS:
+        block_m //= 2
+    block_n, num_stages = _estimated_fit(block_m, _block(BLOCK_N, seq_len), block_dk, block_dv,
+                                         resident, NUM_STAGES, dtype.itemsize, device)
+    slices = triton.cdiv(head_dim, block_dv)
+    grid = (triton.cdiv(seq_len, block_m) * batch * heads * slices, 1, 1)
+    out_strides = (heads * seq_len * head_dim, seq_len * head_dim, head_dim, 1)
+
+    furthest = max((seq_len - 1) * strides[2] + (head_dim - 1) * strides[3]
+                   for strides in (q_strides, k_strides, v_strides, out_strides))
+    wide_offsets = furthest >= WIDE_OFFSET
+
+    def args(block_n: int) -> tuple[Any, ...]:
+        return (*q_strides, *k_strides, *v_strides, *out_strides, heads, seq_len, qk_scale,
+                bool(causal), head_dim, block_m, block_n, block_dk, block_dv, precision, upcast,
+                wide_offsets)
+
+    return _fitting_launch(flash_attention_kernel, grid, (dtype,) * 4, args, block_n, num_stages,
+                           NUM_WARPS)
+
+
 def flash_attention(
     q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
     scale: float | None = None,
 ) -> torch.Tensor:
-    if q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
-        raise ValueError(
-            "flash_attention needs q, k, v of one shape [B, H, S, D]; got "
-            f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}"
-        )
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError("q, k and v must share a dtype")
-    batch, heads, seq_len, head_dim = q.shape
-    if head_dim > MAX_HEAD_DIM:
-        raise ValueError(f"head dim {head_dim} > {MAX_HEAD_DIM} is not supported")
-    out = torch.empty((batch, heads, seq_len, head_dim), dtype=q.dtype, device=q.device)
-    qk_scale = (1.0 / math.sqrt(head_dim) if scale is None else float(scale)) * LOG2_E
-
-    upcast = q.device.type == "cpu"  # CPU tensors only ever run in the interpreter
-    precision = "ieee" if q.dtype == torch.float32 or upcast else "tf32"
-    block_d = max(16, triton.next_power_of_2(head_dim))
-    block_m = _block(BLOCK_M, seq_len)
-    grid = (triton.cdiv(seq_len, block_m) * batch * heads,)
-
-    def launch(block_n: int, num_stages: int) -> None:
-        flash_attention_kernel[grid](
-            q, k, v, out, *q.stride(), *k.stride(), *v.stride(), *out.stride(),
-            heads, seq_len, qk_scale,
-            CAUSAL=bool(causal), HEAD_DIM=head_dim, BLOCK_M=block_m, BLOCK_N=block_n,
-            BLOCK_D=block_d, DOT_PRECISION=precision, UPCAST=upcast,
-            num_warps=NUM_WARPS, num_stages=num_stages,
-        )
-
-    block_n, num_stages = _estimated_fit(block_m, _block(BLOCK_N, seq_len), block_d, NUM_STAGES,
-                                         q.element_size(), q.device)
-    _launch_fitting_shared_memory(launch, block_n, num_stages)
+    device = torch.cuda.current_device() if q.is_cuda else -1
+    launch = _plan(q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+                   (q.dtype, k.dtype, v.dtype), bool(causal), scale, device)
+    out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
+    if launch is not None:
+        _launch(launch, q, k, v, out)
     return out
 
 

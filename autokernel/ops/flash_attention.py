@@ -68,7 +68,7 @@ def _rising_logits(
     shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
-    b, h, s, d = shape
+    _, _, s, d = shape
     # Logits that climb from ~0 to ~120 along the keys: past 88 a softmax without its running
     # max overflows fp32, and each key block raises the row max again, so the accumulator's
     # rescale runs on every block. Head dim 0 carries the ramp, q = 16 and k_j = a small
@@ -178,14 +178,14 @@ SPEC = OpSpec(
     sweep=(
         (1, 32, 2048, 128),
         (4, 32, 1024, 128),
-        (8, 16, 512, 64),
-        (1, 32, 4096, 128),
         (2, 12, 1024, 64),     # GPT-2
         (1, 32, 8192, 128),
         (2, 32, 2048, 80),     # Phi-2 head dim
-        (2, 32, 2048, 96),     # Phi-3-mini head dim
         (2, 16, 3000, 64),     # ragged sequence
-        (4, 40, 1024, 128),    # LLaMA-13B heads
+        (2, 8, 2048, 256),     # Gemma head dim: the widest kept whole in one program
+        (1, 4, 2048, 512),     # a decoder with 4 heads of 512
+        (8, 1, 197, 768),      # a ViT-B encoder run as one head of 768, 197 tokens
+        (8, 32, 512, 1024),    # KernelBench L1 97_ScaledDotProductAttention's heads (B=32)
     ),
     cpu_sweep=(
         (1, 2, 16, 32),
@@ -195,6 +195,8 @@ SPEC = OpSpec(
         (2, 2, 33, 96),
         (3, 1, 21, 32),
         (1, 1, 64, 16),
+        (1, 2, 40, 320),       # head dims past 256: the head dim tiled
+        (1, 1, 24, 512),
     ),
     edge_shapes=(
         (1, 8, 1023, 128),
@@ -203,6 +205,9 @@ SPEC = OpSpec(
         (1, 32, 1, 128),
         (1, 1, 2047, 32),
         (3, 5, 777, 96),
+        (1, 3, 1000, 320),
+        (2, 2, 333, 1024),
+        (1, 4, 1, 512),
     ),
     cpu_edge_shapes=(
         (1, 1, 1, 32),
@@ -210,6 +215,8 @@ SPEC = OpSpec(
         (2, 1, 63, 80),
         (1, 3, 17, 96),
         (1, 1, 2, 64),
+        (1, 1, 1, 1024),
+        (2, 1, 19, 768),
     ),
     bench_shapes=((1, 32, 2048, 128), (4, 32, 1024, 128), (1, 32, 4096, 128)),
     adversarial=ADVERSARIAL,
