@@ -4,6 +4,7 @@ and non-causal, traps, tunables."""
 from __future__ import annotations
 
 import functools
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,8 @@ from starter_checks import (
     starter_space,
 )
 
+from autokernel.aot import check_file, format_result, triton_interprets
+from autokernel.kernels import starter_path
 from autokernel.ops import get_spec
 from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
@@ -348,3 +351,77 @@ def test_rejects_mismatched_inputs(device) -> None:
         KERNEL.kernel_fn(q, k[:, :1], v)
     with pytest.raises(ValueError):
         KERNEL.kernel_fn(q, k.float(), v)
+
+
+# A module whose `gpu_launch` plans and launches what the starter would on CUDA device 0 of an
+# H100 (tensor-core dots, Hopper's shared memory), for CPU tensors: the interpreter's own variant
+# upcasts every tile, so checking the public kernel_fn would compile the wrong kernel. It loads a
+# private copy of the starter, so patching that copy leaves the imported module alone.
+GPU_LAUNCH_MODULE = textwrap.dedent('''
+    import importlib.util
+    import sys
+
+    import torch
+
+    from autokernel.aot import HOPPER_MAX_SHARED_BYTES
+
+    _spec = importlib.util.spec_from_file_location({name!r}, {path!r})
+    starter = importlib.util.module_from_spec(_spec)
+    sys.modules[{name!r}] = starter  # Triton reads the kernels' source through it
+    _spec.loader.exec_module(starter)
+    starter._shared_memory_bytes = lambda device: HOPPER_MAX_SHARED_BYTES
+    starter.WIDE_OFFSET = {wide_offset}
+    flash_attention_kernel = starter.flash_attention_kernel  # what the compile phase looks up
+
+
+    def gpu_launch(q, k, v, causal, scale):
+        launch = starter._plan(q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+                               (q.dtype, k.dtype, v.dtype), causal, scale, 0)
+        out = torch.empty(q.shape, dtype=q.dtype)
+        starter._launch(launch, q, k, v, out)
+        return out
+''')
+
+# (shape, dtype, causal): the resident path at its common and widest head dims, the tiled path at
+# a ragged S, at one and two output slices, and in fp32 (ieee dots, the largest tiles).
+HOPPER_CALLS = (
+    ((1, 8, 1024, 128), torch.float16, False),
+    ((1, 4, 2048, 256), torch.bfloat16, True),
+    ((2, 4, 1000, 320), torch.float16, True),
+    ((1, 4, 2048, 512), torch.bfloat16, False),
+    ((1, 2, 2048, 1024), torch.float16, True),
+    ((1, 2, 1024, 768), torch.float32, True),
+)
+
+
+def _gpu_launch_module(directory: Path, wide_offset: int) -> Path:
+    path = directory / f"flash_attention_gpu_launch_{wide_offset}.py"
+    path.write_text(GPU_LAUNCH_MODULE.format(name=f"flash_attention_gpu_copy_{wide_offset}",
+                                             path=str(starter_path("flash_attention")),
+                                             wide_offset=wide_offset))
+    return path
+
+
+@pytest.mark.skipif(not triton_interprets(), reason="launches are recorded under the interpreter")
+def test_gpu_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
+    """The starter's GPU launches (not the interpreter's upcast variant) at realistic shapes, head
+    dims 128 to 1024, build for sm_90a within Hopper's limits and without register spills; one
+    also with 64-bit offsets. Checked without a GPU, through Triton's compiler (autokernel.aot)."""
+    def calls(selected):
+        return [(f"{'x'.join(map(str, shape))} {dtype_name(dtype)} causal={causal}",
+                 (torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype),
+                  torch.empty(shape, dtype=dtype), causal, None))
+                for shape, dtype, causal in selected]
+
+    results = check_file(_gpu_launch_module(tmp_path, 2**31), "gpu_launch", calls(HOPPER_CALLS),
+                         execute=False)
+    results += check_file(_gpu_launch_module(tmp_path, 1), "gpu_launch",
+                          calls(HOPPER_CALLS[3:4]), execute=False)
+    problems = [format_result(r) for r in results if not r.ok or r.local_bytes != 0]
+    assert not problems, "\n".join(problems)
+    assert len(results) == len(HOPPER_CALLS) + 1
+    for r in results:
+        assert r.constexprs["UPCAST"] is False, r.context  # the tensor-core variant
+        head_dim, block_dk = r.constexprs["HEAD_DIM"], r.constexprs["BLOCK_DK"]
+        assert (block_dk < head_dim) == (head_dim > 256), r.context  # tiled past 256
+    assert sum(r.constexprs["WIDE_OFFSETS"] for r in results) == 1
