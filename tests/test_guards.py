@@ -173,11 +173,13 @@ def test_metadata_and_triton_launches_are_not_host_reads(monitor: LaunchMonitor)
     assert torch.equal(y, x)
 
 
-def test_timed_calls_leave_host_reads_to_the_op_recorder(monitor: LaunchMonitor) -> None:
-    # Unpoisoned (timed) calls skip the guard: it would add host time to every tensor method.
+def test_timed_calls_refuse_host_reads_too(monitor: LaunchMonitor) -> None:
+    # A candidate that read values on the host only when its call is timed (allocations not
+    # poisoned) would compute in Python unseen: the host-read guard stays on in every call.
     recorder = FallbackRecorder(monitor, torch.device("cpu"))
     recorder.poison_allocations = False
-    assert guarded(monitor, recorder, lambda: torch.ones(2).tolist()) == [1.0, 1.0]
+    with pytest.raises(HostReadError):
+        guarded(monitor, recorder, lambda: torch.ones(2).tolist())
 
 
 # -- operators that are not torch's own, and code inside a launch (class 2) ---------------------

@@ -95,6 +95,7 @@ class WorkerReport:
     new_baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
+    sandbox: dict[str, Any] = field(default_factory=dict)  # harness.sandbox.SandboxState
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -96,6 +96,7 @@ class BenchResult:
     triton_version: str | None = None
     notes: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # the worker's time by phase
+    sandbox: dict[str, Any] = field(default_factory=dict)  # OS confinement: applied / missing
 
     @property
     def passed(self) -> bool:

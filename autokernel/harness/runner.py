@@ -19,6 +19,7 @@ caches the compiled-stock timings for the next call.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -34,6 +35,10 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from autokernel.harness.forkserver import RESULT_FD, ForkServer, ForkServerError
+from autokernel.harness.sandbox import (
+    TREE_MARKER_ENV, kill_process_tree, new_tree_marker, wait_unreaped,
+)
 from autokernel.harness.protocol import (
     ChannelError, Job, WorkerReport, decode_report,
 )
@@ -141,9 +146,52 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
+_FORK_SERVERS: dict[tuple[str, str], ForkServer | None] = {}
+
+
+def _fork_server(env: dict[str, str]) -> ForkServer | None:
+    """This process's fork server for the worker environment's device, started on first use;
+    None when it cannot run (the caller then spawns). Set AUTOKERNEL_FORK_SERVER=0 to never use
+    one."""
+    if os.environ.get("AUTOKERNEL_FORK_SERVER", "1") == "0" or not sys.platform.startswith("linux"):
+        return None
+    key = (env.get("TRITON_INTERPRET", ""), sys.executable)
+    server = _FORK_SERVERS.get(key)
+    if server is not None and server.process.poll() is None:
+        return server
+    if key in _FORK_SERVERS and server is None:
+        return None  # it could not start here: do not pay for trying on every call
+    if not _FORK_SERVERS:
+        atexit.register(_close_fork_servers)
+    try:
+        server = ForkServer(env)
+    except (ForkServerError, OSError, ValueError):
+        server = None
+    _FORK_SERVERS[key] = server
+    return server
+
+
+def _close_fork_servers() -> None:
+    for server in _FORK_SERVERS.values():
+        if server is not None:
+            server.close()
+    _FORK_SERVERS.clear()
+
+
 def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
                  timeout_s: float) -> tuple[int | None, bytes, str, bool]:
-    """Run one worker: (returncode, result bytes, output tail, timed out)."""
+    """Run one worker: (returncode, result bytes, output tail, timed out). Forked from the fork
+    server when one runs (seconds saved per call), else spawned; the same worker either way."""
+    server = _fork_server({k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")})
+    # Every process the worker starts carries the marker, so the sweep after the verdict finds
+    # it even if it left the worker's session (sandbox.kill_process_tree).
+    marker = new_tree_marker()
+    env = {**env, TREE_MARKER_ENV: marker}
+    if server is not None:
+        try:
+            return _run_forked(server, job, env, cwd, timeout_s, marker)
+        except ForkServerError:
+            _close_fork_servers()  # spawn this one; the next call tries a fresh server
     read_fd, write_fd = os.pipe()
     job.result_fd = write_fd
     try:
@@ -165,22 +213,52 @@ def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    timed_out = False
     try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
+        # Not reaped yet: while the worker's pid cannot be reused, its session is safe to sweep.
+        timed_out = not wait_unreaped(proc.pid, timeout_s)
     finally:
-        # The whole group: a worker that timed out, or anything it left behind.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        # The whole tree: a worker that timed out, or anything it left behind.
+        kill_process_tree(proc.pid, marker)
         proc.wait()
     result.join(timeout=10)
     output.join(timeout=10)
     tail = output.data().decode("utf-8", "replace")
     return proc.returncode, result.data(), tail, timed_out
+
+
+def _run_forked(server: ForkServer, job: Job, env: dict[str, str], cwd: Path,
+                timeout_s: float, marker: str) -> tuple[int | None, bytes, str, bool]:
+    stdin_read, stdin_write = os.pipe()
+    output_read, output_write = os.pipe()
+    result_read, result_write = os.pipe()
+    job.result_fd = RESULT_FD
+    try:
+        worker = server.fork(str(cwd), env, stdin_read, output_write, result_write)
+    except BaseException:
+        for fd in (stdin_write, output_read, result_read):
+            os.close(fd)
+        raise
+    finally:
+        for fd in (stdin_read, output_write, result_write):
+            os.close(fd)
+    result = _Drain(result_read, None)
+    output = _Drain(output_read, OUTPUT_TAIL_BYTES)
+    result.start()
+    output.start()
+    try:
+        with os.fdopen(stdin_write, "wb") as stdin:
+            stdin.write(job.to_json().encode())
+    except BrokenPipeError:
+        pass
+    returncode = worker.wait(timeout_s)
+    timed_out = returncode is None
+    # The whole tree: a worker that timed out, or anything it left behind.
+    kill_process_tree(worker.pid, marker)
+    if timed_out:
+        returncode = worker.wait(30)
+    result.join(timeout=10)
+    output.join(timeout=10)
+    return returncode, result.data(), output.data().decode("utf-8", "replace"), timed_out
 
 
 def _signal_name(returncode: int) -> str:
@@ -261,6 +339,7 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
     result.torch_version, result.triton_version = report.torch_version, report.triton_version
     result.notes.extend(report.notes)
     result.phase_seconds = dict(report.phase_seconds)
+    result.sandbox = dict(report.sandbox)
     gpu, ceilings = _gpu_objects(report) if device == "cuda" else (None, None)
 
     for timed in report.timings:

@@ -31,6 +31,7 @@ import time
 import traceback
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -361,6 +362,7 @@ class Worker:
         self.monitor.install()
         self.recorder = FallbackRecorder(self.monitor, self.device)
         self_test(self.monitor, self.recorder, self.device)
+        self._confine()
         self.snapshot = IdentitySnapshot.take(harness_namespaces(self.job.kernel_type))
         threads = live_threads()
         path = self.job.kernel_path
@@ -380,6 +382,22 @@ class Worker:
             raise Verdict("CRASH", "import", "kernel.py defines no callable kernel_fn")
         self.kernel_fn = kernel_fn
         self._phase("import")
+
+    def _confine(self) -> None:
+        """The OS sandbox, last thing before the candidate is imported (it is irreversible: no
+        exec but the compiler toolchain, no writes outside the work directory and the Triton
+        cache, no network, no setsid). What could not be applied is said in the report."""
+        from autokernel.harness import sandbox
+
+        sandbox.warm_triton_driver(self.job.device)
+        cache = os.environ.get("TRITON_CACHE_DIR")
+        state = sandbox.apply_candidate_sandbox(
+            Path.cwd(), writable=[Path(cache)] if cache else [],
+            executables=sandbox.toolchain_executables(self.job.device), device=self.job.device)
+        self.report.sandbox = state.to_dict()
+        if state.missing:
+            self.report.notes.append("sandbox incomplete: " + "; ".join(
+                f"{name} not applied ({why})" for name, why in state.missing.items()))
 
     def _check_integrity(self, stage: str, threads_before: set[int], where: str) -> None:
         tampered = self.snapshot.changes() + [f"{h} hook removed"
