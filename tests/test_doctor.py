@@ -152,6 +152,16 @@ def test_doctor_reports_each_layer_of_the_sandbox() -> None:
         assert report["sandbox"][name]["protects"] == FEATURES[name]
 
 
+def test_doctor_tries_the_c_compiler_inside_the_sandbox() -> None:
+    from autokernel.harness.sandbox import sandbox_capabilities
+
+    if not sandbox_capabilities()["landlock_fs"].available:
+        pytest.skip("no Landlock here: nothing to try the compiler in")
+    result = runner.invoke(app, ["doctor", "--json", "--no-aot", "--no-calibrate"])
+    row = _checks(json.loads(result.output))["sandbox toolchain"]
+    assert row["status"] == "ok" and "inside" in row["detail"], row
+
+
 def test_doctor_warns_about_a_missing_sandbox_layer_and_says_why(
         monkeypatch: pytest.MonkeyPatch) -> None:
     from autokernel.harness import sandbox

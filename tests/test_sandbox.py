@@ -24,8 +24,8 @@ import pytest
 
 from autokernel.harness.sandbox import (
     CANDIDATE_FEATURES, FEATURES, TREE_MARKER_ENV, SandboxState, become_subreaper,
-    kill_process_tree, new_tree_marker, observed_confinement, sandbox_capabilities,
-    toolchain_executables, tree_members, wait_unreaped,
+    elf_interpreter, kill_process_tree, new_tree_marker, observed_confinement, program_closure,
+    sandbox_capabilities, toolchain_check, toolchain_executables, tree_members, wait_unreaped,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux features")
@@ -559,6 +559,66 @@ def test_triton_builds_a_launcher_inside(tmp_path: Path) -> None:
     report = _last_json(done)
     assert report["answer"] == 42
     assert "cc1" in report["state"]["applied"]["landlock_fs"]
+
+
+def _wrapper_compiler(tmp_path: Path, shebang: str) -> Path:
+    """A compiler wrapper script, as some installs ship gcc (`exec the-real-gcc "$@"`)."""
+    real = shutil.which("gcc") or shutil.which("clang")
+    if real is None:
+        pytest.skip("no C compiler here")
+    wrapper = tmp_path / "bin" / "gcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'{shebang}\nexec {Path(real).resolve()} "$@"\n')
+    wrapper.chmod(0o755)
+    return wrapper
+
+
+@pytest.mark.parametrize("shebang", ["#!/bin/sh", "#!/usr/bin/env sh"])
+def test_a_wrapper_script_brings_its_interpreter_and_its_program(tmp_path: Path,
+                                                                 shebang: str) -> None:
+    wrapper = _wrapper_compiler(tmp_path, shebang)
+    closure = program_closure(wrapper)
+    names = {p.name for p in closure}
+    shell = Path(shutil.which("sh") or "/bin/sh").resolve()
+    assert closure[0] == wrapper and shell in closure, closure
+    assert Path(shutil.which("gcc") or shutil.which("clang") or "").resolve() in closure
+    assert any(n.startswith("ld-linux") for n in names), names  # the ELF programs' loader
+    assert program_closure(Path(sys.executable).resolve())[1:] == [
+        elf_interpreter(Path(sys.executable).resolve())]
+
+
+PROBE_INSIDE = """
+import json, sys
+from pathlib import Path
+from autokernel.harness import sandbox
+work = Path(sys.argv[1])
+tools = sandbox.toolchain_executables("cuda") if sys.argv[2] == "toolchain" else []
+state = sandbox.apply_candidate_sandbox(work, [], tools, "cpu")
+print(json.dumps({"blocked": sandbox.toolchain_probe(work), "state": state.to_dict()}))
+"""
+
+
+@pytest.mark.parametrize("allowed", ["toolchain", "nothing"])
+def test_a_wrapper_script_compiler_runs_inside_only_when_allowed(tmp_path: Path,
+                                                                 allowed: str) -> None:
+    """CC a wrapper script: the toolchain list allows what it runs, and the probe the worker
+    runs after confining itself says plainly when the compiler cannot run."""
+    _require("landlock_fs", "seccomp")
+    wrapper = _wrapper_compiler(tmp_path, "#!/bin/sh")
+    work = tmp_path / "work"
+    report = _last_json(_python(PROBE_INSIDE, str(work), allowed, env={"CC": str(wrapper)}))
+    if allowed == "toolchain":
+        assert report["blocked"] is None, report
+        assert "landlock_fs" in report["state"]["applied"]
+    else:
+        assert report["blocked"] and str(wrapper) in report["blocked"], report
+
+
+def test_doctor_says_whether_the_compiler_runs_inside() -> None:
+    _require("landlock_fs")
+    works, detail = toolchain_check()
+    assert works, detail
+    assert "inside" in detail
 
 
 # The judge side: an ordinary process sends a tensor to a sandboxed candidate through

@@ -95,6 +95,10 @@ def _sandbox_checks() -> tuple[list[Check], dict[str, dict[str, Any]]]:
               for name, cap in capabilities.items()]
     info = {name: {"available": cap.available, "detail": cap.detail,
                    "protects": sandbox.FEATURES[name]} for name, cap in capabilities.items()}
+    if any(capabilities[name].available for name in ("landlock_fs", "seccomp")):
+        # Every GPU candidate's first launch builds a launcher with the C compiler, inside.
+        works, detail = sandbox.toolchain_check()
+        checks.append(Check("sandbox toolchain", "ok" if works else "fail", detail))
     return checks, info
 
 

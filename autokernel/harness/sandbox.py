@@ -19,7 +19,8 @@ confines the process and everything it later starts, in layers that each degrade
 - `no_new_privs` (PR_SET_NO_NEW_PRIVS): nothing it executes gains privileges.
 - `landlock_fs` (Landlock, kernel >= 5.13): reads anywhere; writes (create, delete, rename,
   truncate) only beneath `work_dir` and `writable` (and /dev/null, and the GPU's device files
-  for `device="cuda"`); execution only of `executables` and their ELF interpreter (ld.so).
+  for `device="cuda"`); execution only of `executables` and what they need to run (their ELF
+  interpreter, ld.so; for a `#!` script, its interpreter and the programs it names).
 - `landlock_net` (Landlock ABI >= 4): no TCP bind or connect (and UDP from ABI 10).
 - `landlock_signals` (Landlock ABI >= 6): no signal to any process outside the sandbox (the
   judge, the spawner, `kill(-1)`).
@@ -84,6 +85,7 @@ import ctypes
 import errno
 import glob
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -110,6 +112,7 @@ FEATURES: dict[str, str] = {
 CANDIDATE_FEATURES = tuple(name for name in FEATURES if name != "tree_sweep")
 
 TREE_MARKER_ENV = "AUTOKERNEL_SANDBOX_TREE"
+EXTRA_EXEC_ENV = "AUTOKERNEL_SANDBOX_EXEC"
 
 LANDLOCK_NET_ABI = 4
 LANDLOCK_SCOPE_ABI = 6
@@ -329,7 +332,7 @@ def toolchain_executables(device: str = "cuda", *, c_compiler: bool = True) -> l
                 found.append(Path(candidate).resolve())
     if c_compiler:
         found += c_compiler_programs()
-    return list(dict.fromkeys(found))
+    return list(dict.fromkeys(found + extra_executables()))
 
 
 def c_compiler_programs() -> list[Path]:
@@ -391,6 +394,113 @@ def elf_interpreter(path: Path) -> Path | None:
     return None
 
 
+def script_programs(path: Path) -> list[Path]:
+    """The programs a `#!` script needs to run: its interpreter (for `#!/usr/bin/env NAME`,
+    env and NAME as found on PATH), and every executable file it names by absolute path (a
+    compiler wrapper's `exec /opt/gcc/libexec/gcc-real "$@"`). Empty for anything but a script."""
+    try:
+        with open(path, "rb") as f:
+            text = f.read(64 * 1024)
+    except OSError:
+        return []
+    if not text.startswith(b"#!"):
+        return []
+    line, _, body = text[2:].partition(b"\n")
+    words = line.decode(errors="replace").split()
+    named = words[:1]
+    if words and Path(words[0]).name == "env":
+        rest = [w for w in words[1:] if not w.startswith("-") and "=" not in w]
+        found = shutil.which(rest[0]) if rest else None
+        named += [found] if found else []
+    named += re.findall(r"(?<![\w.$])(/[\w.+/-]+)", body.decode(errors="replace"))
+    programs = []
+    for name in named:
+        candidate = Path(name)
+        if candidate.is_file() and os.access(candidate, os.X_OK):
+            programs.append(candidate.resolve())
+    return list(dict.fromkeys(programs))
+
+
+def program_closure(program: Path, depth: int = 3) -> list[Path]:
+    """`program` with what executing it executes in turn: its ELF interpreter, or a script's
+    interpreter and named programs, followed `depth` levels deep."""
+    found = [program]
+    interpreter = elf_interpreter(program)
+    if interpreter is not None:
+        found.append(interpreter)
+    elif depth > 0:
+        for needed in script_programs(program):
+            found += program_closure(needed, depth - 1)
+    return list(dict.fromkeys(found))
+
+
+def extra_executables() -> list[Path]:
+    """Programs the user allows besides the toolchain found here (`AUTOKERNEL_SANDBOX_EXEC`, a
+    PATH-style list), for a compiler wrapper that runs what no script text names."""
+    named = os.environ.get(EXTRA_EXEC_ENV, "")
+    return [Path(p).resolve() for p in named.split(os.pathsep) if p]
+
+
+PROBE_SOURCE = "int autokernel_toolchain_probe(void) { return 42; }\n"
+
+
+def toolchain_probe(work_dir: Path) -> str | None:
+    """Run the C compiler Triton would (as `triton.runtime.build` picks it) on a trivial file
+    in `work_dir`, from inside the sandbox; None when it built a shared library, else why not.
+    A candidate's first launch needs exactly this, so a sandbox that forbids it is an
+    environment error to report once, not a crash to blame on every candidate."""
+    compiler = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    if compiler is None:
+        return "no C compiler found (set CC): Triton builds each kernel's launcher with one"
+    source, library = work_dir / "toolchain_probe.c", work_dir / "toolchain_probe.so"
+    try:
+        source.write_text(PROBE_SOURCE)
+        # Its temporary files go where the sandbox lets it write, as the worker's TMPDIR does.
+        done = subprocess.run([compiler, str(source), "-O0", "-shared", "-fPIC", "-o",
+                               str(library)], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "TMPDIR": str(work_dir)})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{compiler}: {type(exc).__name__}: {exc}"
+    finally:
+        source.unlink(missing_ok=True)
+    built = library.exists()
+    library.unlink(missing_ok=True)
+    if done.returncode != 0 or not built:
+        tail = (done.stderr or done.stdout).strip().splitlines()[-3:]
+        return f"{compiler} exited with status {done.returncode}: {' / '.join(tail)}"
+    return None
+
+
+_PROBE_CHILD = """
+import json, sys
+from pathlib import Path
+from autokernel.harness import sandbox
+work = Path(sys.argv[1])
+state = sandbox.apply_candidate_sandbox(work, [], sandbox.toolchain_executables("cuda"), "cpu")
+print(json.dumps({"blocked": sandbox.toolchain_probe(work), "applied": sorted(state.applied)}))
+"""
+
+
+def toolchain_check() -> tuple[bool, str]:
+    """Whether Triton's C compiler still runs inside the sandbox, tried in a throwaway child
+    process (the sandbox is irreversible); for `autokernel doctor`."""
+    import json
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="autokernel-toolchain-") as work:
+        try:
+            done = subprocess.run([sys.executable, "-c", _PROBE_CHILD, work], capture_output=True,
+                                  text=True, timeout=300)
+            answer = json.loads(done.stdout.strip().splitlines()[-1])
+        except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
+            return False, f"the probe process failed: {type(exc).__name__}: {exc}"
+    if answer["blocked"] is not None:
+        return False, (f"{answer['blocked']}; name the programs your compiler runs in "
+                       f"{EXTRA_EXEC_ENV}")
+    layers = ", ".join(answer["applied"]) or "no layer"
+    return True, f"the C compiler builds a shared library inside ({layers})"
+
+
 def _device_files(device: str) -> list[Path]:
     """Device files a GPU runtime opens read-write after initialisation."""
     if device != "cuda":
@@ -440,8 +550,7 @@ def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path
             written.append(str(path))
         programs, skipped = [], []
         for program in executables:
-            interpreter = elf_interpreter(program)
-            for path in [program] + ([interpreter] if interpreter else []):
+            for path in program_closure(program):
                 if os.access(path, os.X_OK) and not path.is_dir():
                     ruleset.allow_path(path, access.EXECUTE | access.READ_FILE)
                     programs.append(path.name)

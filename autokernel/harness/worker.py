@@ -395,6 +395,13 @@ class Worker:
             Path.cwd(), writable=[Path(cache)] if cache else [],
             executables=sandbox.toolchain_executables(self.job.device), device=self.job.device)
         self.report.sandbox = state.to_dict()
+        if self.job.device == "cuda":
+            blocked = sandbox.toolchain_probe(Path.cwd())
+            if blocked is not None:
+                raise Verdict("CRASH", "harness", "the sandbox stops the C compiler Triton builds "
+                              f"every kernel's launcher with ({blocked}); name the programs it "
+                              f"runs in {sandbox.EXTRA_EXEC_ENV} (':'-separated), see `autokernel "
+                              "doctor`")
         if state.missing:
             self.report.notes.append("sandbox incomplete: " + "; ".join(
                 f"{name} not applied ({why})" for name, why in state.missing.items()))
