@@ -720,6 +720,21 @@ def test_case_plan_covers_the_five_stages() -> None:
     assert {c.shape for c in gpu_cases if c.stage == "shape_sweep"} >= set(spec.sweep)
 
 
+@pytest.mark.parametrize("kernel_type", ["rmsnorm", "rotary_embedding", "matmul"])
+def test_the_gpu_screen_keeps_every_stage_at_the_timed_and_model_shapes(kernel_type: str) -> None:
+    spec = get_spec(kernel_type)
+    timed, model = [spec.bench_shapes[0]], [spec.bench_shapes[-1]]
+    full = plan_cases(spec, "cuda", [torch.float16], timed, model)
+    screen = plan_cases(spec, "cuda", [torch.float16], timed, model, quick=True)
+    assert {c.stage for c in screen} == set(STAGES) - {"edge_sizes"}
+    assert {c.shape for c in screen} == {spec.smoke_shape, *timed, *model}
+    assert {(c.stage, c.label, c.distribution, c.adversarial) for c in screen
+            if c.stage in ("stability", "determinism")} == {
+        (c.stage, c.label, c.distribution, c.adversarial) for c in full
+        if c.stage in ("stability", "determinism")}
+    assert len(screen) < len(full)
+
+
 def test_bench_result_json_round_trip() -> None:
     result = BenchResult(status=Status.REJECTED, stage="timing", rule="impossible",
                          reason="x", notes=["n"], stage_cases={"smoke": 1})

@@ -704,3 +704,38 @@ def test_candidates_are_screened_quick_and_confirmed_in_full_before_a_keep(
     reverts = [r for r in rows if r["status"] == "revert"]
     assert reverts and all(r["reason"].endswith("[quick screen]") for r in reverts)
     assert all("lower bound not above 1.010×" in r["reason"] for r in reverts)
+
+
+class NoisyScreenBench(PairedFakeBench):
+    """The screen's few rounds spread ±10% around the true ratio; the full harness's do not."""
+
+    def __call__(self, kernel_path: Path, *, device: str, shapes: list[list[int]],
+                 dtypes: list[str], timeout_s: float, cache_dir: Path, quick: bool = False,
+                 incumbent: Path | None = None, min_gain: float = 0.01) -> BenchResult:
+        result = super().__call__(kernel_path, device=device, shapes=shapes, dtypes=dtypes,
+                                  timeout_s=timeout_s, cache_dir=cache_dir, quick=quick,
+                                  incumbent=incumbent, min_gain=min_gain)
+        if quick:
+            for timing in result.timings:
+                if timing.paired_ratios:
+                    r = timing.paired_ratios[0]
+                    timing.paired_ratios = [0.9 * r, r, 1.1 * r]
+        return result
+
+
+def test_a_win_too_noisy_for_the_screen_still_gets_the_full_verdict(tmp_path: Path) -> None:
+    ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
+    bench = NoisyScreenBench()
+    runner = runner_for(ws, state, plan, TunerAgent(seed=0), bench,
+                        loop_config(screen=True, max_experiments=10,
+                                    max_consecutive_reverts=None))
+    runner.run()
+    rows = assert_consistent(ws, state)
+    kept = [r for r in rows if r["status"] == "keep"]
+    assert kept, "no candidate's win survived a noisy screen"
+    for row in kept:
+        assert "promising on the quick screen" in row["reason"]
+        assert float(row["vs_best_lo"]) > 1.01
+    for row in (r for r in rows if r["status"] == "revert"):
+        screened_only = row["reason"].endswith("[quick screen]")
+        assert not screened_only or float(row["vs_best"]) <= 1.01, row

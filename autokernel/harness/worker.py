@@ -317,12 +317,16 @@ class Worker:
         else:
             self.report.notes.append("torch.compile baseline skipped on the CPU interpreter")
         self.liger = None  # imported now, before the candidate exists, like the other baselines
-        if self.spec.liger is not None and self.device.type == "cuda":
+        # Not for a quick sweep (the loop's screen): importing Liger costs seconds per worker,
+        # and every keep's full sweep times it.
+        if self.spec.liger is not None and self.device.type == "cuda" and not job.quick:
             try:
                 self.liger = self.spec.liger()
             except Exception as exc:  # a broken optional install costs the baseline, not more
                 self.report.notes.append(f"liger-kernel baseline unavailable: "
                                          f"{type(exc).__name__}: {str(exc)[:200]}")
+        elif self.spec.liger is not None and self.device.type == "cuda":
+            self.report.notes.append("liger-kernel baseline not timed on a quick sweep")
         self._sync()
         poisoned = poison_free_cache(self.device)
         if poisoned:

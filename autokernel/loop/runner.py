@@ -663,7 +663,8 @@ class Runner:
     def _judge(self, target: TargetState, flight: InFlight) -> tuple[BenchResult, KeepVerdict]:
         """The harness's verdict and the keep rule's. A candidate is first screened with the
         quick shape sweep (every detector, fewer shapes to compile for); only one the keep rule
-        would keep pays for the full sweep, which then decides, with fresh paired timings."""
+        would keep, or whose paired estimate clears the margin, pays for the full sweep, which
+        then decides, with fresh paired timings."""
         weights = shape_weights(self._plan_target(target), self._timed_shapes(target))
         if flight.baseline:
             result = self._bench(target, baseline=True)
@@ -674,7 +675,11 @@ class Runner:
                                target.best, self.config.min_keep_margin, weights)
         if not screen or not result.passed:
             return result, decision
-        if decision.status != "keep":
+        # A screen times fewer rounds, so a real but small win can miss the bound there: any
+        # candidate whose estimate clears the margin gets the full harness's verdict too.
+        promising = (decision.vs_best is not None
+                     and decision.vs_best.estimate > 1.0 + self.config.min_keep_margin)
+        if decision.status != "keep" and not promising:
             return result, KeepVerdict(decision.status, decision.reason + " [quick screen]",
                                        decision.vs_best)
         screened_s = result.harness_seconds or 0.0
@@ -683,7 +688,7 @@ class Runner:
             result.harness_seconds = round(result.harness_seconds + screened_s, 3)
         decision = verdict_for(result, measure(result, flight.experiment, "", weights),
                                target.best, self.config.min_keep_margin, weights)
-        return result, KeepVerdict(decision.status, decision.reason + " [kept on the quick "
+        return result, KeepVerdict(decision.status, decision.reason + " [promising on the quick "
                                    "screen; this verdict is the full harness's]", decision.vs_best)
 
     def _timed_shapes(self, target: TargetState) -> list[list[int]]:
