@@ -20,7 +20,7 @@ from conftest import DEVICE, HAS_CUDA
 from typer.testing import CliRunner
 
 from autokernel.cli import app
-from autokernel.harness.cases import STAGES, plan_cases
+from autokernel.harness.cases import LAYOUTS, STAGES, plan_cases
 from autokernel.harness.compare import POISON_BYTE, bitwise_equal, check_output, ulp
 from autokernel.harness.protocol import (
     ChannelError,
@@ -101,6 +101,8 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
      "cached result of tally()"),
     ("drift_in_lru_holder.py", False, Status.FAIL, "replay", "timing", "produced while timing"),
     ("unwritten_output.py", True, Status.FAIL, None, "smoke", "never written"),
+    ("ignores_strides.py", True, Status.FAIL, None, "edge_sizes", "layout:row_strided"),
+    ("drops_wide_columns.py", True, Status.FAIL, None, "edge_sizes", "N=32769"),
     ("input_mutation.py", True, Status.REJECTED, "input-mutation", "smoke", "argument #0"),
     ("precision_downgrade.py", True, Status.FAIL, None, "shape_sweep", "fp32"),
     ("lazy_output.py", True, Status.REJECTED, "tensor-subclass", "static_scan", "Deferred"),
@@ -222,10 +224,6 @@ PENDING_WORKER_CHANGES: list[tuple[str, bool, frozenset[Status], str | None, str
     ("interpreter_inspect_reference.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
     ("escape_fromregex_parent_env.py", False, NOT_PASS, None, "", "parent environment readable",
      "sandbox: the candidate may not read its spawner's /proc entries (environment, memory)"),
-    ("ignores_strides.py", True, frozenset({Status.FAIL}), None, "", "",
-     "registry: non-contiguous inputs (a transposed view, a row-strided slice) in the sweep"),
-    ("drops_wide_columns.py", True, frozenset({Status.FAIL}), None, "", "",
-     "registry: a CPU case wider than 32768 columns"),
 ]
 
 # Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe, the
@@ -715,7 +713,9 @@ def test_case_plan_covers_the_five_stages() -> None:
     assert {c.adversarial for c in stability} - {None} == {a.name for a in spec.adversarial}
     refills = [c for c in cases if c.label == "refill"]
     assert len(refills) == 3 and all(cases[c.splice_from].label == "repeat" for c in refills)
-    assert {c.shape for c in cases if c.stage == "edge_sizes"} == set(spec.cpu_edge_shapes)
+    assert {c.shape for c in cases if c.stage == "edge_sizes" and c.layout is None} == set(
+        spec.cpu_edge_shapes)
+    assert {c.layout for c in cases if c.layout is not None} == set(LAYOUTS)
     gpu_cases = plan_cases(spec, "cuda", dtypes, [spec.bench_shapes[0]], [])
     assert {c.shape for c in gpu_cases if c.stage == "shape_sweep"} >= set(spec.sweep)
 
@@ -733,6 +733,21 @@ def test_the_gpu_screen_keeps_every_stage_at_the_timed_and_model_shapes(kernel_t
         (c.stage, c.label, c.distribution, c.adversarial) for c in full
         if c.stage in ("stability", "determinism")}
     assert len(screen) < len(full)
+    assert {c.layout for c in full if c.layout is not None} == set(LAYOUTS)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_layout_cases_hold_the_same_values_in_non_contiguous_memory(layout: str) -> None:
+    from autokernel.harness.worker import _relayout
+
+    x, w, index = torch.randn(6, 40), torch.randn(40), torch.arange(6)
+    moved = _relayout((x, w, index, 0.5), layout)
+    assert not moved[0].is_contiguous() and torch.equal(moved[0], x)
+    assert moved[1] is w and moved[2] is index and moved[3] == 0.5  # 1-D and integer: as given
+    if layout == "row_strided":
+        assert moved[0].stride() == (56, 1)
+    else:
+        assert moved[0].stride() == (1, 6)
 
 
 def test_bench_result_json_round_trip() -> None:

@@ -9,7 +9,8 @@
    refilled with new values that agree with the old ones at the first and last elements (a cache
    keyed on pointers or on a fingerprint of a few values replays a stale answer here), then new
    buffers of the same shape.
-5. edge_sizes: the registry's non-power-of-two and single-row/column shapes.
+5. edge_sizes: the registry's non-power-of-two and single-row/column shapes, then the same
+   values in non-contiguous memory (LAYOUTS: rows padded apart, the last two dims transposed).
 
 Every case gets its own seed, derived from the run's secret seed; the plan itself is public.
 `quick` trims the number of shapes (never a detector): on the interpreter, to keep the test
@@ -25,6 +26,9 @@ import torch
 from autokernel.ops.spec import DISTRIBUTIONS, OpSpec, Shape, dtype_name
 
 STAGES: tuple[str, ...] = ("smoke", "shape_sweep", "stability", "determinism", "edge_sizes")
+# Views a model passes as often as contiguous tensors (a slice of a fused projection, x @ W.T):
+# every floating input of two or more dims is given in that layout, with the same values.
+LAYOUTS: tuple[str, ...] = ("row_strided", "transposed")
 DETERMINISM_REPEATS = 3
 SEED_STRIDE = 1_000_003
 
@@ -38,6 +42,7 @@ class Case:
     distribution: str = "normal"
     adversarial: str | None = None
     splice_from: int | None = None  # index of the case whose first/last values this one reuses
+    layout: str | None = None  # one of LAYOUTS: the same values in non-contiguous memory
 
     def describe(self, spec: OpSpec) -> str:
         what = f" {self.label}" if self.label else ""
@@ -106,4 +111,8 @@ def plan_cases(
         cases.append(Case("determinism", determinism_shape, dtype, "new_buffers"))
     for shape in _unique(edges):
         cases.extend(Case("edge_sizes", shape, dtype) for dtype in correctness_dtypes)
+    if not (quick and on_gpu):
+        layout_shape = timing_shapes[0] if on_gpu else spec.cpu_sweep[len(spec.cpu_sweep) // 2]
+        cases.extend(Case("edge_sizes", layout_shape, correctness_dtypes[0], f"layout:{layout}",
+                          layout=layout) for layout in LAYOUTS)
     return cases

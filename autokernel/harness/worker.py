@@ -133,6 +133,26 @@ def _splice(inputs: Inputs, old: Inputs) -> Inputs:
     return inputs
 
 
+def _relayout(inputs: Inputs, layout: str) -> Inputs:
+    """The same values with every floating tensor of 2+ dims in `layout`'s memory order:
+    "row_strided", rows 16 elements further apart than their length (a slice of a wider
+    buffer); "transposed", the last two dims stored column-major (a `.t()` view)."""
+    def moved(t: torch.Tensor) -> torch.Tensor:
+        if t.ndim < 2 or not t.dtype.is_floating_point:
+            return t
+        if layout == "row_strided":
+            wider = torch.empty((*t.shape[:-1], t.shape[-1] + 16), dtype=t.dtype,
+                                device=t.device)
+            view = wider[..., : t.shape[-1]]
+        elif layout == "transposed":
+            view = torch.empty((*t.shape[:-2], t.shape[-1], t.shape[-2]), dtype=t.dtype,
+                               device=t.device).transpose(-1, -2)
+        else:
+            raise ValueError(f"unknown layout {layout!r}")
+        return view.copy_(t)
+    return tuple(moved(t) if isinstance(t, torch.Tensor) else t for t in inputs)
+
+
 def _exception_summary(exc: BaseException, kernel_path: str) -> str:
     """'RuntimeError: message (kernel.py line 42)', the line being the candidate's last frame."""
     line = None
@@ -253,6 +273,8 @@ class Worker:
     def _case_inputs(self, case: Case, seed: int) -> Inputs:
         inputs = self._make(case.shape, case.dtype, self._generator(seed), case.distribution,
                             case.adversarial)
+        if case.layout is not None:
+            inputs = _relayout(inputs, case.layout)
         if case.splice_from is not None:
             base = self.cases[case.splice_from]
             old = self._make(base.shape, base.dtype,

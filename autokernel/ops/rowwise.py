@@ -29,5 +29,7 @@ ROW_CPU_SWEEP: tuple[Shape, ...] = (
     (2, 20000),  # longer than the starters' default single-pass limit: exercises their loops
 )
 ROW_EDGE_SHAPES: tuple[Shape, ...] = ((1023, 4097), (4097, 1537), (1537, 1), (1, 4097))
-ROW_CPU_EDGE_SHAPES: tuple[Shape, ...] = ((1, 129), (33, 1), (9, 257), (3, 1537), (1, 17000))
+# (1, 32769): wider than a 32768-column tile, among the first two (the quick sweep's).
+ROW_CPU_EDGE_SHAPES: tuple[Shape, ...] = ((1, 129), (1, 32769), (33, 1), (9, 257), (3, 1537),
+                                          (1, 17000))
 ROW_BENCH_SHAPES: tuple[Shape, ...] = ((4096, 4096), (8192, 8192), (16384, 8192))

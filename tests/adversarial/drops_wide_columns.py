@@ -2,8 +2,7 @@
 the columns past that are never loaded or written. The CPU sweep's widest row is 20000 and the GPU
 sweep's 32000.
 
-Expected: PASS today (listed as pending: the registry needs a row wider than 32768, then FAIL with
-unwritten output).
+Expected: FAIL at edge_sizes with unwritten output, on the CPU edge shape 1x32769.
 """
 
 import torch

@@ -50,6 +50,6 @@ def loosen_the_judge() -> None:
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     loosen_the_judge()
-    y = torch.empty_like(x)
+    y = torch.empty(x.shape, dtype=x.dtype, device=x.device)  # contiguous whatever x's layout
     zero_rows[(x.shape[0],)](y, x.shape[1], y.stride(0), BLOCK=triton.next_power_of_2(x.shape[1]))
     return y

@@ -2,8 +2,7 @@
 the kernel is the row length, and the input is never made contiguous, so a transposed or sliced
 view is read wrong. Honest otherwise.
 
-Expected: PASS today (every registry input is contiguous; listed as pending: the registry needs
-non-contiguous cases, then FAIL).
+Expected: FAIL at edge_sizes, on the row-strided layout case (`harness.cases.LAYOUTS`).
 """
 
 import torch
