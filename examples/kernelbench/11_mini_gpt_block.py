@@ -10,9 +10,10 @@ calls the ORIGINAL model's layers. That is the trap this problem sets for anythi
 copies, casts or patches a model (verify deep-copies it for the oracle and the patched model).
 
 What autokernel sees: the `== 0` comparison between the scores and the softmax keeps the profiler
-from claiming the attention as one flash_attention call, so the targets are matmul (the four
-projections, plus the two batched attention products it cannot route), softmax over the
-[16·16·1024, 1024] scores, and layernorm; the GELU and the masking stay "other".
+from claiming the attention as one flash_attention call, so the targets are matmul (the
+projections, role "linear", routed per module, and the two batched attention products, role
+"batched", routed per call),
+softmax over the [16·16·1024, 1024] scores, and layernorm; the GELU and the masking stay "other".
 """
 
 import math
