@@ -260,14 +260,16 @@ def run(
         screen=screen,
         seed=seed,
     )
-    workspace, state = _create_workspace(root, run_tag, model_file, class_name, plan, chosen,
+    workspace, state = create_workspace(root, run_tag, model_file, class_name, plan, chosen,
                                          config, agent_options)
     _drive(workspace, plan, state, config, agent_impl, agent_note, live)
 
 
-def _create_workspace(root: Path, run_tag: str, model_file: Path, class_name: str, plan: Plan,
+def create_workspace(root: Path, run_tag: str, model_file: Path, class_name: str, plan: Plan,
                       chosen: list[int], config: LoopConfig,
                       agent_options: dict[str, Any]) -> tuple[Any, RunState]:
+    """A new run's workspace under `root` (git repository, model copy, program.md, reference.py,
+    plan.json, run.json, results.tsv) and its first state, for `run` and `kernelbench`."""
     import json
 
     from autokernel import reference

@@ -121,7 +121,7 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     import typer
 
     from autokernel.agents import AgentUnavailable, make_agent
-    from autokernel.cli.run import _create_workspace
+    from autokernel.cli.run import create_workspace
     from autokernel.loop.dashboard import PlainDashboard
     from autokernel.loop.runner import LoopConfig, Runner
     from autokernel.loop.workspace import (
@@ -149,7 +149,7 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     run_tag = run_tag_for(job.problem, time.strftime("%Y%m%d-%H%M%S"))
     chosen = list(range(min(job.top, len(plan.targets))))
     try:  # cli.run's own helper, so the workspace is exactly what `autokernel run` makes
-        workspace, state = _create_workspace(root, run_tag, Path(job.problem), CLASS_NAME, plan,
+        workspace, state = create_workspace(root, run_tag, Path(job.problem), CLASS_NAME, plan,
                                              chosen, config, job.agent_options)
     except typer.Exit:  # it printed the reason to stderr, which is the log
         raise StageFailure("run", f"cannot create the workspace {root} (see the log)") from None
