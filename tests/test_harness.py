@@ -334,6 +334,43 @@ def test_adversarial_and_honest_kernels(name: str, static: bool, status: Status,
         assert result.timing_meaningful is HAS_CUDA
 
 
+# -- memory: references past a share of the budget go to host memory; out of memory is a verdict
+
+MEMORY_CAP = "AUTOKERNEL_MEMORY_CAP_BYTES"
+
+
+def test_a_memory_cap_moves_references_to_host_and_skips_sweep_cases_that_do_not_fit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # 64 KiB: the timed 5x513 fits, the 1x32769 edge case does not (128 KiB in fp32, 64 KiB + 2
+    # bytes in fp16), and a quarter of it holds only a few float64 references.
+    monkeypatch.setenv(MEMORY_CAP, str(64 * 1024))
+    result = bench(starter_path("softmax"), tmp_path)
+    assert result.status is Status.PASS, result.reason
+    notes = " | ".join(result.notes)
+    assert "kept in host memory" in notes and "64.0 KiB of device memory" in notes, notes
+    assert "skipped: out of memory" in notes and "N=32769" in notes, notes
+
+
+def test_out_of_memory_at_a_shape_the_kernel_must_pass_is_a_crash_verdict(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(MEMORY_CAP, "1024")  # the smoke shape fits; the timed 5x513 does not
+    result = bench(starter_path("softmax"), tmp_path)
+    assert result.status is Status.CRASH and result.stage != "harness", result.reason
+    assert "out of memory preparing" in result.reason and "must be judged at" in result.reason
+    assert "more than the 1.0 KiB cap" in result.reason, result.reason
+
+
+def test_a_kernel_that_runs_out_of_memory_gets_a_crash_with_the_figure(tmp_path: Path) -> None:
+    source = (starter_path("softmax").read_text()
+              + "\n\n_starter = kernel_fn\n\n\ndef kernel_fn(x):\n"
+              + "    raise torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 12.00 GiB')\n")
+    path = tmp_path / "kernel.py"
+    path.write_text(source)
+    result = bench(path, tmp_path)
+    assert result.status is Status.CRASH and result.stage == "smoke", result.reason
+    assert "OutOfMemoryError" in result.reason and "12.00 GiB" in result.reason
+
+
 @pytest.mark.parametrize("kernel_type", ["softmax", "rmsnorm"])
 def test_shipped_starters_pass_the_full_profile(kernel_type: str, tmp_path: Path) -> None:
     result = bench(starter_path(kernel_type), tmp_path, quick=False)

@@ -57,7 +57,22 @@ def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) ->
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input
             first = (str(exc).strip().splitlines() or [""])[0]
             fail(f"profiling {model_file} failed: {type(exc).__name__}: {first}", code=1)
-    return build_plan(record, model=str(model_file), class_name=class_name)
+    plan = build_plan(record, model=str(model_file), class_name=class_name)
+    del loaded, record
+    _release_device_memory()
+    return plan
+
+
+def _release_device_memory() -> None:
+    """Give back what profiling left in this process's CUDA cache: the harness workers that
+    follow allocate on the same GPU, and a huge model's cached blocks would crowd them out."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 def _load_plan_file(path: Path) -> Plan:

@@ -57,6 +57,12 @@ from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
 # References are computed in float64 when all inputs together are at most this many elements.
 FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
 AUDITS_PER_TIMED_SHAPE = 3  # timed outputs re-checked against a trusted reference
+# References live on the device up to this share of its free memory, then in host memory (the
+# comparison moves them back a chunk at a time): a huge shape's dozen cases must not fill it.
+REFERENCE_DEVICE_SHARE = 0.25
+# Device memory the harness may plan with, in bytes, when less than what is free (and a cap the
+# CPU interpreter honours too: inputs of a case past it count as out of memory).
+MEMORY_CAP_ENV = "AUTOKERNEL_MEMORY_CAP_BYTES"
 SPLICE_ELEMENTS = 4  # elements kept from the old input at each end in the "refill" probe
 NO_LAUNCH = ("kernel_fn launched no Triton kernel (a launch-free shortcut is refused even where "
              "it is exact, as for N == 1: the harness judges the kernel, not the shortcut)")
@@ -153,6 +159,20 @@ def _relayout(inputs: Inputs, layout: str) -> Inputs:
     return tuple(moved(t) if isinstance(t, torch.Tensor) else t for t in inputs)
 
 
+def _gib(nbytes: float) -> str:
+    """A byte count in the largest binary unit it reaches (12.00 GiB, 64.0 KiB)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:.2f} {unit}" if unit == "GiB" else f"{nbytes / scale:.1f} {unit}"
+    return f"{int(nbytes)} B"
+
+
+def _oom_summary(exc: BaseException) -> str:
+    """torch's out-of-memory message, first sentence (it names what was asked and what is free)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text[:300]
+
+
 def _exception_summary(exc: BaseException, kernel_path: str) -> str:
     """'RuntimeError: message (kernel.py line 42)', the line being the candidate's last frame."""
     line = None
@@ -206,15 +226,21 @@ class Worker:
             self._run_timing()
             self.report.stages["timing"] = "pass"
             self._phase("timing")
+        except torch.OutOfMemoryError as exc:  # the harness's own allocations: a clean CRASH
+            self._fail(Verdict("CRASH", self.stage, f"out of memory during {self.stage}: "
+                               f"{_oom_summary(exc)}"))
         except Verdict as verdict:
-            self.report.status = verdict.status
-            self.report.stage = verdict.stage
-            self.report.reason = verdict.reason
-            self.report.rule = verdict.rule
-            self.report.stages[verdict.stage] = "fail"
-            for stage in (*STAGES, "timing"):
-                self.report.stages.setdefault(stage, "skip")
+            self._fail(verdict)
         return self.report
+
+    def _fail(self, verdict: Verdict) -> None:
+        self.report.status = verdict.status
+        self.report.stage = verdict.stage
+        self.report.reason = verdict.reason
+        self.report.rule = verdict.rule
+        self.report.stages[verdict.stage] = "fail"
+        for stage in (*STAGES, "timing"):
+            self.report.stages.setdefault(stage, "skip")
 
     # -- step 1: everything trusted, before the candidate exists ----------------------------------
 
@@ -303,18 +329,67 @@ class Worker:
 
     def _prepare(self, case: Case, seed: int) -> Prepared:
         inputs = self._case_inputs(case, seed)
+        needed = sum(t.numel() * t.element_size() for t in _tensors(inputs))
+        if needed > self.memory_budget:
+            raise torch.OutOfMemoryError(f"the inputs need {_gib(needed)}, more than the "
+                                         f"{_gib(self.memory_budget)} cap ({MEMORY_CAP_ENV})")
+        digest = fingerprint(inputs)
         ref = self._reference(inputs)  # upcasting changes the dtype, never the shape
-        return Prepared(case, seed, fingerprint(inputs), ref, tuple(ref.shape),
+        del inputs
+        return Prepared(case, seed, digest, self._place_reference(ref), tuple(ref.shape),
                         self._expected_dtype(case.dtype))
 
+    def _memory_budget(self) -> int:
+        """Bytes of device memory the harness plans with: what is free now, or less when
+        MEMORY_CAP_ENV says so (on the CPU interpreter, only the cap)."""
+        cap = int(os.environ.get(MEMORY_CAP_ENV, "0") or 0)
+        free = torch.cuda.mem_get_info(self.device)[0] if self.device.type == "cuda" else 0
+        budgets = [b for b in (cap, free) if b > 0]
+        return min(budgets) if budgets else 1 << 62
+
+    def _place_reference(self, ref: torch.Tensor) -> torch.Tensor:
+        nbytes = ref.numel() * ref.element_size()
+        if self.reference_bytes_on_device + nbytes <= REFERENCE_DEVICE_SHARE * self.memory_budget:
+            self.reference_bytes_on_device += nbytes
+            return ref
+        self.references_in_host += 1
+        self.reference_bytes_in_host += nbytes
+        return ref.cpu() if ref.device.type != "cpu" else ref
+
     def _prepare_references(self) -> None:
+        self.stage = "references"
         self.expected_dtypes: dict[torch.dtype, torch.dtype] = {}
-        self.prepared = [self._prepare(case, case_seed(self.job.seed, i))
-                         for i, case in enumerate(self.cases)]
+        self.memory_budget = self._memory_budget()
+        self.reference_bytes_on_device = self.reference_bytes_in_host = 0
+        self.references_in_host = 0
+        required = {tuple(s) for s in (*self.timing_shapes, *self.model_shapes,
+                                       self.spec.smoke_shape)}
+        self.prepared = []
+        skipped: list[str] = []
+        for i, case in enumerate(self.cases):
+            try:
+                self.prepared.append(self._prepare(case, case_seed(self.job.seed, i)))
+            except torch.OutOfMemoryError as exc:
+                what = case.describe(self.spec)
+                if tuple(case.shape) in required:
+                    raise Verdict("CRASH", case.stage, f"out of memory preparing {what}, a shape "
+                                  f"the kernel must be judged at: {_oom_summary(exc)}") from None
+                skipped.append(what)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        if skipped:
+            self.report.notes.append(f"{len(skipped)} case(s) of the registry's sweep skipped: "
+                                     f"out of memory ({'; '.join(skipped[:4])})")
+        if self.references_in_host:
+            self.report.notes.append(
+                f"{self.references_in_host} reference(s) ({_gib(self.reference_bytes_in_host)}) "
+                f"kept in host memory: past {REFERENCE_DEVICE_SHARE:.0%} of the "
+                f"{_gib(self.memory_budget)} of device memory the harness plans with")
         self._sync()
         self._phase("references")
 
     def _prepare_timing(self) -> None:
+        self.stage = "baselines"
         job = self.job
         self.timed = [(shape, dtype) for shape in self.timing_shapes
                       for dtype in self.timing_dtypes]
