@@ -9,8 +9,10 @@ detector still runs); the shipped starters also run the full profile. GPU-only c
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -223,7 +225,8 @@ PENDING_WORKER_CHANGES: list[tuple[str, bool, frozenset[Status], str | None, str
     ("frame_walk_tolerance.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
     ("interpreter_inspect_reference.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
     ("escape_fromregex_parent_env.py", False, NOT_PASS, None, "", "parent environment readable",
-     "sandbox: the candidate may not read its spawner's /proc entries (environment, memory)"),
+     "sandbox, as root: the judges are non-dumpable, which stops a candidate of another user's "
+     "privileges only; root's CAP_SYS_PTRACE reads any /proc entry until the candidate drops it"),
 ]
 
 # Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe, the
@@ -238,6 +241,8 @@ OWN_TESTS = {"hang.py", "segfault.py", "leaks_environment.py", "side_stream_gene
 @pytest.mark.parametrize(
     "name,static,statuses,rule,text,absent,change",
     [pytest.param(*row, marks=pytest.mark.xfail(strict=True, reason=row[-1]))
+     if not (row[0] == "escape_fromregex_parent_env.py" and os.geteuid() != 0) else
+     pytest.param(*row)  # not root: the non-dumpable judges already keep it out
      for row in PENDING_WORKER_CHANGES],
     ids=[f"{r[0].removesuffix('.py')}{'' if r[1] else '-dynamic'}"
          for r in PENDING_WORKER_CHANGES],
@@ -332,6 +337,31 @@ def test_adversarial_and_honest_kernels(name: str, static: bool, status: Status,
         assert all(result.stages[s] == "pass" for s in (*STAGES, "timing"))
         assert result.latency_us is not None and result.latency_us > 0
         assert result.timing_meaningful is HAS_CUDA
+
+
+def test_the_judges_hide_their_proc_entries_and_the_worker_does_not(tmp_path: Path) -> None:
+    """After a bench this process (which holds the user's API keys) is non-dumpable: a
+    candidate of the same non-root user cannot read its /proc/<pid>/environ. The worker itself
+    stays dumpable (it reads its own /proc files)."""
+    from autokernel.harness.sandbox import is_dumpable
+
+    result = bench(starter_path("softmax"), tmp_path)
+    assert result.status is Status.PASS, result.reason
+    assert not is_dumpable()
+    probe = tmp_path / "probe.py"
+    probe.write_text(starter_path("softmax").read_text() + textwrap.dedent("""
+
+        _starter = kernel_fn
+
+
+        def kernel_fn(x):
+            with open("/proc/self/status") as f:  # readable only while dumpable, for a non-root user
+                f.read()
+            return _starter(x)
+    """))
+    probed = run_bench(probe, device=DEVICE, timeout_s=TIMEOUT_S, cache_dir=tmp_path / "c2",
+                       quick=True, static_scan=False)
+    assert probed.status is Status.PASS, probed.reason
 
 
 # -- memory: references past a share of the budget go to host memory; out of memory is a verdict

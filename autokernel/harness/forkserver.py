@@ -147,6 +147,9 @@ def serve() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     try:
         import autokernel.harness.worker  # noqa: F401  (the point: imported once, before forks)
+        from autokernel.harness.sandbox import hide_from_candidates
+
+        hide_from_candidates()  # its /proc entries: the parent of every forked candidate
     except BaseException as exc:  # noqa: BLE001
         _send(sock, {"ready": False, "error": f"{type(exc).__name__}: {exc}"})
         return
@@ -217,6 +220,9 @@ def _receive_request(sock: socket.socket) -> tuple[bytes | None, list[int]]:
 def _become_worker(request: dict[str, Any], fds: list[int]) -> None:
     """In the forked child: put the descriptors and environment in place, run the worker."""
     try:
+        from autokernel.harness.sandbox import show_to_self
+
+        show_to_self()  # the server is hidden; the worker reads its own /proc files
         os.setsid()
         _die_with_parent()
         stdin, stdout, result = fds

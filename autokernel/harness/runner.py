@@ -37,7 +37,7 @@ from typing import Any
 
 from autokernel.harness.forkserver import RESULT_FD, ForkServer, ForkServerError
 from autokernel.harness.sandbox import (
-    TREE_MARKER_ENV, kill_process_tree, new_tree_marker, wait_unreaped,
+    TREE_MARKER_ENV, hide_from_candidates, kill_process_tree, new_tree_marker, wait_unreaped,
 )
 from autokernel.harness.protocol import (
     ChannelError, Job, WorkerReport, decode_report,
@@ -182,6 +182,8 @@ def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
                  timeout_s: float) -> tuple[int | None, bytes, str, bool]:
     """Run one worker: (returncode, result bytes, output tail, timed out). Forked from the fork
     server when one runs (seconds saved per call), else spawned; the same worker either way."""
+    # This process holds the user's whole environment (API keys): no candidate may read it.
+    hide_from_candidates()
     server = _fork_server({k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")})
     # Every process the worker starts carries the marker, so the sweep after the verdict finds
     # it even if it left the worker's session (sandbox.kill_process_tree).

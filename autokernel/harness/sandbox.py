@@ -122,6 +122,8 @@ LANDLOCK_ABI_LINUX = {1: "5.13", 4: "6.7", 6: "6.12"}
 # <linux/prctl.h>, <linux/sched.h>, <linux/seccomp.h>, x86-64/aarch64 syscall numbers of the
 # two syscalls probed without a library.
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_DUMPABLE = 4
+PR_GET_DUMPABLE = 3
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_VFORK = 0x00004000
 CLONE_THREAD = 0x00010000
@@ -507,6 +509,34 @@ def _device_files(device: str) -> list[Path]:
         return []
     patterns = ("/dev/nvidia*", "/dev/dri", "/dev/kfd")
     return list(dict.fromkeys(Path(p) for pattern in patterns for p in sorted(glob.glob(pattern))))
+
+
+def hide_from_candidates() -> bool:
+    """Make the calling process (a judge: the harness, the fork server) non-dumpable, so that a
+    candidate of the same user cannot read its /proc entries (environ, with the user's API keys;
+    mem; maps): the kernel then asks for CAP_SYS_PTRACE, which only root has. Also means no core
+    dumps of this process. Reset by exec, and to be undone in a forked child that must read its
+    own /proc entries (`show_to_self`). False where unsupported."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        _prctl(PR_SET_DUMPABLE, 0)
+        return True
+    except OSError:
+        return False
+
+
+def show_to_self() -> None:
+    """Dumpable again (a worker forked from a hidden judge reads its own /proc files)."""
+    if sys.platform.startswith("linux"):
+        try:
+            _prctl(PR_SET_DUMPABLE, 1)
+        except OSError:
+            pass
+
+
+def is_dumpable() -> bool:
+    return not sys.platform.startswith("linux") or _prctl(PR_GET_DUMPABLE) == 1
 
 
 def become_subreaper() -> bool:
