@@ -28,6 +28,19 @@ def test_help_lists_the_commands() -> None:
         assert command in result.output
 
 
+def test_commands_are_listed_in_the_order_of_a_night_and_h_is_help() -> None:
+    import re
+
+    result = runner.invoke(app, ["-h"])
+    assert result.exit_code == 0
+    listed = re.findall(r"^│ ([a-z]+) ", result.output, flags=re.MULTILINE)
+    assert listed == ["doctor", "profile", "run", "resume", "report", "verify", "export",
+                      "bench", "kernelbench"], listed
+    for command in listed:
+        sub = runner.invoke(app, [command, "-h"])
+        assert sub.exit_code == 0 and "Usage:" in sub.output, command
+
+
 def test_console_script_is_installed() -> None:
     beside_python = Path(sys.executable).with_name("autokernel")
     exe = str(beside_python) if beside_python.exists() else shutil.which("autokernel")

@@ -25,7 +25,11 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
+# `autokernel --help` lists the commands in the order of a night.
+COMMAND_ORDER: tuple[str, ...] = ("doctor", "profile", "run", "resume", "report", "verify",
+                                  "export", "bench", "kernelbench")
 
 
 def _version_callback(value: bool) -> None:
@@ -45,6 +49,8 @@ def _root(
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"autokernel.cli.{_name}").register(app)
+app.registered_commands.sort(key=lambda command: COMMAND_ORDER.index(command.name)
+                             if command.name in COMMAND_ORDER else len(COMMAND_ORDER))
 
 
 def main() -> None:
