@@ -460,7 +460,7 @@ def toolchain_probe(work_dir: Path) -> str | None:
         # Its temporary files go where the sandbox lets it write, as the worker's TMPDIR does.
         done = subprocess.run([compiler, str(source), "-O0", "-shared", "-fPIC", "-o",
                                str(library)], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "TMPDIR": str(work_dir)})
+                              env={**os.environ, "TMPDIR": str(work_dir)}, check=False)
     except (OSError, subprocess.SubprocessError) as exc:
         return f"{compiler}: {type(exc).__name__}: {exc}"
     finally:
@@ -492,7 +492,7 @@ def toolchain_check() -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="autokernel-toolchain-") as work:
         try:
             done = subprocess.run([sys.executable, "-c", _PROBE_CHILD, work], capture_output=True,
-                                  text=True, timeout=300)
+                                  text=True, timeout=300, check=False)
             answer = json.loads(done.stdout.strip().splitlines()[-1])
         except (OSError, subprocess.SubprocessError, ValueError, IndexError) as exc:
             return False, f"the probe process failed: {type(exc).__name__}: {exc}"
