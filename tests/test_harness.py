@@ -364,6 +364,22 @@ def test_the_judges_hide_their_proc_entries_and_the_worker_does_not(tmp_path: Pa
     assert probed.status is Status.PASS, probed.reason
 
 
+@pytest.mark.parametrize("edit,same", [("NUM_STAGES = 1", True), ("NUM_WARPS = 2", False)])
+def test_the_launch_digest_tells_a_change_that_launches_nothing_new(
+        edit: str, same: bool, tmp_path: Path) -> None:
+    """The softmax starter runs its single-pass kernel at the timed shape: NUM_STAGES (read only
+    by the two-pass loops) changes nothing launched there, NUM_WARPS does."""
+    name = edit.split(" = ")[0]
+    source = starter_path("softmax").read_text()
+    edited = tmp_path / "kernel.py"
+    edited.write_text("\n".join(edit if line.startswith(f"{name} = ") else line
+                               for line in source.splitlines()) + "\n")
+    result = bench(edited, tmp_path, incumbent=starter_path("softmax"))
+    assert result.status is Status.PASS, result.reason
+    assert result.launch_digest and result.incumbent_launch_digest
+    assert (result.launch_digest == result.incumbent_launch_digest) is same
+
+
 # -- memory: references past a share of the budget go to host memory; out of memory is a verdict
 
 MEMORY_CAP = "AUTOKERNEL_MEMORY_CAP_BYTES"

@@ -72,6 +72,17 @@ def test_a_kernel_against_itself_is_reverted_with_a_plain_reason() -> None:
     assert verdict.vs_best is not None and verdict.vs_best.low < 1.0 < verdict.vs_best.high
 
 
+def test_a_revert_that_launches_the_best_kernels_own_work_says_so() -> None:
+    same = _result(([4096, 4096], _ratios(1.0, 0.01)))
+    same.launch_digest = same.incumbent_launch_digest = "7f701e9216c6df6a"
+    assert "launches exactly the best kernel's Triton kernels" in _verdict(same).reason
+    other = _result(([4096, 4096], _ratios(1.0, 0.01)))
+    other.launch_digest, other.incumbent_launch_digest = "3e880de12eed95b5", "7f701e9216c6df6a"
+    assert "launches exactly" not in _verdict(other).reason
+    unknown = _result(([4096, 4096], _ratios(1.0, 0.01)))  # no digests (an older worker)
+    assert "launches exactly" not in _verdict(unknown).reason
+
+
 def test_the_minimum_gain_holds_however_quiet_the_measurement() -> None:
     quiet = _result(([64, 64], _ratios(1.015, 0.001)))
     assert _verdict(quiet, min_gain=0.01).status == "keep"

@@ -118,6 +118,29 @@ def _current_raw_stream() -> int:
     return torch._C._cuda_getCurrentRawStream(torch.cuda.current_device())
 
 
+def _signature(compiled: Any, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+               ) -> tuple[Any, ...]:
+    """One launch as the GPU sees it: the compiled kernel (its hash covers source, constexprs,
+    specialization and options), the grid, and the scalar arguments."""
+    scalars = tuple(a for a in (*args, *(kwargs[k] for k in sorted(kwargs)))
+                    if isinstance(a, (bool, int, float, str)))
+    if callable(grid):
+        try:
+            grid = grid(kwargs)
+        except Exception:  # noqa: BLE001 - a grid that needs more than the kwargs: named only
+            grid = "callable"
+    name = getattr(compiled, "hash", None) or getattr(getattr(compiled, "fn", None), "__name__",
+                                                      type(compiled).__name__)
+    return (str(name), repr(grid), scalars)
+
+
+def launch_digest(signatures: list[tuple[Any, ...]]) -> str:
+    """A short digest of the launches of one call, in order."""
+    import hashlib
+
+    return hashlib.sha256(repr(signatures).encode()).hexdigest()[:16]
+
+
 class LaunchMonitor:
     """Counts Triton launches, checks their stream, and can skip them (ghost mode)."""
 
@@ -135,6 +158,9 @@ class LaunchMonitor:
         self.triton_prefixes: tuple[str, ...] = ()
         # What a launch revealed while armed (a pre-run hook); reported through the recorder.
         self.findings: list[str] = []
+        # While a list: what each launch ran (compiled kernel, grid, scalar arguments), for
+        # `launch_digest` (two kernel files that launch the same things time the same).
+        self.signatures: list[tuple[Any, ...]] | None = None
 
     # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
     # reach the monitor's state through them without private attribute access.
@@ -239,7 +265,8 @@ class LaunchMonitor:
         def run(fn: Any, *args: Any, grid: Any, warmup: bool, **kwargs: Any) -> Any:
             # Disarmed (the host launch-cost calls): cost nothing, so the candidate's launch
             # figure carries no harness overhead that eager's does not.
-            if warmup or not (monitor.armed or monitor.ghost):
+            recording = monitor.signatures is not None and not monitor.ghost
+            if warmup or not (monitor.armed or monitor.ghost or recording):
                 return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
             monitor.launches += 1
             monitor._check_stream()
@@ -252,6 +279,9 @@ class LaunchMonitor:
             finally:
                 monitor.in_launch -= 1
             monitor._last_result[id(fn)] = result
+            if recording and monitor.signatures is not None:
+                monitor.signatures.append(_signature(
+                    result if getattr(result, "hash", None) else fn, grid, args, kwargs))
             return result
 
         run.__qualname__ = original.__qualname__
@@ -264,10 +294,12 @@ class LaunchMonitor:
 
         def getitem(kernel: Any, grid: Any) -> Callable[..., Any]:
             runner = original(kernel, grid)
-            if not (monitor.armed or monitor.ghost):
+            if not (monitor.armed or monitor.ghost or monitor.signatures is not None):
                 return runner
 
             def launch(*args: Any, stream: Any = None) -> Any:
+                if monitor.signatures is not None and not monitor.ghost:
+                    monitor.signatures.append(_signature(kernel, grid, args, {}))
                 monitor.launches += 1
                 monitor._check_stream(stream)
                 if monitor.ghost:

@@ -96,6 +96,8 @@ class WorkerReport:
     notes: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)
     sandbox: dict[str, Any] = field(default_factory=dict)  # harness.sandbox.SandboxState
+    launch_digest: str | None = None  # guards.launch_digest of one call at the primary shape
+    incumbent_launch_digest: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

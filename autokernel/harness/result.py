@@ -97,6 +97,10 @@ class BenchResult:
     notes: list[str] = field(default_factory=list)
     phase_seconds: dict[str, float] = field(default_factory=dict)  # the worker's time by phase
     sandbox: dict[str, Any] = field(default_factory=dict)  # OS confinement: applied / missing
+    # What one call launches at the primary timed shape (compiled kernels, grids, scalars), for
+    # the candidate and the incumbent: equal digests mean the same GPU work from Triton.
+    launch_digest: str | None = None
+    incumbent_launch_digest: str | None = None
 
     @property
     def passed(self) -> bool:

@@ -342,6 +342,8 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
     result.notes.extend(report.notes)
     result.phase_seconds = dict(report.phase_seconds)
     result.sandbox = dict(report.sandbox)
+    result.launch_digest = report.launch_digest
+    result.incumbent_launch_digest = report.incumbent_launch_digest
     gpu, ceilings = _gpu_objects(report) if device == "cuda" else (None, None)
 
     for timed in report.timings:

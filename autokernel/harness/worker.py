@@ -41,8 +41,8 @@ from autokernel.harness.cases import (
 )
 from autokernel.harness.compare import bits, bitwise_equal, check_output
 from autokernel.harness.guards import (
-    FallbackRecorder, IdentitySnapshot, LaunchMonitor, harness_namespaces, live_threads,
-    new_threads, poison_allocator, poison_free_cache,
+    FallbackRecorder, IdentitySnapshot, LaunchMonitor, harness_namespaces, launch_digest,
+    live_threads, new_threads, poison_allocator, poison_free_cache,
 )
 from autokernel.harness.probe import self_test
 from autokernel.harness.protocol import Job, TimedShape, WorkerReport, baseline_key, encode_report
@@ -714,8 +714,34 @@ class Worker:
         self._check_integrity("timing", threads, "while importing the incumbent")
         self.incumbent_fn = kernel_fn
 
+    def _record_launches(self) -> None:
+        """Digests of what the candidate and the incumbent launch in one call at the primary
+        timed shape (same inputs), so that a change that launches exactly what the best kernel
+        launches can be named as such."""
+        shape, dtype = self.timed[0]
+        inputs = self._make(shape, dtype, self._generator(case_seed(self.job.seed, 20_000)))
+        for name, fn in (("candidate", self.kernel_fn), ("incumbent", self.incumbent_fn)):
+            if fn is None:
+                continue
+            self.monitor.signatures = []
+            try:
+                self._timed_wrapper(fn, f"launch record [{self.spec.format_shape(shape)}]",
+                                    checked=name == "candidate")(*inputs)
+                self._sync()
+                digest: str | None = launch_digest(self.monitor.signatures)
+            except IncumbentFailed:
+                digest = None
+            finally:
+                self.monitor.signatures = None
+            if name == "candidate":
+                self.report.launch_digest = digest
+            else:
+                self.report.incumbent_launch_digest = digest
+        del inputs
+
     def _run_timing(self) -> None:
         self._load_incumbent()
+        self._record_launches()
         flush = make_flush_buffer(self.device)
         self.spinner = Spinner()
         for k, (shape, dtype) in enumerate(self.timed):

@@ -70,9 +70,18 @@ def verdict_for(result: BenchResult, new: Measurement, best: Measurement | None,
     if too_noisy(speedup, threshold):
         retimed = any(t.retimed for t in result.timings)
         return KeepVerdict("revert", f"too noisy to judge{' after a re-time' if retimed else ''}: "
-                           f"{speedup.text()} the best straddles {threshold:.3f}×", speedup)
+                           f"{speedup.text()} the best straddles {threshold:.3f}×"
+                           f"{_same_launches(result)}", speedup)
     return KeepVerdict("revert", f"{speedup.text()} the best; lower bound not above "
-                       f"{threshold:.3f}×", speedup)
+                       f"{threshold:.3f}×{_same_launches(result)}", speedup)
+
+
+def _same_launches(result: BenchResult) -> str:
+    """Said of a revert whose Triton launches at the primary shape are the best kernel's own:
+    the edit changed nothing the GPU runs there (a tunable that this shape never reads)."""
+    if result.launch_digest and result.launch_digest == result.incumbent_launch_digest:
+        return "; it launches exactly the best kernel's Triton kernels at the primary shape"
+    return ""
 
 
 def _unpaired_verdict(new: Measurement, best: Measurement, min_gain: float) -> KeepVerdict:
