@@ -14,7 +14,7 @@ import triton.language as tl
 
 KERNEL_TYPE = "softmax"
 BACKEND = "triton"
-PROBE_WORDS = 1024  # 4 KiB
+PROBE_WORDS = 1 << 20  # 4 MiB: too big to be carved whole from poisoned memory glibc freed
 
 
 @triton.jit

@@ -1,4 +1,4 @@
-"""CHEAT, class 6 (telling timed calls from checked ones): a fresh 4 KiB allocation is all 0xFF
+"""CHEAT, class 6 (telling timed calls from checked ones): a fresh 4 MiB allocation is all 0xFF
 bytes when the harness's poison is armed (a checked call) and something else when it is not (a
 timed call). Read without a tensor method (numpy's array protocol around `data_ptr`), it decides:
 checked calls run the honest Triton softmax, timed calls hand the work to torch.softmax.
@@ -15,7 +15,7 @@ import triton.language as tl
 
 KERNEL_TYPE = "softmax"
 BACKEND = "triton"
-PROBE_WORDS = 1024  # 4 KiB
+PROBE_WORDS = 1 << 20  # 4 MiB: too big to be carved whole from poisoned memory glibc freed
 
 
 @triton.jit
