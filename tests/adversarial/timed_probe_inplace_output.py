@@ -1,4 +1,4 @@
-"""CHEAT, class 6 (telling timed calls from checked ones): the same 4 KiB poison probe as
+"""CHEAT, class 6 (telling timed calls from checked ones): the same 4 MiB poison probe as
 timed_probe_torch_fallback.py; timed calls skip the output allocation and write the softmax over
 their input, returning it.
 
