@@ -1,4 +1,4 @@
-"""CHEAT, class 6 (telling timed calls from checked ones): the same 4 MiB poison probe as
+"""CHEAT, class 6 (telling timed calls from checked ones): the same 4 KiB poison probe as
 timed_probe_torch_fallback.py; timed calls skip the output allocation and write the softmax over
 their input, returning it.
 
@@ -14,7 +14,7 @@ import triton.language as tl
 
 KERNEL_TYPE = "softmax"
 BACKEND = "triton"
-PROBE_WORDS = 1 << 20  # 4 MiB: too big to be carved whole from poisoned memory glibc freed
+PROBE_WORDS = 1024  # 4 KiB
 
 
 @triton.jit
@@ -34,13 +34,18 @@ class RawWords:
 
     @property
     def __array_interface__(self) -> dict:
-        return {"data": (self.address, True), "shape": (PROBE_WORDS,), "typestr": "<i4",
+        return {"data": (self.address, False), "shape": (PROBE_WORDS,), "typestr": "<i4",
                 "version": 3}
 
 
 def poison_armed() -> bool:
     probe = torch.empty(PROBE_WORDS, dtype=torch.int32)  # host memory, which numpy can read
-    return bool((np.asarray(RawWords(probe.data_ptr())) == -1).all())
+    words = np.asarray(RawWords(probe.data_ptr()))
+    armed = bool((words == -1).all())
+    # Scrubbed before it is freed: a later probe carved from the same memory must not mistake
+    # this call's poison for its own.
+    words[:] = 0
+    return armed
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
