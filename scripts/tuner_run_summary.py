@@ -10,7 +10,9 @@ machine as it is. Figures:
   timings of the same experiment), % of the measured ceiling (for memory-bound ops: of the
   measured device-to-device copy bandwidth), experiments, keeps, stop rule;
 - the loop: experiments per hour of active run time, median and mean harness seconds per
-  experiment and the loop's own overhead (experiment wall time minus harness time).
+  experiment and the loop's own overhead (experiment wall time minus harness time);
+- where the harness spends them: the median seconds of each worker phase over the experiments
+  after the baselines (from verdicts/NNNN.json), and the time outside the worker (startup).
 """
 
 from __future__ import annotations
@@ -92,6 +94,20 @@ def summarize(run_dir: Path) -> str:
     if overhead:
         figures.append(("loop overhead per experiment (wall − harness), median",
                         f"{statistics.median(overhead):.2f} s"))
+    phases: dict[str, list[float]] = {}
+    for row in rows:
+        path = run_dir / "verdicts" / f"{int(row['experiment']):04d}.json"
+        if row["status"] == "baseline" or not path.is_file():
+            continue
+        verdict = json.loads(path.read_text())
+        seconds = dict(verdict.get("phase_seconds") or {})
+        if verdict.get("harness_seconds") is not None and seconds:
+            seconds["outside the worker"] = verdict["harness_seconds"] - sum(seconds.values())
+        for name, value in seconds.items():
+            phases.setdefault(name, []).append(value)
+    if phases:
+        figures.append(("harness phases after the baselines, median s", ", ".join(
+            f"{name} {statistics.median(values):.2f}" for name, values in phases.items())))
     counts = {status: sum(r["status"] == status for r in rows) for status in
               sorted({r["status"] for r in rows})}
     figures.append(("experiments by status", ", ".join(f"{k} {v}" for k, v in counts.items())))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -49,6 +50,9 @@ def assert_consistent(root: Path) -> tuple[RunState, list[dict[str, str]]]:
     rows = read_rows(root / "results.tsv")
     assert [int(r["experiment"]) for r in rows] == list(range(state.next_experiment))
     assert {r["status"] for r in rows} <= STATUSES
+    # What a passing kernel launched at the primary shape: the tuner learns inert tunables from it.
+    assert all(re.fullmatch(r"[0-9a-f]{16}", r["launch_digest"]) for r in rows
+               if r["correctness"] == "PASS")
     subjects = dict(line.split(" ", 1) for line in git(root, "log", "--format=%H %s").splitlines())
     committed = {r["commit"]: r for r in rows if r["status"] in ("baseline", "keep")}
     for sha, row in committed.items():

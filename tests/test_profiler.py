@@ -807,3 +807,17 @@ def test_what_the_plan_says_is_what_verify_routes(name: str, tmp_path: Path) -> 
 def run_state_targets(run: Path) -> list[str]:
     state = json.loads((run / "state.json").read_text())
     return [t["tag"] for t in state["targets"]]
+
+
+def test_kineto_chatter_is_dropped_and_everything_else_on_stderr_passes(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    import os
+
+    from autokernel.profiling.profiler import _without_profiler_chatter
+
+    with _without_profiler_chatter():
+        os.write(2, b"USDT:2026-11-25 12:00:00 1:1 SyncActivityProfilerHandler.cpp:52] "
+                    b"profiler_start\n")
+        os.write(2, b"a warning of the model's own\n")
+    assert capfd.readouterr().err == "a warning of the model's own\n"

@@ -75,12 +75,14 @@ def drive(
     budget: int,
     source: str = SOURCE,
     stop_at_optimum: bool = True,
+    digest: Callable[[dict[str, Any]], str] = lambda tunables: "",
 ) -> tuple[list[Attempt], int | None, str]:
     """Run the keep/revert loop with a synthetic harness; return the history, the experiment that
     first measured OPTIMUM (None if never) and the final best source."""
     start = parse_kernel_source(source).tunables
     best = objective(start)
-    history = [Attempt(0, "baseline", "baseline", latency_us=best, tunables=start)]
+    history = [Attempt(0, "baseline", "baseline", latency_us=best, tunables=start,
+                       launch_digest=digest(start))]
     found = 0 if start == OPTIMUM else None
     for experiment in range(1, budget + 1):
         proposal = agent.propose(context(source, history, experiment))
@@ -95,7 +97,8 @@ def drive(
         else:
             status = "revert"
         history.append(Attempt(experiment, proposal.description, status, latency_us=latency,
-                               tunables=proposal.tunables))
+                               tunables=proposal.tunables,
+                               launch_digest=digest(proposal.tunables) if latency else ""))
         if found is None and proposal.tunables == OPTIMUM:
             found = experiment
             if stop_at_optimum:
@@ -120,6 +123,63 @@ def test_never_proposes_a_measured_configuration_twice() -> None:
                           stop_at_optimum=False)
     configs = [tuple(sorted(a.tunables.items())) for a in history]
     assert len(configs) == len(set(configs))
+
+
+def launches(tunables: dict[str, Any]) -> str:
+    """A launch digest in which STAGES and WARPS do nothing for VARIANT "a" (as NUM_STAGES does
+    nothing in a single-pass kernel)."""
+    if tunables["VARIANT"] == "a":
+        return f"a/{tunables['BLOCK']}"
+    return repr(sorted(tunables.items()))
+
+
+def repeated_launches(history: list[Attempt]) -> int:
+    seen: set[str] = set()
+    repeats = 0
+    for attempt in history:
+        key = launches(attempt.tunables)
+        repeats += key in seen
+        seen.add(key)
+    return repeats
+
+
+def test_configurations_that_repeat_a_measured_kernel_come_last() -> None:
+    # Variant "a" everywhere, so that only the inert tunables distinguish most candidates.
+    def flat(tunables: dict[str, Any]) -> float:
+        return 10.0 + SPACE["BLOCK"].index(tunables["BLOCK"]) + (tunables["VARIANT"] != "a")
+
+    blind, informed = [], []
+    for seed in range(4):
+        history, _, _ = drive(TunerAgent(seed=seed), flat, budget=30, stop_at_optimum=False)
+        blind.append(repeated_launches(history))
+        history, _, _ = drive(TunerAgent(seed=seed), flat, budget=30, stop_at_optimum=False,
+                              digest=launches)
+        informed.append(repeated_launches(history))
+    assert sum(informed) < 0.5 * sum(blind), (informed, blind)
+
+
+def test_inert_tunables_are_learned_per_variant() -> None:
+    from autokernel.agents.tuner import _InertTunables, _Observation, _space_of
+
+    space, start = _space_of(SOURCE)
+    config = space.encode(start)
+    assert config is not None
+    names = space.names
+    stages, warps, variant = (names.index(n) for n in ("STAGES", "WARPS", "VARIANT"))
+    other_stages = tuple(v + 1 if d == stages else v for d, v in enumerate(config))
+    observations = [_Observation(config, 10.0, 0, "same"),
+                    _Observation(other_stages, 10.1, 1, "same")]
+    inert = _InertTunables(space, observations)
+    fresh_warps = tuple(v + 1 if d == warps else v for d, v in enumerate(config))
+    third_stage = tuple(v + 2 if d == stages else v for d, v in enumerate(config))
+    assert inert.repeats_measured(third_stage)  # differs only in STAGES: seen to do nothing
+    assert not inert.repeats_measured(fresh_warps)  # WARPS was never seen to do nothing
+    in_b = tuple(v + 1 if d == variant else v for d, v in enumerate(third_stage))
+    assert not inert.repeats_measured(in_b)  # another variant: nothing known there
+    assert inert.first_fresh([third_stage, fresh_warps]) == [fresh_warps, third_stage]
+    # A failed configuration has no launches to compare.
+    failed = [_Observation(config, 10.0, 0, "same"), _Observation(other_stages, None, 1, "same")]
+    assert not _InertTunables(space, failed).repeats_measured(third_stage)
 
 
 def test_learns_to_avoid_a_failing_region() -> None:

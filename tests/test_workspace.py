@@ -219,6 +219,18 @@ def test_a_new_run_refuses_a_non_empty_dir_and_other_peoples_repos(tmp_path: Pat
         check_new_workspace_dir(ws.root / "nested")
 
 
+def test_open_ignores_paths_an_older_workspace_did_not(tmp_path: Path) -> None:
+    ws, _, _ = new_run(tmp_path)
+    (ws.root / ".gitignore").write_text("results.tsv\nstate.json\n.cache/\n")  # as made before
+    git(ws, "commit", "-qam", "an older workspace")
+    (ws.root / "verdicts").mkdir()
+    (ws.root / "verdicts" / "0001.json").write_text("{}")
+    Workspace.open(ws.root)
+    ws.reset_to(ws.head())  # a revert: `git clean` must leave the verdicts alone
+    assert (ws.root / "verdicts" / "0001.json").is_file()
+    assert git(ws, "status", "--porcelain") == ""
+
+
 def test_open_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
     with pytest.raises(WorkspaceError):
         Workspace.open(tmp_path)
@@ -288,6 +300,13 @@ def test_loop_commits_keeps_reverts_the_rest_and_results_survive(tmp_path: Path)
     assert bench.calls[0]["shapes"] == [[64, 128], [32, 128]]
     assert bench.calls[0]["dtypes"] == ["fp32"]
     assert Path(bench.calls[0]["cache_dir"]).is_relative_to(ws.root / ".cache")
+    # Each harness verdict is kept whole beside its row, out of git.
+    for row in rows:
+        if row["correctness"] != "ERROR":
+            verdict = json.loads((ws.root / "verdicts" / f"{int(row['experiment']):04d}.json")
+                                 .read_text())
+            assert verdict["status"] == row["correctness"]
+    assert "verdicts" not in git(ws, "ls-files")
 
 
 def test_commit_messages_say_what_was_tried_and_the_result(tmp_path: Path) -> None:

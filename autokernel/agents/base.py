@@ -36,6 +36,7 @@ class Attempt:
     stage: str | None = None
     reason: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
+    launch_digest: str = ""  # same digest: the same launches at the primary shape (results.py)
 
 
 @dataclass

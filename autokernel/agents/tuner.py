@@ -19,7 +19,13 @@ The search follows likelihood-free Bayesian optimization as Helion's LFBO patter
    configurations; configurations already measured are never proposed again.
 4. A small batch is picked by predicted P(good), greedily, each pick penalized by its similarity
    to the ones already picked (diversity), then proposed one by one.
-5. The search reports itself exhausted when every configuration has been measured, or on a
+5. Configurations that would only repeat a measured kernel are put last. Two measured
+   configurations with the same launch digest (the same compiled kernels, grids and arguments at
+   the primary shape) show that the tunables they differ in do nothing there, e.g. NUM_STAGES of
+   a single-pass kernel. Those tunables are then inert for that VARIANT; a candidate that
+   differs from a measured configuration only in inert tunables is proposed only when nothing
+   else is left.
+6. The search reports itself exhausted when every configuration has been measured, or on a
    plateau: `patience` measurements without a new best *and* every one-step neighbour of the best
    already measured (a local optimum it has confirmed).
 
@@ -108,6 +114,45 @@ class _Observation:
     config: Config
     latency_us: float | None  # None: the configuration failed
     experiment: int
+    launch_digest: str = ""
+
+
+class _InertTunables:
+    """Which tunables were seen to change nothing, per value of VARIANT (step 5 of the search)."""
+
+    def __init__(self, space: _Space, observations: list[_Observation]) -> None:
+        self.variant_dim = space.names.index("VARIANT") if "VARIANT" in space.names else None
+        self.inert: dict[int | None, set[int]] = {}
+        by_digest: dict[str, list[Config]] = {}
+        for o in observations:
+            if o.launch_digest and o.latency_us is not None:
+                by_digest.setdefault(o.launch_digest, []).append(o.config)
+        for configs in by_digest.values():
+            for i, a in enumerate(configs):
+                for b in configs[i + 1:]:
+                    differing = {d for d, (x, y) in enumerate(zip(a, b)) if x != y}
+                    if self.variant_dim in differing:
+                        continue  # two implementations that launch alike say nothing general
+                    self.inert.setdefault(self._variant(a), set()).update(differing)
+        self.measured = [o.config for o in observations]
+
+    def _variant(self, config: Config) -> int | None:
+        return None if self.variant_dim is None else config[self.variant_dim]
+
+    def repeats_measured(self, config: Config) -> bool:
+        inert = self.inert.get(self._variant(config))
+        if not inert:
+            return False
+        for seen in self.measured:
+            differing = {d for d, (x, y) in enumerate(zip(config, seen)) if x != y}
+            if differing <= inert and self._variant(seen) == self._variant(config):
+                return True
+        return False
+
+    def first_fresh(self, configs: list[Config]) -> list[Config]:
+        """The configurations that may launch something new, then the rest (stable order)."""
+        fresh = [c for c in configs if not self.repeats_measured(c)]
+        return fresh + [c for c in configs if self.repeats_measured(c)]
 
 
 @dataclass
@@ -219,7 +264,8 @@ class TunerAgent:
                 latency is not None
                 and (previous.latency_us is None or latency < previous.latency_us)
             ):
-                found[config] = _Observation(config, latency, attempt.experiment)
+                found[config] = _Observation(config, latency, attempt.experiment,
+                                             attempt.launch_digest)
         return sorted(found.values(), key=lambda o: o.experiment)
 
     def _plateau(
@@ -251,6 +297,9 @@ class TunerAgent:
         candidates = self._candidates(space, observations, visited, rng)
         if not candidates:
             return []
+        inert = _InertTunables(space, observations)
+        fresh = [c for c in candidates if not inert.repeats_measured(c)]
+        candidates = fresh or candidates
         if model is None:
             # One class only (all failed, or too few to split): explore around the best and away.
             rng.shuffle(candidates)
@@ -271,10 +320,12 @@ class TunerAgent:
     ) -> list[tuple[Config, str]]:
         picked: list[tuple[Config, str]] = []
         taken = set(visited)
+        inert = _InertTunables(space, observations)  # something to go on after a resume
         if observations:
             starter = observations[0].config  # the target's experiment 0
             neighbours = [c for c in space.neighbours(starter) if c not in taken]
             rng.shuffle(neighbours)
+            neighbours = inert.first_fresh(neighbours)
             for config in neighbours[: self.initial_neighbours]:
                 taken.add(config)
                 picked.append((config, "initial design: one step from the starter"))
@@ -283,7 +334,7 @@ class TunerAgent:
             if len(picked) >= wanted:
                 break
             config = space.random(rng)
-            if config not in taken:
+            if config not in taken and not inert.repeats_measured(config):
                 taken.add(config)
                 picked.append((config, "initial design: random configuration"))
         return picked

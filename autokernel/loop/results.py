@@ -19,6 +19,9 @@ ours. Definitions that differ from a first guess:
 - `vs_best` is the median speedup over the target's best kernel when this experiment ran, timed
   in the same rounds, with its 95% bootstrap interval in `vs_best_lo`..`vs_best_hi`; the keep
   rule keeps when `vs_best_lo` > 1 + the minimum gain.
+- `launch_digest` fingerprints what one call launches at the primary shape (compiled Triton
+  kernels, grids, scalar arguments, in order): two rows with the same digest ran the same kernels,
+  whatever their sources say.
 
 The file is git-ignored in the workspace, so `git reset --hard` never touches it; every row is
 flushed and fsynced before the loop moves on, and a row torn by a power loss is cut on resume.
@@ -69,6 +72,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "stage",
     "reason",
     "tunables",
+    "launch_digest",
 )
 COLUMNS: tuple[str, ...] = RIGHTNOW_COLUMNS + EXTRA_COLUMNS
 
@@ -131,6 +135,7 @@ class ResultRow:
     stage: str = ""
     reason: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
+    launch_digest: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

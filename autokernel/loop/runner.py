@@ -198,6 +198,7 @@ def _attempt_from_row(row: dict[str, str]) -> Attempt:
         stage=row.get("stage") or None,
         reason=row.get("reason", ""),
         tunables=json.loads(row["tunables"]) if row.get("tunables") else {},
+        launch_digest=row.get("launch_digest") or "",
     )
 
 
@@ -649,6 +650,8 @@ class Runner:
                         stage=(result.stage or "") if result is not None else "agent",
                         tunables=flight.tunables, vs_best=flight.vs_best)
         if not self.results.has(flight.experiment):
+            if flight.result:
+                self.ws.write_verdict(flight.experiment, flight.result)
             self.results.append(row)
         if flight.verdict not in COMMITTED_STATUSES:
             self.ws.reset_to(self.state.head)
@@ -797,6 +800,7 @@ class Runner:
             stage=stage,
             reason=sanitize(reason),
             tunables=tunables,
+            launch_digest=(result.launch_digest or "") if result else "",
         )
 
     def _conclude(self, target: TargetState, experiment: int, row: ResultRow,

@@ -11,6 +11,7 @@ Layout of DIR (tracked unless marked ignored):
     kernel.py         the kernel under optimization; at rest always equal to HEAD's
     kernels/NN_type.py  the best kernel of each finished target
     results.tsv       (ignored) one row per experiment, append-only
+    verdicts/NNNN.json  (ignored) each experiment's whole harness verdict (stages, phase seconds)
     state.json        (ignored) run state and experiment journal
     .cache/           (ignored) harness caches, the run lock
 
@@ -43,13 +44,14 @@ REFERENCE_FILE = "reference.py"
 KERNELS_DIR = "kernels"
 MODEL_DIR = "model"
 CACHE_DIR = ".cache"
+VERDICTS_DIR = "verdicts"
 BRANCH_PREFIX = "autokernel/"
 AUTHOR_NAME = "autokernel"
 AUTHOR_EMAIL = "autokernel@localhost"
 # Also ignored: what `autokernel report`/`verify` write after a run, so that a later `resume`
 # (whose reverts run `git clean`) never deletes them.
 IGNORED = (RESULTS_FILE, STATE_FILE, f"{CACHE_DIR}/", "__pycache__/", "*.tmp", "run.log",
-           "report.md", "report/", "progress.png", "verify.json")
+           "report.md", "report/", "progress.png", "verify.json", f"{VERDICTS_DIR}/")
 
 
 class WorkspaceError(RuntimeError):
@@ -233,7 +235,28 @@ class Workspace:
         branch = ws.branch()
         if not branch.startswith(BRANCH_PREFIX):
             raise WorkspaceError(f"{ws.root} is on branch {branch!r}, not an autokernel/ branch")
+        ws._ignore_new_paths()
         return ws
+
+    def _ignore_new_paths(self) -> None:
+        """A workspace made by an older version ignores fewer paths: ignore the rest through
+        .git/info/exclude (the tracked .gitignore stays as committed), so a revert's `git clean`
+        never deletes them."""
+        listed = (self.root / ".gitignore").read_text().split() \
+            if (self.root / ".gitignore").is_file() else []
+        exclude = self.root / ".git" / "info" / "exclude"
+        excluded = exclude.read_text().split() if exclude.is_file() else []
+        missing = [p for p in IGNORED if p not in listed and p not in excluded]
+        if missing:
+            exclude.parent.mkdir(parents=True, exist_ok=True)
+            with open(exclude, "a", encoding="utf-8") as handle:
+                handle.write("".join(f"{p}\n" for p in missing))
+
+    def write_verdict(self, experiment: int, verdict: dict[str, Any]) -> None:
+        """Keep an experiment's whole harness verdict beside results.tsv (one file each)."""
+        folder = self.root / VERDICTS_DIR
+        folder.mkdir(exist_ok=True)
+        (folder / f"{experiment:04d}.json").write_text(json.dumps(verdict, indent=1) + "\n")
 
     def branch(self) -> str:
         return self._git("symbolic-ref", "--short", "HEAD")

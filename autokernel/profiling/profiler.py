@@ -21,6 +21,9 @@ device, and cost one small event per module call.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -289,6 +292,32 @@ def _device_rows(
 # Running the profiler
 
 
+# Kineto (torch 2.11) writes "USDT:... profiler_start/stop" lines straight to file descriptor 2 when
+# a profile starts and stops, at every log level; users saw them glued to the spinner.
+NATIVE_PROFILER_CHATTER = ("USDT:", "STAGE:")
+
+
+@contextlib.contextmanager
+def _without_profiler_chatter() -> Iterator[None]:
+    """Run the block with fd 2 in a temporary file, then pass on every line but kineto's."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [line for line in caught.read().decode(errors="replace").splitlines(True)
+                    if not line.startswith(NATIVE_PROFILER_CHATTER)]
+            if kept:
+                sys.stderr.write("".join(kept))
+                sys.stderr.flush()
+
+
 def profile_model(
     loaded: LoadedModel,
     warmup: int = 3,
@@ -314,9 +343,16 @@ def profile_model(
         for _ in range(warmup):
             forward()
         with module_scopes(model):
-            with profile(activities=activities, record_shapes=True) as prof:
+            prof = profile(activities=activities, record_shapes=True)
+            # Only the start and the stop are muted: the model's own warnings stay live.
+            with _without_profiler_chatter():
+                prof.__enter__()
+            try:
                 for _ in range(iters):
                     forward()
+            finally:
+                with _without_profiler_chatter():
+                    prof.__exit__(None, None, None)
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))
 
