@@ -7,7 +7,10 @@ of each kernel) times `calls` back-to-back calls of the original forward and of 
 on the input the module sees in the model, without synchronizing between calls (host time per
 call while the GPU keeps up: the launch path's cost), and with a synchronize after each call.
 Then the whole forward, the same two ways, original and patched, and a cProfile of the patched
-module calls (the top functions by own time). Prints a table; figures are µs per call.
+module calls (the top functions by own time). Last, `autokernel verify`'s own protocol
+(`time_synchronous_calls`: each forward alone, synchronized, rotating order) on the original and
+on a second build of the model patched as verify patches it, with and without its L2 flush, and
+the quartiles of each, so a bimodal figure shows. Prints tables; figures are µs per call.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ def main() -> int:
                         f"{figures['original'][0]:.1f} | {figures['patched'][0]:.1f} | "
                         f"{figures['original'][1]:.1f} | {figures['patched'][1]:.1f} |")
         patch.unpatch()
+        protocol_rows = verify_protocol(run, model, inputs, args.run_dir)
 
     stream = io.StringIO()
     pstats.Stats(profiled, stream=stream).sort_stats("tottime").print_stats(18)
@@ -103,7 +107,38 @@ def main() -> int:
     print("\n".join(rows))
     print(f"| whole forward | | {original_forward['async']:.1f} | {patched_forward['async']:.1f} "
           f"| {original_forward['sync']:.1f} | {patched_forward['sync']:.1f} |")
+    print()
+    print("| verify protocol | contestant | q25 µs | median µs | q75 µs |")
+    print("|---|---|---|---|---|")
+    print("\n".join(protocol_rows))
     return 0
+
+
+def verify_protocol(run: Any, model: Any, inputs: Any, run_dir: Path) -> list[str]:
+    import statistics
+
+    import torch
+
+    import autokernel
+    from autokernel.harness.timing import make_flush_buffer, time_synchronous_calls
+    from autokernel.integrate.loader import load_run_model
+    from autokernel.profiling.model_loader import call_forward
+
+    fresh = load_run_model(run, "cuda", check_forward=False).model
+    fresh.load_state_dict(model.state_dict())
+    autokernel.load(run_dir).patch(fresh)
+    contestants = [("eager", lambda: call_forward(model, inputs)),
+                   ("patched (fresh build)", lambda: call_forward(fresh, inputs))]
+    rows = []
+    for label, flush in (("L2 flush", make_flush_buffer(torch.device("cuda"))),
+                         ("no flush", None)):
+        for _, fn in contestants:
+            fn()
+        samples = time_synchronous_calls(contestants, 200, torch.device("cuda"), flush)
+        for name, s in samples.items():
+            q = statistics.quantiles(s.latency_us, n=4)
+            rows.append(f"| {label} | {name} | {q[0]:.1f} | {q[1]:.1f} | {q[2]:.1f} |")
+    return rows
 
 
 if __name__ == "__main__":
