@@ -75,6 +75,7 @@ def test_verify_splices_every_finished_kernel_and_matches_the_model(run_dir: Pat
     assert amdahl["estimate_vs_eager"] == pytest.approx(combined_amdahl(parts))
     assert {p["tag"] for p in amdahl["parts"]} == {row["tag"] for row in result["kernels"]}
     assert amdahl["agrees"] is None and "not compared" in amdahl["message"]  # cpu timings
+    assert {p["tag"] for p in result["host"]["parts"]} <= {row["tag"] for row in result["kernels"]}
     for text in ("Amdahl estimate", "vs eager", "PASS", "verify.json"):
         assert text in done.stdout
 
@@ -90,6 +91,27 @@ def test_amdahl_estimate_and_its_agreement_with_the_measurement() -> None:
         far["message"]
     assert amdahl_check(parts, estimate, 0.01, meaningful=False)["agrees"] is None
     assert amdahl_check([], 1.2, 0.01, meaningful=True)["estimate_vs_eager"] is None
+
+
+def test_host_launch_cost_of_the_routed_calls_is_its_own_figure() -> None:
+    from types import SimpleNamespace
+
+    from autokernel.integrate.verify import host_cost, host_cost_line
+
+    targets = [SimpleNamespace(tag="03_layernorm", best_result={"launch_us": 58.2,
+                                                                "eager_launch_us": 30.9}),
+               SimpleNamespace(tag="04_softmax", best_result={"launch_us": None}),
+               SimpleNamespace(tag="05_matmul", best_result=None)]
+    run = SimpleNamespace(state=SimpleNamespace(targets=targets))
+    rows = [{"tag": "03_layernorm", "calls_per_forward": 5},
+            {"tag": "04_softmax", "calls_per_forward": 2},
+            {"tag": "05_matmul", "calls_per_forward": 0}]
+    host = host_cost(run, rows)  # type: ignore[arg-type]
+    assert host["added_us_per_forward"] == pytest.approx(5 * (58.2 - 30.9))
+    assert [p["tag"] for p in host["parts"]] == ["03_layernorm"]  # no figure: left out, not 0
+    line = host_cost_line(host)
+    assert line is not None and "+136.5 µs per forward" in line and "5 × (58.2 − 30.9)" in line
+    assert host_cost_line(host_cost(run, rows[1:])) is None  # type: ignore[arg-type]
 
 
 def test_verify_fails_when_a_kernel_is_wrong_inside_the_model(run_dir: Path) -> None:

@@ -265,6 +265,38 @@ def _kernel_rows(run: FinishedRun, manifest: list[dict[str, Any]], report: Patch
     return rows
 
 
+def host_cost(run: FinishedRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The host time the routed calls add per forward, from the harness's launch figures of each
+    best kernel (one synchronous call's wall time minus its device time) against eager PyTorch's.
+
+    A separate figure from the device-time speedups the Amdahl estimate uses: in a forward that
+    is host-bound (eager's launches take longer than its kernels), this is what a kernel that is
+    faster on the device can still cost. The routing's own Python is not in it."""
+    best = {t.tag: t.best_result or {} for t in run.state.targets}
+    parts, total = [], 0.0
+    for row in rows:
+        verdict = best.get(row["tag"], {})
+        launch, eager = verdict.get("launch_us"), verdict.get("eager_launch_us")
+        if row["calls_per_forward"] <= 0 or launch is None or eager is None:
+            continue
+        added = row["calls_per_forward"] * (launch - eager)
+        total += added
+        parts.append({"tag": row["tag"], "calls": row["calls_per_forward"],
+                      "launch_us": launch, "eager_launch_us": eager, "added_us": added})
+    return {"added_us_per_forward": total if parts else None, "parts": parts}
+
+
+def host_cost_line(host: dict[str, Any]) -> str | None:
+    if host.get("added_us_per_forward") is None:
+        return None
+    detail = "; ".join(f"{p['tag']}: {p['calls']} × ({p['launch_us']:.1f} − "
+                       f"{p['eager_launch_us']:.1f}) µs" for p in host["parts"])
+    return (f"host launch cost of the routed calls vs eager's: "
+            f"{host['added_us_per_forward']:+.1f} µs per forward ({detail}; the harness's launch "
+            "figures, routing not included): where eager's forward is host-bound, this is paid "
+            "in full")
+
+
 def amdahl_check(parts: list[dict[str, Any]], measured: float | None, noise: float | None,
                  meaningful: bool) -> dict[str, Any]:
     """The Amdahl estimate from the routed kernels' shares and speedups, against the measured
@@ -434,7 +466,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     passed = accuracy.passed and gradients.get("passed", True) is not False
     result = _result(run, options, dtype_label, rows, sum(calls.values()), accuracy.to_dict(),
                      gradients, timing, passed, log)
-    result.update(speedup=speedup, amdahl=amdahl)
+    result.update(speedup=speedup, amdahl=amdahl, host=host_cost(run, rows))
     patch.unpatch()
     result["seconds"] = round(time.perf_counter() - started, 1)
     save_result(run.root, result)
@@ -647,6 +679,9 @@ def end_to_end_lines(result: dict[str, Any]) -> list[str]:
                      f"{amdahl['estimate_vs_eager']:.3f}× vs eager")
     if amdahl.get("message"):
         lines.append(("DISAGREE: " if amdahl.get("agrees") is False else "") + amdahl["message"])
+    host_line = host_cost_line(result.get("host", {}))
+    if host_line and timing.get("meaningful", True):
+        lines.append(host_line)
     if not timing.get("meaningful", True):
         lines.append(CPU_TIMING_NOTE)
     return lines
