@@ -361,6 +361,9 @@ def trial(args: argparse.Namespace) -> int:
     shape = spec.parse_shape(shape_text)
     dtype = torch.float32 if cpu else torch.float16
     scratch = Path(tempfile.mkdtemp(prefix="autokernel-trial-"))
+    # The worker confines itself before importing the candidate, as in a run, and then may write
+    # only under TRITON_CACHE_DIR (the runner sets it for real workers; ~/.triton is refused).
+    os.environ["TRITON_CACHE_DIR"] = str(scratch / "triton")
     candidate, incumbent = scratch / "candidate.py", scratch / "incumbent.py"
     if pair == "inline":
         candidate.write_text(INLINE_RMSNORM.format(fraction=0.0))
