@@ -362,8 +362,11 @@ def trial(args: argparse.Namespace) -> int:
     dtype = torch.float32 if cpu else torch.float16
     scratch = Path(tempfile.mkdtemp(prefix="autokernel-trial-"))
     # The worker confines itself before importing the candidate, as in a run, and then may write
-    # only under TRITON_CACHE_DIR (the runner sets it for real workers; ~/.triton is refused).
-    os.environ["TRITON_CACHE_DIR"] = str(scratch / "triton")
+    # only where the runner's environment for real workers points (caches, HOME, TMPDIR).
+    from autokernel.harness.runner import candidate_env
+
+    os.environ.update(candidate_env(args.device, scratch, scratch / "cache"))
+    tempfile.tempdir = os.environ["TMPDIR"]
     candidate, incumbent = scratch / "candidate.py", scratch / "incumbent.py"
     if pair == "inline":
         candidate.write_text(INLINE_RMSNORM.format(fraction=0.0))
