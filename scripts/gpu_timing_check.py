@@ -367,6 +367,7 @@ def trial(args: argparse.Namespace) -> int:
 
     os.environ.update(candidate_env(args.device, scratch, scratch / "cache"))
     tempfile.tempdir = os.environ["TMPDIR"]
+    os.chdir(scratch)  # the sandbox's writable work directory is the current one, as in a worker
     candidate, incumbent = scratch / "candidate.py", scratch / "incumbent.py"
     if pair == "inline":
         candidate.write_text(INLINE_RMSNORM.format(fraction=0.0))
