@@ -1,6 +1,7 @@
 """How much is there to find? Every starter configuration a tuner could pick, timed by do_bench.
 
-    python scripts/gpu_config_sweep.py --out DIR [--targets rmsnorm:2048x2048 ...] [--limit 60] [--rep 100]
+    python scripts/gpu_config_sweep.py --out DIR [--targets rmsnorm:2048x2048 ...] [--limit 60]
+        [--rep 100] [--edits NAME=VALUE[,NAME=VALUE] ...]
 
 For each target (kernel type and shape, fp16) the starter's TUNABLE_SPACE is enumerated: the
 starter's own configuration, all its one-step neighbours, then random configurations up to
@@ -12,6 +13,7 @@ timed beside them.
 
 This is ground truth for the loop's keep decisions: if the best configuration is within a percent
 of the starter, a short tuner run cannot keep anything on that target however good its timing is.
+With --edits, only the starter and those edits of it are timed.
 Writes sweep.json and sweep.md under --out and prints the markdown last.
 """
 
@@ -72,8 +74,19 @@ def _configs(space: dict[str, list[Any]], start: dict[str, Any], limit: int,
     return picked
 
 
+def _parse_edits(texts: list[str]) -> list[dict[str, Any]]:
+    """["MIN_TILE_ELEMENTS=1", "NUM_WARPS=4,ROWS_PER_PROGRAM=2"] -> tunable edits."""
+    import ast
+
+    edits = []
+    for text in texts:
+        pairs = (item.split("=", 1) for item in text.split(","))
+        edits.append({name.strip(): ast.literal_eval(value.strip()) for name, value in pairs})
+    return edits
+
+
 def sweep_target(kernel_type: str, shape_text: str, limit: int, rep_ms: int,
-                 scratch: Path) -> dict[str, Any]:
+                 scratch: Path, edits: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     import torch
     from triton.testing import do_bench
 
@@ -99,7 +112,11 @@ def sweep_target(kernel_type: str, shape_text: str, limit: int, rep_ms: int,
 
     source = starter_path(kernel_type).read_text()
     info = parse_kernel_source(source)
-    configs = _configs(info.space, info.tunables, limit, random.Random(f"sweep:{kernel_type}"))
+    if edits:  # the starter and exactly these edits of it
+        configs = [dict(info.tunables)] + [dict(info.tunables, **e) for e in edits]
+    else:
+        configs = _configs(info.space, info.tunables, limit,
+                           random.Random(f"sweep:{kernel_type}"))
     rows = []
     began = time.perf_counter()
     for index, config in enumerate(configs):
@@ -158,6 +175,8 @@ def main() -> int:
                         help="kernel_type:shape, e.g. rmsnorm:2048x2048")
     parser.add_argument("--limit", type=int, default=60, help="configurations per target")
     parser.add_argument("--rep", type=int, default=100, help="do_bench milliseconds per timing")
+    parser.add_argument("--edits", nargs="*", default=None,
+                        help="time only the starter and these edits, e.g. MIN_TILE_ELEMENTS=1")
     args = parser.parse_args()
     import torch
     import triton
@@ -178,7 +197,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="autokernel-sweep-") as scratch:
         for target in args.targets:
             kernel_type, shape_text = target.split(":")
-            result = sweep_target(kernel_type, shape_text, args.limit, args.rep, Path(scratch))
+            result = sweep_target(kernel_type, shape_text, args.limit, args.rep, Path(scratch),
+                                  _parse_edits(args.edits or []))
             results.append(result)
             print(f"{target}: starter {result['starter_us']}, best {result['best_us']} "
                   f"({result['best_changed']}) in {result['seconds']:.0f} s",
