@@ -702,15 +702,20 @@ class PairedFakeBench(FakeBench):
         return result
 
 
-def test_candidates_are_screened_quick_and_confirmed_in_full_before_a_keep(
-        tmp_path: Path) -> None:
+def run_screened(tmp_path: Path, bench: FakeBench) -> list[dict[str, str]]:
+    """Ten screened tuner experiments on one softmax target; the rows, checked consistent."""
     ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
-    bench = PairedFakeBench()
     runner = runner_for(ws, state, plan, TunerAgent(seed=0), bench,
                         loop_config(screen=True, max_experiments=10,
                                     max_consecutive_reverts=None))
     runner.run()
-    rows = assert_consistent(ws, state)
+    return assert_consistent(ws, state)
+
+
+def test_candidates_are_screened_quick_and_confirmed_in_full_before_a_keep(
+        tmp_path: Path) -> None:
+    bench = PairedFakeBench()
+    rows = run_screened(tmp_path, bench)
     calls = bench.calls
     assert calls[0]["quick"] is False and calls[0]["incumbent"] is None  # the baseline: full
     # Every experiment is screened against the best so far; a keep then runs the full harness.
@@ -743,13 +748,7 @@ class NoisyScreenBench(PairedFakeBench):
 
 
 def test_a_win_too_noisy_for_the_screen_still_gets_the_full_verdict(tmp_path: Path) -> None:
-    ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
-    bench = NoisyScreenBench()
-    runner = runner_for(ws, state, plan, TunerAgent(seed=0), bench,
-                        loop_config(screen=True, max_experiments=10,
-                                    max_consecutive_reverts=None))
-    runner.run()
-    rows = assert_consistent(ws, state)
+    rows = run_screened(tmp_path, NoisyScreenBench())
     kept = [r for r in rows if r["status"] == "keep"]
     assert kept, "no candidate's win survived a noisy screen"
     for row in kept:

@@ -20,12 +20,12 @@ The search follows likelihood-free Bayesian optimization as Helion's LFBO patter
    configurations; configurations already measured are never proposed again.
 4. A small batch is picked by predicted P(good), greedily, each pick penalized by its similarity
    to the ones already picked (diversity), then proposed one by one.
-5. Configurations that would only repeat a measured kernel are put last. Two measured
+5. Configurations that would only repeat a measured kernel are skipped. Two measured
    configurations with the same launch digest (the same compiled kernels, grids and arguments at
    the primary shape) show that the tunables they differ in do nothing there, e.g. NUM_STAGES of
    a single-pass kernel. Those tunables are then inert for that VARIANT; a candidate that
-   differs from a measured configuration only in inert tunables is proposed only when nothing
-   else is left.
+   differs from a measured configuration only in inert tunables is dropped from the queue and
+   proposed only when nothing else is left.
 6. The search reports itself exhausted when every configuration has been measured, or on a
    plateau: `patience` measurements without a new best *and* every one-step neighbour of the best
    already measured (a local optimum it has confirmed).
@@ -152,8 +152,7 @@ class _InertTunables:
 
     def first_fresh(self, configs: list[Config]) -> list[Config]:
         """The configurations that may launch something new, then the rest (stable order)."""
-        fresh = [c for c in configs if not self.repeats_measured(c)]
-        return fresh + [c for c in configs if self.repeats_measured(c)]
+        return sorted(configs, key=self.repeats_measured)
 
 
 @dataclass
@@ -239,7 +238,7 @@ class TunerAgent:
             return None
 
         if not search.queue:
-            search.queue = self._next_batch(space, observations, visited, search.rng)
+            search.queue = self._next_batch(space, observations, visited, search.rng, inert)
         if not search.queue:
             self.last_message = "no unmeasured configuration left to propose"
             return None
@@ -296,14 +295,14 @@ class TunerAgent:
         observations: list[_Observation],
         visited: set[Config],
         rng: random.Random,
+        inert: _InertTunables,
     ) -> list[tuple[Config, str]]:
         if len(observations) < 1 + self.initial_neighbours + self.initial_random:
-            return self._initial_design(space, observations, visited, rng)
+            return self._initial_design(space, observations, visited, rng, inert)
         model = self._fit(space, observations)
         candidates = self._candidates(space, observations, visited, rng)
         if not candidates:
             return []
-        inert = _InertTunables(space, observations)
         fresh = [c for c in candidates if not inert.repeats_measured(c)]
         candidates = fresh or candidates
         if model is None:
@@ -323,10 +322,10 @@ class TunerAgent:
         observations: list[_Observation],
         visited: set[Config],
         rng: random.Random,
+        inert: _InertTunables,
     ) -> list[tuple[Config, str]]:
         picked: list[tuple[Config, str]] = []
         taken = set(visited)
-        inert = _InertTunables(space, observations)  # something to go on after a resume
         if observations:
             starter = observations[0].config  # the target's experiment 0
             neighbours = [c for c in space.neighbours(starter) if c not in taken]
