@@ -42,7 +42,9 @@ from autokernel.harness.runner import (
 )
 from autokernel.harness.sandbox import sandbox_capabilities
 from autokernel.harness.timing import (
+    MAX_CALLS_PER_ROUND,
     SyncedCalls,
+    calls_per_round_for,
     hidden_work_reason,
     impossible_reason,
     iqr,
@@ -702,6 +704,16 @@ def test_bitwise_equal_treats_nan_payloads_as_values() -> None:
 
 
 # -- plausibility, statistics, side-stream tail ----------------------------------------------------
+
+def test_calls_per_round_follow_the_shortest_contestant() -> None:
+    # A 9 µs candidate beside a 120 µs eager baseline: the candidate's noise decides.
+    assert calls_per_round_for([9.0, 120.0, 20.0]) == MAX_CALLS_PER_ROUND
+    assert calls_per_round_for([18.5, 119.0, 60.0]) == 3
+    assert calls_per_round_for([500.0, 2400.0]) == 1
+    # An unmeasured contestant (0 µs: the CPU, a failed pilot) does not count as the shortest.
+    assert calls_per_round_for([0.0, 50.0]) == 1
+    assert calls_per_round_for([]) == MAX_CALLS_PER_ROUND
+
 
 def test_impossible_result_rule() -> None:
     assert impossible_reason(10.0, 80.0, 20.0) is None
