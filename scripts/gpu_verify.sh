@@ -27,7 +27,7 @@ cd "$(dirname "$0")/.."
 
 if [[ -f "$RUN_DIR" && "$RUN_DIR" == *.tar.gz ]]; then
     mkdir -p autokernel_runs
-    name=$(tar -tzf "$RUN_DIR" | head -1 | cut -d/ -f1)
+    name=$(tar -tzf "$RUN_DIR" | awk -F/ 'NR == 1 {print $1}')  # awk reads to the end: no SIGPIPE under pipefail
     tar -xzf "$RUN_DIR" -C autokernel_runs
     RUN_DIR="autokernel_runs/$name"
     echo "== extracted the run to $RUN_DIR"
