@@ -11,13 +11,17 @@ kernels. Compiles both (Inductor, default mode) and reports, per build:
   each call (what verify's protocol sees);
 - device time of one forward from the profiler: the sum of its GPU kernels' durations, the number
   of kernels, and the ten longest kernels by total time;
-- the same for eager original and eager patched, for comparison.
+- the same for eager original and eager patched, for comparison;
+- a cProfile of the patched compiled forward (`--cprofile` rows, 0 for none).
 Prints markdown tables; µs per forward.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import io
+import pstats
 import sys
 import time
 from collections import Counter
@@ -64,6 +68,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--calls", type=int, default=50)
+    parser.add_argument("--cprofile", type=int, default=20,
+                        help="rows of a cProfile (by own time) of the patched compiled forward")
     args = parser.parse_args()
     import torch
     import torch._dynamo
@@ -115,6 +121,18 @@ def main() -> int:
     for name, top in tops.items():
         print(f"\n{name}: top kernels\n| kernel | µs | calls |\n|---|---|---|")
         print("\n".join(f"| {k} | {us:.1f} | {n} |" for k, us, n in top))
+    if args.cprofile:
+        profiled = cProfile.Profile()
+        with torch.no_grad():
+            profiled.enable()
+            for _ in range(args.calls):
+                call_forward(builds["patched compile"], inputs)
+            profiled.disable()
+        for order in ("tottime", "cumulative"):
+            stream = io.StringIO()
+            pstats.Stats(profiled, stream=stream).sort_stats(order).print_stats(args.cprofile)
+            print(f"\npatched compile, {args.calls} forwards, by {order}:\n"
+                  + stream.getvalue()[-7000:])
     return 0
 
 
