@@ -371,6 +371,31 @@ def test_gradients_flow_through_every_kernel_like_the_original(
                                    msg=lambda m, n=name: f"{n}: {m}")
 
 
+def test_under_compile_the_kernels_step_aside_for_inductor_by_default(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    import torch._dynamo
+
+    model = make_model(device)
+    inputs = make_inputs(device)
+    with torch.no_grad():
+        reference = model(*inputs)
+    patch = patch_model(model, kernels.values())
+    torch._dynamo.reset()
+    explained = torch._dynamo.explain(model)(*inputs)
+    assert explained.graph_break_count == 0
+    ops = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+    assert not any("autokernel." in op for op in ops), ops
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    patch.report.reset_counts()
+    with torch.no_grad():
+        assert_outputs_close(compiled(*inputs), reference)
+        assert patch.report.calls == 0  # the compiled graph holds the original ops only
+        model(*inputs)  # eager calls still go to the kernels
+    assert patch.report.calls > 0
+    with pytest.raises(ValueError, match="under_compile must be one of inductor, kernels"):
+        patch_model(make_model(device), kernels.values(), under_compile="cudagraphs")
+
+
 def test_the_patched_model_compiles_to_one_graph_with_the_kernels_inside(
         kernels: dict[str, RoutedKernel], device: str) -> None:
     import torch._dynamo
@@ -379,7 +404,7 @@ def test_the_patched_model_compiles_to_one_graph_with_the_kernels_inside(
     inputs = make_inputs(device)
     with torch.no_grad():
         reference = model(*inputs)
-    patch_model(model, kernels.values())
+    patch_model(model, kernels.values(), under_compile="kernels")
     torch._dynamo.reset()
     explained = torch._dynamo.explain(model)(*inputs)
     assert explained.graph_break_count == 0
@@ -923,7 +948,7 @@ def test_rope_function_and_attention_chain_compile_without_graph_breaks(device: 
     model, inputs = rope_case("function", device)
     with torch.no_grad():
         expected = model(*inputs)
-    patch = patch_model(model, [kernel])
+    patch = patch_model(model, [kernel], under_compile="kernels")
     try:
         torch._dynamo.reset()
         explained = torch._dynamo.explain(model)(*inputs)

@@ -29,6 +29,7 @@ from autokernel.integrate.verify import (
     VerifyOptions,
     amdahl_check,
     combined_amdahl,
+    end_to_end_lines,
     verify_run,
 )
 from autokernel.profiling.model_loader import load_model_file, run_forward
@@ -145,6 +146,10 @@ def test_verify_times_torch_compile_of_the_original_and_the_patched_model(run_di
                                                   / contestants["patched"]["median_us"])
     assert "patched_compile_vs_compile" in speedup
     assert result["accuracy"]["passed"]
+    # The patched model met torch.compile with its kernels stepping aside, and verify says so.
+    assert result["timing"]["under_compile"] == "inductor"
+    assert sum("the kernels step aside while torch.compile traces" in line
+               for line in end_to_end_lines(result)) == 1
 
 
 def test_load_patches_a_model_from_python(run_dir: Path) -> None:

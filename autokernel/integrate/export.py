@@ -99,13 +99,14 @@ def kernels(device: str | None = None) -> list[RoutedKernel]:
     return _LOADED[device]
 
 
-def patch(model: nn.Module, device: str | None = None) -> Patch:
+def patch(model: nn.Module, device: str | None = None, under_compile: str = "inductor") -> Patch:
     """Route `model`'s matching modules and calls to this run's kernels, in place.
 
     Returns a Patch: `.report.lines()` says what was routed (and what fell back to PyTorch and
-    why), `.unpatch()` gives every module its own forward back.
+    why), `.unpatch()` gives every module its own forward back. Under torch.compile the calls
+    are left to Inductor unless `under_compile="kernels"`.
     """
-    return patch_model(model, kernels(device))
+    return patch_model(model, kernels(device), under_compile)
 '''
 
 

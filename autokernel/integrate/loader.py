@@ -243,10 +243,12 @@ class LoadedKernels:
     manifest: list[dict[str, Any]] = field(default_factory=list)
     device: str = "cuda"
 
-    def patch(self, model: nn.Module) -> Patch:
+    def patch(self, model: nn.Module, under_compile: str = "inductor") -> Patch:
+        """Route `model` to the kernels; under torch.compile they step aside for Inductor
+        unless `under_compile="kernels"` (see `patch_model`)."""
         from autokernel.integrate.patch import patch_model
 
-        return patch_model(model, self.kernels)
+        return patch_model(model, self.kernels, under_compile)
 
     def __repr__(self) -> str:
         tags = ", ".join(k.tag for k in self.kernels)

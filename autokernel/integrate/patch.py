@@ -45,6 +45,7 @@ inlines it.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import math
 from collections.abc import Callable, Iterable, Mapping
@@ -76,6 +77,7 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     _REQUIRED,
     DTYPES,
     PROBE_SEED,
+    UNDER_COMPILE,
     Outcome,
     PatchReport,
     RoutedKernel,
@@ -771,14 +773,21 @@ def _route_rope_functions(patch: Patch, kernel: RoutedKernel, whole: set[str],
     return done.scopes
 
 
-def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel]) -> Patch:
+def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
+                under_compile: str = "inductor") -> Patch:
     """Route `model`'s matching modules and calls to `kernels`, in place; see the module doc.
 
     One kernel per kernel type routes modules (matmul: the first of role "linear"); every kernel
     whose (type, role) routes torch calls takes them in its own call sites, a call going to the
-    first kernel that takes it.
+    first kernel that takes it. `under_compile`: "inductor" (the default) leaves every call to
+    the original code while torch.compile traces, so a compiled patched model is the compiled
+    original; "kernels" puts the kernels into compiled graphs as custom ops.
     """
-    kernels = list(kernels)
+    if under_compile not in UNDER_COMPILE:
+        raise ValueError(f"under_compile must be one of {', '.join(UNDER_COMPILE)}, "
+                         f"not {under_compile!r}")
+    kernels = [dataclasses.replace(k, in_compiled_graphs=under_compile == "kernels")
+               for k in kernels]
     if any(isinstance(m.__dict__.get("forward"), (_Route, _Scope)) for m in model.modules()):
         raise ValueError("this model is already patched; call unpatch() on its Patch first")
     report = PatchReport({k.tag: RouteStats(k.tag, k.kernel_type, k.op.backward,

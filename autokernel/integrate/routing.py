@@ -52,6 +52,11 @@ class RoutedKernel:
     # the other kernel types, and for a matmul of a run made before roles (routed as "linear").
     role: str = ""
     shape: tuple[int, ...] = ()  # the profiled shape it was benchmarked at, in the op's dims
+    # Under torch.compile: False (the default of `patch_model`) leaves the call to the code it
+    # replaced, so Inductor compiles and fuses the stock ops; True puts the custom op in the
+    # graph (on the H100 that lost: its dispatch costs ~140 µs of host time per call in
+    # Inductor's code, and the op cannot be fused with its neighbours).
+    in_compiled_graphs: bool = False
 
     def __deepcopy__(self, memo: dict[int, Any]) -> RoutedKernel:
         return self  # immutable in use; a copied model shares the registered op
@@ -157,8 +162,14 @@ class PatchReport:
 # Checks shared by every route
 
 
+UNDER_COMPILE = ("inductor", "kernels")  # patch_model's choices; see in_compiled_graphs
+LEFT_TO_INDUCTOR = "under torch.compile: left to Inductor"
+
+
 def _refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
-    """Why these tensors cannot go to the kernel (dtype, device, autocast), or None."""
+    """Why these tensors cannot go to the kernel (compiling, dtype, device, autocast), or None."""
+    if torch.compiler.is_compiling() and not kernel.in_compiled_graphs:
+        return LEFT_TO_INDUCTOR
     first = tensors[0]
     for t in tensors:
         if t.dtype != first.dtype:

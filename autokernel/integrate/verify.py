@@ -617,6 +617,8 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
         "contestants": {name: t.to_dict() for name, t in timings.items()},
         "compile_backend": options.compile_backend if options.compile else None,
         "compile_seconds": compile_seconds,
+        # How the patched model met torch.compile (patch()'s default): the kernels step aside.
+        "under_compile": "inductor" if options.compile else None,
         "errors": errors,
     }
 
@@ -674,6 +676,10 @@ def end_to_end_lines(result: dict[str, Any]) -> list[str]:
         noise = speedup.get("noise")
         lines.append("end-to-end speedup: " + ", ".join(parts)
                      + (f" (noise ±{noise * 100:.1f}%)" if noise is not None else ""))
+    if timing.get("under_compile") == "inductor" and contestants.get("patched_compile"):
+        lines.append("patched torch.compile: the kernels step aside while torch.compile traces "
+                     "(Inductor compiles the original ops); patch(model, under_compile="
+                     "\"kernels\") puts them in the graph as custom ops")
     if amdahl.get("estimate_vs_eager") is not None:
         lines.append(f"Amdahl estimate (plan shares × kernel speedups vs eager): "
                      f"{amdahl['estimate_vs_eager']:.3f}× vs eager")
