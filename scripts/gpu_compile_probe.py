@@ -28,20 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-
-def per_call_us(fn: Any, calls: int, sync_each: bool) -> float:
-    import torch
-
-    for _ in range(5):
-        fn()
-    torch.cuda.synchronize()
-    began = time.perf_counter()
-    for _ in range(calls):
-        fn()
-        if sync_each:
-            torch.cuda.synchronize()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - began) / calls * 1e6
+from gpu_route_cost import per_call_us  # this folder: the same host-time protocol
 
 
 def device_profile(fn: Any) -> tuple[float, int, list[tuple[str, float, int]]]:
