@@ -371,19 +371,26 @@ def test_gradients_flow_through_every_kernel_like_the_original(
                                    msg=lambda m, n=name: f"{n}: {m}")
 
 
-def test_under_compile_the_kernels_step_aside_for_inductor_by_default(
-        kernels: dict[str, RoutedKernel], device: str) -> None:
+def _patched_and_traced(kernels: dict[str, RoutedKernel], device: str,
+                        **options: str) -> tuple[nn.Module, tuple[Any, ...], Any, Any, set[str]]:
+    """(model, inputs, unpatched output, patch, ops of Dynamo's graphs); asserts no break."""
     import torch._dynamo
 
     model = make_model(device)
     inputs = make_inputs(device)
     with torch.no_grad():
         reference = model(*inputs)
-    patch = patch_model(model, kernels.values())
+    patch = patch_model(model, kernels.values(), **options)
     torch._dynamo.reset()
     explained = torch._dynamo.explain(model)(*inputs)
     assert explained.graph_break_count == 0
     ops = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+    return model, inputs, reference, patch, ops
+
+
+def test_under_compile_the_kernels_step_aside_for_inductor_by_default(
+        kernels: dict[str, RoutedKernel], device: str) -> None:
+    model, inputs, reference, patch, ops = _patched_and_traced(kernels, device)
     assert not any("autokernel." in op for op in ops), ops
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     patch.report.reset_counts()
@@ -398,17 +405,8 @@ def test_under_compile_the_kernels_step_aside_for_inductor_by_default(
 
 def test_the_patched_model_compiles_to_one_graph_with_the_kernels_inside(
         kernels: dict[str, RoutedKernel], device: str) -> None:
-    import torch._dynamo
-
-    model = make_model(device)
-    inputs = make_inputs(device)
-    with torch.no_grad():
-        reference = model(*inputs)
-    patch_model(model, kernels.values(), under_compile="kernels")
-    torch._dynamo.reset()
-    explained = torch._dynamo.explain(model)(*inputs)
-    assert explained.graph_break_count == 0
-    ops = {str(node.target) for graph in explained.graphs for node in graph.graph.nodes}
+    model, inputs, reference, _, ops = _patched_and_traced(kernels, device,
+                                                           under_compile="kernels")
     assert sum("autokernel." in op for op in ops) == len(KERNEL_TYPES)
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     with torch.no_grad():

@@ -42,6 +42,10 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.versions import software_versions
 
+# How verify patches its model, as patch() does by default: under torch.compile the kernels step
+# aside and Inductor compiles the original ops (recorded in the result, said in its lines).
+PATCH_UNDER_COMPILE = "inductor"
+
 if TYPE_CHECKING:
     import torch
     from rich.console import Console
@@ -391,7 +395,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
 
     patched = _fresh_model(run, device, model, log, "patched")
     try:
-        patch = loaded_kernels.patch(patched)
+        patch = loaded_kernels.patch(patched, under_compile=PATCH_UNDER_COMPILE)
     except Exception as exc:
         raise RunError(f"splicing the kernels into the model failed: {one_line(exc)}") from None
     with torch.no_grad():
@@ -617,8 +621,7 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
         "contestants": {name: t.to_dict() for name, t in timings.items()},
         "compile_backend": options.compile_backend if options.compile else None,
         "compile_seconds": compile_seconds,
-        # How the patched model met torch.compile (patch()'s default): the kernels step aside.
-        "under_compile": "inductor" if options.compile else None,
+        "under_compile": PATCH_UNDER_COMPILE if options.compile else None,
         "errors": errors,
     }
 
