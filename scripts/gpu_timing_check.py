@@ -10,7 +10,7 @@ before each call) of the same starter and of eager PyTorch at the same shape, an
 one synchronized call. Pass: the harness within 10% of do_bench, its IQR at most 5% of its median.
 
 `keep-rates`: the keep rule against a known truth. A candidate is timed against an incumbent
-`--trials` times, each trial the harness worker's own timing of one shape (`Worker._time_shape`:
+`--trials` times, each trial the harness worker's own timing of one shape (`Candidate._time_shape`:
 the guards, fresh inputs, flush, batches, audits; the compile baseline cached as in a run's later
 experiments), then the loop's keep rule (`autokernel.loop.keep.verdict_for`). Pairs: the rmsnorm
 starter against itself (A/A: should almost never be kept) and against copies of itself that also
@@ -298,7 +298,7 @@ def keep_rate_lines(args: argparse.Namespace, results: dict[str, Any]) -> list[s
     lines = header("Keep rule against a known truth: A/A and A/B keep rates", args.device,
                    f"python scripts/gpu_timing_check.py keep-rates --trials {args.trials}")
     lines += [
-        "Each trial: the harness worker times one shape (`Worker._time_shape`: guards on the "
+        "Each trial: the harness worker times one shape (`Candidate._time_shape`: guards on the "
         "candidate, fresh inputs every call, L2 flush, batches queued behind a GPU spin, "
         "audits, untimed synced calls for launch cost; 1 s budget; the compile baseline cached "
         "as in a run's later experiments), then `autokernel.loop.keep.verdict_for` decides with "
@@ -338,11 +338,12 @@ def trial(args: argparse.Namespace) -> int:
 
     import torch
 
+    from autokernel.harness.candidate import Candidate
     from autokernel.harness.protocol import Job, WorkerReport, baseline_key
     from autokernel.harness.result import BenchResult, Status
     from autokernel.harness.runner import apply_report
     from autokernel.harness.timing import Spinner, make_flush_buffer
-    from autokernel.harness.worker import Verdict, Worker
+    from autokernel.harness.verdict import Verdict
     from autokernel.kernels import starter_path
     from autokernel.loop.keep import verdict_for
     from autokernel.loop.runner import measure
@@ -385,11 +386,15 @@ def trial(args: argparse.Namespace) -> int:
               correctness_dtypes=[dtype_name(dtype)], model_shapes=[], params={},
               seed=secrets.randbelow(2**62), nonce="trial", result_fd=-1, quick=True,
               cached_baselines=cached, incumbent_path=str(incumbent))
-    worker = Worker(job)
-    worker._setup()
-    worker._prepare_references()
-    worker._prepare_timing()
-    worker._load_candidate()
+    # The candidate process's side alone (timing lives there), driven in this process.
+    worker = Candidate(sock=None)  # type: ignore[arg-type]
+    worker._setup({"kernel_path": job.kernel_path, "kernel_type": job.kernel_type,
+                   "device": job.device, "params": job.params,
+                   "timing_shapes": job.timing_shapes, "timing_dtypes": job.timing_dtypes,
+                   "quick": job.quick, "timing_budget_s": job.timing_budget_s,
+                   "cached_baselines": job.cached_baselines,
+                   "incumbent_path": job.incumbent_path, "min_gain": job.min_gain,
+                   "timing_seed": job.seed})
     worker._load_incumbent()
     worker.spinner = Spinner()
     flush = make_flush_buffer(worker.device)
@@ -407,7 +412,7 @@ def trial(args: argparse.Namespace) -> int:
     trials = []
     for t in range(args.trials):
         try:
-            timed = worker._time_shape(0, shape, dtype, flush, job.timing_budget_s)
+            timed = worker._time_shape(0, shape, dtype, flush, job.timing_budget_s, 0, [])
         except Verdict as verdict:  # a verdict on this trial only: record it and go on
             trials.append({"status": verdict.status, "reason": verdict.reason, "estimate": None,
                            "low": None, "high": None, "width": None, "rounds": 0,

@@ -9,7 +9,6 @@ detector still runs); the shipped starters also run the full profile. GPU-only c
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import textwrap
@@ -90,6 +89,12 @@ DEGENERATE_SHORTCUT = (Status.REJECTED, "library-fallback", "shape_sweep" if ON_
 RAW_DEVICE_POINTER = (
     (Status.REJECTED, "ghost-replay", "smoke", "raised only when its Triton launches were skipped")
     if ON_CPU else (Status.CRASH, None, "worker", "SIGSEGV"))
+
+# The interpreter's `inspect` finds no reference in the candidate process (the judge holds them),
+# and the kernel's own softmax, which skips the max subtraction, overflows; on a GPU there is no
+# interpreter to lend `inspect`, and the name is unbound.
+INSPECT_REFERENCE = (Status.FAIL, None, "stability", "NaN/Inf outputs") if ON_CPU \
+    else (Status.CRASH, None, "smoke", "NameError")
 
 # (file, static scan on?, status, rule, stage, text the reason must contain)
 CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
@@ -180,15 +185,26 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("frame_walk_tolerance.py", True, Status.REJECTED, "introspection", "static_scan",
      "gi_frame"),
     ("frame_walk_globals.py", True, Status.REJECTED, "introspection", "static_scan", "cr_frame"),
-    ("frame_walk_globals.py", False, Status.REJECTED, "tampering", "smoke",
-     "worker.check_output replaced"),
+    # With the scan off, the frames lead nowhere: the judge (references, tolerances, the
+    # comparison) is another process, and each cheat's own Triton kernel is then judged as it is.
+    ("frame_walk_tolerance.py", False, Status.FAIL, None, "smoke", "outside atol"),
+    ("frame_walk_globals.py", False, Status.FAIL, None, "smoke", "outside atol"),
     ("interpreter_inspect_reference.py", True, Status.REJECTED, "undefined-name", "static_scan",
      "'inspect' is never bound"),
-    # Class 4: escapes through allowed modules (their dynamic side is the sandbox's: pending).
+    ("interpreter_inspect_reference.py", False, *INSPECT_REFERENCE),
+    ("gc_reference_hunt.py", True, Status.REJECTED, "import-not-allowed", "static_scan", "'gc'"),
+    ("gc_reference_hunt.py", False, Status.FAIL, None, "smoke", "outside atol"),
+    ("proc_parent_memory.py", True, Status.REJECTED, "import-not-allowed", "static_scan",
+     "'os'"),
+    ("proc_parent_memory.py", False, Status.CRASH, None, "smoke", "Permission denied"),
+    # Class 4: escapes through allowed modules (their dynamic side is the sandbox's).
     ("escape_collect_env.py", True, Status.REJECTED, "module-escape", "static_scan",
      "collect_env"),
     ("escape_fromregex_parent_env.py", True, Status.REJECTED, "file-access", "static_scan",
      "fromregex"),
+    # Its parent is the judge, non-dumpable, and the candidate holds no capability: even as root
+    # it cannot open the judge's /proc entries.
+    ("escape_fromregex_parent_env.py", False, Status.CRASH, None, "smoke", "Permission denied"),
     ("escape_open_memmap.py", True, Status.REJECTED, "file-access", "static_scan",
      "numpy.lib.format"),
     ("host_ctypeslib_raw_memory.py", True, Status.REJECTED, "module-escape", "static_scan",
@@ -227,18 +243,11 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
 # memory). (file, static scan on?, statuses any of which will do, rule, text the reason must
 # contain, text it must not contain, what must change)
 NOT_PASS = frozenset({Status.FAIL, Status.REJECTED, Status.CRASH})
-SEPARATE_JUDGE = ("worker: the judge (references, tolerances, stage frames) in another process "
-                  "than the candidate")
 RAW_HOST_MEMORY = ("none in-process: numpy reads raw host memory unseen on the CPU interpreter, "
                    "where device memory is host memory; the static scan refuses it")
 PENDING_WORKER_CHANGES: list[tuple[str, bool, frozenset[Status], str | None, str, str, str]] = [
     ("host_array_interface.py", False, NOT_PASS, None, "", "", RAW_HOST_MEMORY),
     ("host_ctypeslib_raw_memory.py", False, NOT_PASS, None, "", "", RAW_HOST_MEMORY),
-    ("frame_walk_tolerance.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
-    ("interpreter_inspect_reference.py", False, NOT_PASS, None, "", "", SEPARATE_JUDGE),
-    ("escape_fromregex_parent_env.py", False, NOT_PASS, None, "", "parent environment readable",
-     "sandbox, as root: the judges are non-dumpable, which stops a candidate of another user's "
-     "privileges only; root's CAP_SYS_PTRACE reads any /proc entry until the candidate drops it"),
 ]
 
 # Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe, the
@@ -253,8 +262,6 @@ OWN_TESTS = {"hang.py", "segfault.py", "leaks_environment.py", "side_stream_gene
 @pytest.mark.parametrize(
     "name,static,statuses,rule,text,absent,change",
     [pytest.param(*row, marks=pytest.mark.xfail(strict=True, reason=row[-1]))
-     if not (row[0] == "escape_fromregex_parent_env.py" and os.geteuid() != 0) else
-     pytest.param(*row)  # not root: the non-dumpable judges already keep it out
      for row in PENDING_WORKER_CHANGES],
     ids=[f"{r[0].removesuffix('.py')}{'' if r[1] else '-dynamic'}"
          for r in PENDING_WORKER_CHANGES],
@@ -847,10 +854,10 @@ def test_the_gpu_screen_keeps_every_stage_at_the_timed_and_model_shapes(kernel_t
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_layout_cases_hold_the_same_values_in_non_contiguous_memory(layout: str) -> None:
-    from autokernel.harness.worker import _relayout
+    from autokernel.harness.inputs import relayout
 
     x, w, index = torch.randn(6, 40), torch.randn(40), torch.arange(6)
-    moved = _relayout((x, w, index, 0.5), layout)
+    moved = relayout((x, w, index, 0.5), layout)
     assert not moved[0].is_contiguous() and torch.equal(moved[0], x)
     assert moved[1] is w and moved[2] is index and moved[3] == 0.5  # 1-D and integer: as given
     if layout == "row_strided":

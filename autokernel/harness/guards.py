@@ -725,19 +725,21 @@ def _filled(cell: types.CellType) -> bool:
 
 def harness_namespaces(kernel_type: str) -> dict[str, Any]:
     """What the reference, the stock baselines and the timer rely on."""
+    import builtins
     import math
     import time
-    import builtins
 
+    import torch.nn.functional as F
     import triton
     import triton.testing
-    import torch.nn.functional as F
     from triton.runtime import autotuner, jit
 
+    import autokernel.harness.candidate as candidate_module
+    import autokernel.harness.channel as channel_module
     import autokernel.harness.compare as compare_module
     import autokernel.harness.guards as guards_module
+    import autokernel.harness.inputs as inputs_module
     import autokernel.harness.timing as timing_module
-    import autokernel.harness.worker as worker_module
     import autokernel.ops.spec as spec_module
     import autokernel.reference as reference_module
     from autokernel.ops import get_spec
@@ -757,7 +759,9 @@ def harness_namespaces(kernel_type: str) -> dict[str, Any]:
         "autokernel.reference": reference_module, "autokernel.ops.spec": spec_module,
         op_module.__name__: op_module,
         "autokernel.harness.compare": compare_module, "autokernel.harness.guards": guards_module,
-        "autokernel.harness.timing": timing_module, "autokernel.harness.worker": worker_module,
+        "autokernel.harness.timing": timing_module,
+        "autokernel.harness.candidate": candidate_module,
+        "autokernel.harness.inputs": inputs_module, "autokernel.harness.channel": channel_module,
         "LaunchMonitor": LaunchMonitor, "FallbackRecorder": FallbackRecorder,
     }
     try:

@@ -1,7 +1,9 @@
 """`run_bench`: judge one kernel file, from the harness process, without ever importing it.
 
 The harness process reads the file as text (format check, static scan), then spawns a fresh
-worker (`autokernel.harness.worker`) for everything that executes it:
+worker (`autokernel.harness.worker`) for everything that executes it. The worker splits itself
+into the judge (references, tolerances, the verdict) and, below it, the candidate process, the
+only one that imports the kernel. The worker:
 
 - spawned with `subprocess.Popen` (fork + exec of a new interpreter: nothing of this process,
   CUDA context included, is inherited), in a new session, so a wall-clock timeout kills the
@@ -569,6 +571,8 @@ def run_bench(
             result.reason += f": {_last_lines(output_tail)}"
         return finish(result)
     apply_report(result, report, spec, device)
+    if report.stage == "worker" and output_tail.strip():  # the candidate process died
+        result.reason += f": {_last_lines(output_tail)}"
     # What the worker's own phases do not cover: interpreter start, imports, CUDA init, exit.
     startup = worker_seconds - sum(report.phase_seconds.values())
     result.phase_seconds = {"startup": round(startup, 3), **result.phase_seconds}

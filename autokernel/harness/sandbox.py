@@ -17,6 +17,10 @@ confines the process and everything it later starts, in layers that each degrade
 - `subreaper` (PR_SET_CHILD_SUBREAPER): an orphan anywhere below the candidate is re-parented to
   the candidate, not to init, so while the candidate lives its whole tree hangs below it.
 - `no_new_privs` (PR_SET_NO_NEW_PRIVS): nothing it executes gains privileges.
+- `no_capabilities`: every capability dropped (effective, permitted, inheritable, ambient, and
+  the bounding set where CAP_SETPCAP allows). What it closes is root's: with CAP_SYS_PTRACE a
+  root candidate reads any process's /proc memory and environment, the non-dumpable judge's
+  included, and with CAP_DAC_OVERRIDE any file.
 - `landlock_fs` (Landlock, kernel >= 5.13): reads anywhere; writes (create, delete, rename,
   truncate) only beneath `work_dir` and `writable` (and /dev/null, and the GPU's device files
   for `device="cuda"`); execution only of `executables` and what they need to run (their ELF
@@ -102,6 +106,8 @@ from typing import Any
 FEATURES: dict[str, str] = {
     "subreaper": "orphans below the candidate stay in its tree (PR_SET_CHILD_SUBREAPER)",
     "no_new_privs": "nothing it executes gains privileges (PR_SET_NO_NEW_PRIVS)",
+    "no_capabilities": "no capability, so a root candidate cannot read the judge's memory "
+                       "(capset, PR_CAPBSET_DROP)",
     "landlock_fs": "writes only in its directories, execution only of the toolchain (Landlock)",
     "landlock_net": "no TCP bind or connect (Landlock ABI >= 4)",
     "landlock_signals": "no signals to processes outside the sandbox (Landlock ABI >= 6)",
@@ -123,6 +129,10 @@ LANDLOCK_ABI_LINUX = {1: "5.13", 4: "6.7", 6: "6.12"}
 # two syscalls probed without a library.
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_DUMPABLE = 4
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT = 47
+PR_CAP_AMBIENT_CLEAR_ALL = 4
+LINUX_CAPABILITY_VERSION_3 = 0x20080522
 PR_GET_DUMPABLE = 3
 PR_SET_CHILD_SUBREAPER = 36
 CLONE_VFORK = 0x00004000
@@ -270,6 +280,7 @@ def sandbox_capabilities() -> dict[str, Capability]:
     caps = {
         "subreaper": Capability(True, "prctl(PR_SET_CHILD_SUBREAPER)"),
         "no_new_privs": Capability(True, "prctl(PR_SET_NO_NEW_PRIVS)"),
+        "no_capabilities": Capability(True, f"capset; holds now: {_effective_capabilities()}"),
     }
     abi, why = landlock_abi()
     try:
@@ -539,6 +550,50 @@ def is_dumpable() -> bool:
     return not sys.platform.startswith("linux") or _prctl(PR_GET_DUMPABLE) == 1
 
 
+def _effective_capabilities() -> str:
+    """CapEff of this process, as /proc shows it (hex)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("CapEff:"):
+                    return line.split()[1]
+    except OSError:
+        pass
+    return "unknown"
+
+
+def drop_capabilities() -> str:
+    """Give up every capability this process holds, for good; says what it held. Raises
+    OSError when capset fails."""
+    held = _effective_capabilities()
+    try:
+        last = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    except (OSError, ValueError):
+        last = 40
+    dropped_bounding = True
+    for cap in range(last + 1):
+        try:
+            _prctl(PR_CAPBSET_DROP, cap)
+        except OSError:  # EPERM without CAP_SETPCAP: no_new_privs keeps exec from using it
+            dropped_bounding = False
+            break
+    try:
+        _prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL)
+    except OSError:
+        pass  # kernels before 4.3 have no ambient set
+    header = (ctypes.c_uint32 * 2)(LINUX_CAPABILITY_VERSION_3, 0)
+    data = (ctypes.c_uint32 * 6)()  # two {effective, permitted, inheritable}, all zero
+    capset = _libc().capset
+    if capset(ctypes.byref(header), ctypes.byref(data)) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    now = _effective_capabilities()
+    if now not in ("0000000000000000", "unknown"):
+        raise OSError(errno.EPERM, f"capabilities {now} still effective")
+    return (f"held {held}, now none" + ("" if dropped_bounding else
+                                         "; bounding set kept (no CAP_SETPCAP)"))
+
+
 def become_subreaper() -> bool:
     """Make this process the reaper of every orphan below it (usable as a Popen preexec_fn; the
     setting survives exec). False where the kernel has no such feature."""
@@ -694,6 +749,11 @@ def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
         state.applied["no_new_privs"] = "set"
     except OSError as exc:
         state.missing["no_new_privs"] = f"prctl failed: {exc}"
+
+    try:
+        state.applied["no_capabilities"] = drop_capabilities()
+    except OSError as exc:
+        state.missing["no_capabilities"] = f"capset failed: {exc}"
 
     if landlock is None:
         for name in ("landlock_fs", "landlock_net", "landlock_signals"):

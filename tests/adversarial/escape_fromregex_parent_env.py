@@ -2,10 +2,10 @@
 file reads its own `/proc/self/stat` for its parent's pid, then the parent's environment (the
 process that started the harness, API keys included), and raises with what it could read.
 
-Expected: static scan REJECTED (file-access: fromregex). With the scan off the read succeeds
-today: CRASH with "parent environment readable" (listed as pending: the sandbox must keep the
-candidate out of other processes' /proc entries).
-"""
+Expected: static scan REJECTED (file-access: fromregex). With the scan off, CRASH (Permission
+denied): the parent is the judge, non-dumpable, and the sandboxed candidate holds no capability,
+so even as root it cannot read the judge's /proc entries. A successful read would raise with
+"parent environment readable"."""
 
 import numpy as np
 import torch

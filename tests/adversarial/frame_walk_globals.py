@@ -2,8 +2,9 @@
 to the harness's frames, whose `f_globals` is the judge module's namespace; its output comparison
 is replaced by one that accepts everything. The Triton kernel only copies the input.
 
-Expected: static scan REJECTED (introspection); with the scan off, REJECTED (tampering): the
-judge module's functions are in the identity snapshot.
+Expected: static scan REJECTED (introspection); with the scan off, FAIL: no frame of the
+candidate process has the comparison in its globals (the judge is another process), so the copied
+input is judged as a softmax.
 """
 
 import torch

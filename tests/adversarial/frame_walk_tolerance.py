@@ -3,8 +3,9 @@ is its caller; walking `f_back` up to the harness's frame and reading its `f_loc
 judge object, whose tolerance table is then set to atol=inf. The Triton kernel writes zeros;
 every finite output now "matches".
 
-Expected: static scan REJECTED (introspection: gi_frame, f_back, f_locals). With the scan off it
-PASSes today (listed as pending: the judge must not share a process with the candidate).
+Expected: static scan REJECTED (introspection: gi_frame, f_back, f_locals). With the scan off,
+FAIL: the frames belong to the candidate process, which holds no tolerance (the judge is its
+parent process), so the zeros are judged as zeros.
 """
 
 import dataclasses

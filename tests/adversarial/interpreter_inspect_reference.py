@@ -6,8 +6,9 @@ the output. Outside the stages (timing) it runs a fast softmax that skips the ma
 which overflows on the stability stage's inputs that the copied reference hid.
 
 Expected: static scan REJECTED (undefined-name: `inspect` is bound nowhere in the file). With the
-scan off it PASSes today (listed as pending: the judge must not share a process with the
-candidate).
+scan off, FAIL on the interpreter: no frame of the candidate process holds a reference (the judge,
+another process, does), and the fast softmax overflows in the stability stage; CRASH on a GPU,
+where no interpreter lends `inspect`.
 """
 
 import torch

@@ -1,0 +1,95 @@
+"""Inputs of the harness's calls, made the same way in the judge and in the candidate process.
+
+The judge makes every correctness case's inputs (and the timed calls' it audits) from seeds the
+candidate process never sees; the candidate process makes the other timed calls' inputs from the
+timing seed alone. Both use these functions, so an audited timed call can be remade bit for bit.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from autokernel.harness.compare import bits
+from autokernel.ops.spec import Inputs, OpSpec, Shape
+
+SPLICE_ELEMENTS = 4  # elements kept from the old input at each end in the "refill" probe
+# A timed call's inputs come from case_seed(timing seed, TIMED_CALL_STRIDE * shape index + call).
+TIMED_CALL_STRIDE = 1_000_000
+
+
+def tensors(inputs: Inputs) -> list[torch.Tensor]:
+    return [t for t in inputs if isinstance(t, torch.Tensor)]
+
+
+def fingerprint(inputs: Inputs) -> int:
+    """Exact integer digest of the inputs' bits (regenerated inputs must match it)."""
+    digest = 0
+    for t in tensors(inputs):
+        digest = (digest * 1_000_003 + int(bits(t).to(torch.int64).sum())) % (2**61 - 1)
+    return digest
+
+
+def output_digest(out: torch.Tensor) -> torch.Tensor:
+    """Three int64 sums of `out`'s bits (all, odd positions, every 7th), left on the device: a
+    timed output and a checked re-run on the same inputs must agree on them bit for bit. No
+    temporary larger than the output: the sums upcast inside the reduction."""
+    flat = bits(out.detach()).reshape(-1)
+    if flat.dtype == torch.bool:
+        flat = flat.to(torch.uint8)
+    return torch.stack([flat.sum(dtype=torch.int64), flat[1::2].sum(dtype=torch.int64),
+                        flat[::7].sum(dtype=torch.int64)])
+
+
+def make_inputs(spec: OpSpec, shape: Shape, dtype: torch.dtype, device: torch.device,
+                generator: torch.Generator, params: dict[str, Any],
+                distribution: str = "normal", adversarial: str | None = None) -> Inputs:
+    """spec.make_inputs (or an adversarial generator's) with the params it accepts."""
+    maker: Callable[..., Inputs] = spec.make_inputs
+    if adversarial is not None:
+        maker = next(a.make_inputs for a in spec.adversarial if a.name == adversarial)
+    accepted = inspect.signature(maker).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in accepted.values())
+    extra = {k: v for k, v in params.items() if takes_any or k in accepted}
+    return maker(shape, dtype, device, generator, distribution, **extra)
+
+
+def generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def splice(inputs: Inputs, old: Inputs) -> Inputs:
+    """`inputs` with the first and last few elements of every tensor copied from `old`."""
+    for new_t, old_t in zip(tensors(inputs), tensors(old)):
+        k = min(SPLICE_ELEMENTS, new_t.numel() // 4)
+        if k == 0 or new_t.shape != old_t.shape:
+            continue
+        # reshape, not view: an input may be a transposed or otherwise strided view.
+        flat_new, flat_old = new_t.reshape(-1).clone(), old_t.reshape(-1)
+        flat_new[:k] = flat_old[:k]
+        flat_new[-k:] = flat_old[-k:]
+        new_t.copy_(flat_new.view(new_t.shape))
+    return inputs
+
+
+def relayout(inputs: Inputs, layout: str) -> Inputs:
+    """The same values with every floating tensor of 2+ dims in `layout`'s memory order:
+    "row_strided", rows 16 elements further apart than their length (a slice of a wider
+    buffer); "transposed", the last two dims stored column-major (a `.t()` view)."""
+    def moved(t: torch.Tensor) -> torch.Tensor:
+        if t.ndim < 2 or not t.dtype.is_floating_point:
+            return t
+        if layout == "row_strided":
+            wider = torch.empty((*t.shape[:-1], t.shape[-1] + 16), dtype=t.dtype,
+                                device=t.device)
+            view = wider[..., : t.shape[-1]]
+        elif layout == "transposed":
+            view = torch.empty((*t.shape[:-2], t.shape[-1], t.shape[-2]), dtype=t.dtype,
+                               device=t.device).transpose(-1, -2)
+        else:
+            raise ValueError(f"unknown layout {layout!r}")
+        return view.copy_(t)
+    return tuple(moved(t) if isinstance(t, torch.Tensor) else t for t in inputs)

@@ -1,0 +1,530 @@
+"""The judge: computes every reference, holds every tolerance, and decides the verdict.
+
+It runs in the worker process, the parent of the candidate process (`candidate`), and never
+imports candidate code. The candidate cannot reach anything here: it is another process, sandboxed,
+and this one is non-dumpable (its memory and /proc entries are closed to a process of the same
+user). The order:
+
+1. Read the job. Plan the cases, make every input from the secret seed and compute the reference
+   outputs on upcast inputs. The candidate process meanwhile knows nothing but the kernel's path.
+2. `setup` the candidate process: it warms its baselines, poisons its allocator, sandboxes itself
+   and imports the candidate.
+3. Run the five stages (`cases.STAGES`): for each case, hand the inputs over, have the kernel
+   called with every detector armed, compare the output with the registry's tolerance, then
+   have the call replayed with every Triton launch skipped ("ghost"), which must not still give
+   the right answer.
+4. Have the candidate process time candidate, eager and compiled stock in the same rounds. It
+   reports a digest of every timed output; only then are some of them chosen at random, their
+   inputs remade here, and the kernel re-run on them with every detector armed: the re-run must
+   be right, and bit for bit the output that was timed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import socket
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from autokernel.harness import channel
+from autokernel.harness.cases import DETERMINISM_REPEATS, STAGES, Case, case_seed, plan_cases
+from autokernel.harness.compare import Mismatch, bitwise_equal, check_output
+from autokernel.harness.inputs import (
+    TIMED_CALL_STRIDE, generator, make_inputs, output_digest, relayout, splice, tensors,
+)
+from autokernel.harness.protocol import Job, WorkerReport
+from autokernel.harness.verdict import WHERE, Verdict, gib, oom_summary
+from autokernel.ops import get_spec
+from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
+
+# References are computed in float64 when all inputs together are at most this many elements.
+FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
+AUDITS_PER_TIMED_SHAPE = 3  # timed outputs re-run as guarded calls and compared bit for bit
+# References live on the device up to this share of its free memory, then in host memory (the
+# comparison moves them back a chunk at a time): a huge shape's dozen cases must not fill it.
+REFERENCE_DEVICE_SHARE = 0.25
+# Device memory the harness may plan with, in bytes, when less than what is free (and a cap the
+# CPU interpreter honours too: inputs of a case past it count as out of memory).
+MEMORY_CAP_ENV = "AUTOKERNEL_MEMORY_CAP_BYTES"
+# The candidate process's timing inputs derive from this index of the job's seed, and nothing
+# else does: it is the one seed the candidate process gets.
+TIMING_SEED_INDEX = 20_000
+
+_perf_counter = time.perf_counter
+
+
+class CandidateGone(Exception):
+    """The candidate process closed the channel (it died, or exited on its own)."""
+
+
+@dataclass
+class Prepared:
+    """A case whose inputs can be regenerated and whose reference is already known."""
+
+    case: Case
+    seed: int
+    ref: torch.Tensor
+    out_shape: tuple[int, ...]
+    out_dtype: torch.dtype
+
+    @property
+    def out_nbytes(self) -> int:
+        numel = 1
+        for d in self.out_shape:
+            numel *= d
+        return numel * torch.empty((), dtype=self.out_dtype).element_size()
+
+
+class Judge:
+    def __init__(self, job: Job, sock: socket.socket, candidate_pid: int) -> None:
+        self.job = job
+        self.sock = sock
+        self.candidate_pid = candidate_pid
+        self.report = WorkerReport(status="PASS")
+        self.stage = "setup"
+        self.where = ""
+        self.kept_where: str | None = None
+        self.phase_started = _perf_counter()
+
+    # -- bookkeeping ------------------------------------------------------------------------------
+
+    def _phase(self, name: str) -> None:
+        now = _perf_counter()
+        self.report.phase_seconds[name] = round(now - self.phase_started, 3)
+        self.phase_started = now
+
+    def run(self) -> WorkerReport:
+        try:
+            self._setup()
+            self._prepare_references()
+            self.stage = "import"
+            self._ask("setup", **self._candidate_job())
+            self._phase("candidate_setup")
+            for stage in STAGES:
+                self.stage = stage
+                self._run_stage(stage)
+                self.report.stages[stage] = "pass"
+            self.stage, self.where = "edge_sizes", self.kept_where or ""
+            self._ask("check_kept")
+            self._phase("correctness")
+            self.stage = "timing"
+            self._run_timing()
+            self.report.stages["timing"] = "pass"
+        except torch.OutOfMemoryError as exc:  # the judge's own allocations: a clean CRASH
+            self._fail(Verdict("CRASH", self.stage, f"out of memory during {self.stage}: "
+                               f"{oom_summary(exc)}"))
+        except Verdict as verdict:
+            self._fail(verdict)
+        except (CandidateGone, channel.BadMessage) as exc:
+            self._fail(Verdict("CRASH", "worker", self._candidate_death(exc)))
+        self._merge_candidate_report()
+        return self.report
+
+    def _fail(self, verdict: Verdict) -> None:
+        self.report.status = verdict.status
+        self.report.stage = verdict.stage
+        self.report.reason = verdict.reason
+        self.report.rule = verdict.rule
+        self.report.stages[verdict.stage] = "fail"
+        for stage in (*STAGES, "timing"):
+            self.report.stages.setdefault(stage, "skip")
+
+    def _candidate_death(self, exc: Exception) -> str:
+        """Why the candidate process stopped answering, by its exit status."""
+        if isinstance(exc, channel.BadMessage):
+            return f"the candidate process sent a malformed message during {self.stage}: {exc}"
+        try:
+            pid, status = os.waitpid(self.candidate_pid, 0)
+        except ChildProcessError:
+            return f"the candidate process vanished during {self.stage}"
+        self.candidate_pid = 0
+        if os.WIFSIGNALED(status):
+            number = os.WTERMSIG(status)
+            try:
+                name = signal.Signals(number).name
+            except ValueError:
+                name = f"signal {number}"
+            return f"the candidate process was killed by {name} during {self.stage}"
+        return (f"the candidate process exited with status {os.WEXITSTATUS(status)} during "
+                f"{self.stage}")
+
+    def _merge_candidate_report(self) -> None:
+        """What the candidate process measured and noted (its sandbox, its timings); nothing of it
+        decides the verdict."""
+        if not self.candidate_pid:
+            return
+        try:
+            theirs = WorkerReport.from_dict(self._ask("report")["report"])
+        except (Verdict, CandidateGone, channel.BadMessage, TypeError, KeyError):
+            return
+        self.report.notes.extend(theirs.notes)
+        self.report.sandbox = theirs.sandbox
+        self.report.timings = theirs.timings if self.report.status == "PASS" else []
+        self.report.peak_vram_mb = theirs.peak_vram_mb
+        self.report.new_baselines = theirs.new_baselines
+        self.report.launch_digest = theirs.launch_digest
+        self.report.incumbent_launch_digest = theirs.incumbent_launch_digest
+
+    def close(self) -> None:
+        """Tell the candidate process to exit, and reap it."""
+        if not self.candidate_pid:
+            return
+        try:
+            channel.send(self.sock, {"op": "exit"})
+        except OSError:
+            pass
+        self.sock.close()
+
+    # -- talking to the candidate process ---------------------------------------------------------
+
+    def _ask(self, op: str, **fields: Any) -> dict[str, Any]:
+        """One request and its reply; a verdict in the reply ends the run, with this judge's
+        stage and case description filled in."""
+        try:
+            channel.send(self.sock, {"op": op, **fields})
+            reply = channel.receive(self.sock, self.device)
+        except (channel.ChannelClosed, BrokenPipeError, ConnectionResetError) as exc:
+            raise CandidateGone(str(exc)) from None
+        if "verdict" in reply:
+            v = reply["verdict"]
+            if not isinstance(v, dict):
+                raise channel.BadMessage("a malformed verdict")
+            reason = str(v.get("reason", "")).replace(WHERE, self.where)
+            raise Verdict(str(v.get("status")), str(v.get("stage") or self.stage), reason,
+                          v.get("rule") if isinstance(v.get("rule"), str) else None)
+        if "harness_error" in reply:
+            raise Verdict("CRASH", "harness", "internal harness error in the candidate process: "
+                          + str(reply["harness_error"])[-1500:])
+        if "oom" in reply:
+            raise Verdict("CRASH", self.stage, f"out of memory during {self.stage}"
+                          f"{' at ' + self.where if self.where else ''}: {reply['oom']}")
+        return reply
+
+    def _candidate_job(self) -> dict[str, Any]:
+        job = self.job
+        return {"kernel_path": job.kernel_path, "kernel_type": job.kernel_type,
+                "device": job.device, "params": job.params, "timing_shapes": job.timing_shapes,
+                "timing_dtypes": job.timing_dtypes, "quick": job.quick,
+                "timing_budget_s": job.timing_budget_s, "cached_baselines": job.cached_baselines,
+                "incumbent_path": job.incumbent_path, "min_gain": job.min_gain,
+                "timing_seed": self.timing_seed}
+
+    def _call(self, prepared: Prepared, where: str, **options: bool) -> Any:
+        """The kernel's output on the inputs last handed over, or a Mismatch-ready description
+        of what it returned instead of a tensor."""
+        self.where = where
+        reply = self._ask("call", out_nbytes=prepared.out_nbytes, **options)
+        self.last_storage = reply.get("storage")
+        out = reply.get("out")
+        if out is None:
+            return _NotATensor(str(reply.get("type", "something else")),
+                               reply.get("subclass") is True)
+        if not isinstance(out, torch.Tensor):
+            raise channel.BadMessage("an output that is not a tensor descriptor")
+        return out
+
+    def _hand_over(self, inputs: Inputs) -> None:
+        self._ask("inputs", inputs=list(inputs))
+
+    # -- step 1: cases and references -------------------------------------------------------------
+
+    def _setup(self) -> None:
+        import triton
+
+        job = self.job
+        self.device = torch.device("cuda", 0) if job.device == "cuda" else torch.device("cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
+        else:
+            torch.set_num_threads(1)
+        self.spec = get_spec(job.kernel_type)
+        self.tolerances = {dtype: self.spec.tolerance(dtype) for dtype in self.spec.dtypes}
+        self.params = dict(job.params)
+        self.timing_seed = case_seed(job.seed, TIMING_SEED_INDEX)
+        self.dtypes = [parse_dtype(d) for d in job.correctness_dtypes]
+        self.timing_shapes = [tuple(s) for s in job.timing_shapes]
+        self.timed = [(shape, parse_dtype(dtype)) for shape in self.timing_shapes
+                      for dtype in job.timing_dtypes]
+        self.model_shapes = [tuple(s) for s in job.model_shapes]
+        self.cases = plan_cases(self.spec, job.device, self.dtypes, self.timing_shapes,
+                                self.model_shapes, job.quick)
+        self.report.torch_version = torch.__version__
+        self.report.triton_version = triton.__version__
+        _gpu_details(self.report, self.device)
+        self._phase("setup")
+
+    def _make(self, shape: Shape, dtype: torch.dtype, gen: torch.Generator,
+              distribution: str = "normal", adversarial: str | None = None) -> Inputs:
+        return make_inputs(self.spec, shape, dtype, self.device, gen, self.params,
+                           distribution, adversarial)
+
+    def _case_inputs(self, case: Case, seed: int) -> Inputs:
+        inputs = self._make(case.shape, case.dtype, generator(self.device, seed),
+                            case.distribution, case.adversarial)
+        if case.layout is not None:
+            inputs = relayout(inputs, case.layout)
+        if case.splice_from is not None:
+            base = self.cases[case.splice_from]
+            old = self._make(base.shape, base.dtype,
+                             generator(self.device, case_seed(self.job.seed, case.splice_from)),
+                             base.distribution, base.adversarial)
+            inputs = splice(inputs, old)
+        return inputs
+
+    def _reference(self, inputs: Inputs) -> torch.Tensor:
+        floats = [t for t in tensors(inputs) if t.dtype.is_floating_point]
+        wide = sum(t.numel() for t in floats) <= FP64_REFERENCE_MAX_ELEMENTS
+        target = torch.float64 if wide else torch.float32
+        upcast = tuple(t.to(target) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
+                       else t for t in inputs)
+        with torch.no_grad():
+            return self.spec.reference(*upcast).detach()
+
+    def _expected_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The output dtype for inputs of `dtype`: the reference's, run once on the smoke shape
+        without upcasting (cross_entropy returns float32 whatever its logits' dtype)."""
+        if dtype not in self.expected_dtypes:
+            small = self._make(self.spec.smoke_shape, dtype, generator(self.device, 0))
+            with torch.no_grad():
+                self.expected_dtypes[dtype] = self.spec.reference(*small).dtype
+        return self.expected_dtypes[dtype]
+
+    def _prepare(self, case: Case, seed: int, inputs: Inputs | None = None) -> Prepared:
+        inputs = self._case_inputs(case, seed) if inputs is None else inputs
+        needed = sum(t.numel() * t.element_size() for t in tensors(inputs))
+        if needed > self.memory_budget:
+            raise torch.OutOfMemoryError(f"the inputs need {gib(needed)}, more than the "
+                                         f"{gib(self.memory_budget)} cap ({MEMORY_CAP_ENV})")
+        ref = self._reference(inputs)  # upcasting changes the dtype, never the shape
+        del inputs
+        return Prepared(case, seed, self._place_reference(ref), tuple(ref.shape),
+                        self._expected_dtype(case.dtype))
+
+    def _memory_budget(self) -> int:
+        """Bytes of device memory the harness plans with: what is free now, or less when
+        MEMORY_CAP_ENV says so (on the CPU interpreter, only the cap)."""
+        cap = int(os.environ.get(MEMORY_CAP_ENV, "0") or 0)
+        free = torch.cuda.mem_get_info(self.device)[0] if self.device.type == "cuda" else 0
+        budgets = [b for b in (cap, free) if b > 0]
+        return min(budgets) if budgets else 1 << 62
+
+    def _place_reference(self, ref: torch.Tensor) -> torch.Tensor:
+        nbytes = ref.numel() * ref.element_size()
+        if self.reference_bytes_on_device + nbytes <= REFERENCE_DEVICE_SHARE * self.memory_budget:
+            self.reference_bytes_on_device += nbytes
+            return ref
+        self.references_in_host += 1
+        self.reference_bytes_in_host += nbytes
+        return ref.cpu() if ref.device.type != "cpu" else ref
+
+    def _prepare_references(self) -> None:
+        self.stage = "references"
+        self.expected_dtypes: dict[torch.dtype, torch.dtype] = {}
+        self.memory_budget = self._memory_budget()
+        self.reference_bytes_on_device = self.reference_bytes_in_host = 0
+        self.references_in_host = 0
+        required = {tuple(s) for s in (*self.timing_shapes, *self.model_shapes,
+                                       self.spec.smoke_shape)}
+        self.prepared: list[Prepared] = []
+        skipped: list[str] = []
+        for i, case in enumerate(self.cases):
+            try:
+                self.prepared.append(self._prepare(case, case_seed(self.job.seed, i)))
+            except torch.OutOfMemoryError as exc:
+                what = case.describe(self.spec)
+                if tuple(case.shape) in required:
+                    raise Verdict("CRASH", case.stage, f"out of memory preparing {what}, a shape "
+                                  f"the kernel must be judged at: {oom_summary(exc)}") from None
+                skipped.append(what)
+                if self.device.type == "cuda":
+                    torch.cuda.empty_cache()
+        if skipped:
+            self.report.notes.append(f"{len(skipped)} case(s) of the registry's sweep skipped: "
+                                     f"out of memory ({'; '.join(skipped[:4])})")
+        if self.references_in_host:
+            self.report.notes.append(
+                f"{self.references_in_host} reference(s) ({gib(self.reference_bytes_in_host)}) "
+                f"kept in host memory: past {REFERENCE_DEVICE_SHARE:.0%} of the "
+                f"{gib(self.memory_budget)} of device memory the harness plans with")
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        self._phase("references")
+
+    # -- step 3: the five stages -------------------------------------------------------------------
+
+    def _check(self, prepared: Prepared, out: Any, where: str, stage: str | None = None,
+               rule: str | None = None, prefix: str = "") -> None:
+        mismatch = self._mismatch(prepared, out)
+        if mismatch is None:
+            return
+        if mismatch.kind == "type" and isinstance(out, _NotATensor) and out.is_tensor_subclass:
+            raise Verdict("REJECTED", stage or self.stage, f"lazy output at {where}: "
+                          f"{mismatch.detail}", "tensor-subclass")
+        raise Verdict("FAIL", stage or self.stage, f"{prefix}{where}: {mismatch.detail}", rule)
+
+    def _mismatch(self, prepared: Prepared, out: Any, exhaustive: bool = True) -> Mismatch | None:
+        if isinstance(out, _NotATensor):
+            return Mismatch("type", f"returned {out.type_name}, not a plain torch.Tensor")
+        return check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
+                            self.device, self.tolerances[prepared.case.dtype], exhaustive)
+
+    def _ghost_replay(self, prepared: Prepared, where: str) -> None:
+        """The same inputs with every Triton launch skipped: the output must then be wrong."""
+        out = self._call(prepared, where, ghost=True)
+        if self._mismatch(prepared, out, exhaustive=False) is None:
+            raise Verdict("REJECTED", self.stage, f"ghost replay at {where}: the output is "
+                          "still correct with every Triton launch skipped, so this call's Triton "
+                          "kernels do not compute it (a host-side or library fallback, or a "
+                          "cached result replayed)", "ghost-replay")
+
+    def _run_stage(self, stage: str) -> None:
+        cases = [p for p in self.prepared if p.case.stage == stage]
+        if stage == "determinism":
+            self._run_determinism(cases)
+        else:
+            for prepared in cases:
+                where = prepared.case.describe(self.spec)
+                self._hand_over(self._case_inputs(prepared.case, prepared.seed))
+                # The first smoke output is held by the candidate process until every stage has
+                # run: a kernel that hands out a pool of buffers overwrites it.
+                keep = stage == "smoke" and self.kept_where is None
+                out = self._call(prepared, where, keep=keep)
+                if keep:
+                    self.kept_where = where
+                self._check(prepared, out, where)
+                del out
+                self._ghost_replay(prepared, where)
+                self._ask("release")
+        self.report.stage_cases[stage] = len(cases)
+
+    def _run_determinism(self, cases: list[Prepared]) -> None:
+        by_dtype: dict[torch.dtype, dict[str, Prepared]] = {}
+        for prepared in cases:
+            by_dtype.setdefault(prepared.case.dtype, {})[prepared.case.label] = prepared
+        for group in by_dtype.values():
+            repeat, refill, fresh = group["repeat"], group["refill"], group["new_buffers"]
+            where = repeat.case.describe(self.spec)
+            self._hand_over(self._case_inputs(repeat.case, repeat.seed))
+            outputs, storages = [], set()
+            for attempt in range(DETERMINISM_REPEATS):
+                here = f"{where} call {attempt + 1}"
+                out = self._call(repeat, here, hold=True)
+                self._check(repeat, out, here)
+                outputs.append(out)
+                storages.add(self.last_storage)
+            if len(storages) != len(outputs):
+                raise Verdict("FAIL", self.stage, f"{where}: kernel_fn returned the same buffer "
+                              "from different calls (outputs must be fresh tensors)")
+            for attempt, out in enumerate(outputs[1:], start=2):
+                if not bitwise_equal(outputs[0], out):
+                    raise Verdict("FAIL", self.stage, f"{where}: call {attempt} differs bitwise "
+                                  "from call 1 on the same input (nondeterministic, or reads "
+                                  "uninitialised memory)")
+            del outputs
+
+            # The same tensor objects, refilled: a pointer- or fingerprint-keyed cache replays.
+            where = refill.case.describe(self.spec)
+            self._ask("refill", values=list(self._case_inputs(refill.case, refill.seed)))
+            out = self._call(refill, where)
+            self._check(refill, out, f"{where} (same buffers, new values)")
+            del out
+            self._ask("release")
+
+            where = fresh.case.describe(self.spec)
+            self._hand_over(self._case_inputs(fresh.case, fresh.seed))
+            out = self._call(fresh, where)
+            self._check(fresh, out, where)
+            del out
+            self._ask("release")
+
+    # -- step 4: timing, then the audits -----------------------------------------------------------
+
+    def _out_nbytes(self, shape: Shape, dtype: torch.dtype) -> int:
+        for prepared in self.prepared:
+            if prepared.case.shape == shape and prepared.case.dtype == dtype:
+                return prepared.out_nbytes
+        return 0
+
+    def _run_timing(self) -> None:
+        started = _perf_counter()
+        reply = self._ask("time", out_nbytes=[self._out_nbytes(s, d) for s, d in self.timed])
+        self.report.phase_seconds["timing"] = round(_perf_counter() - started, 3)
+        self.phase_started = _perf_counter()
+        pools = reply.get("pools")
+        if not isinstance(pools, list) or len(pools) != len(self.timed):
+            raise channel.BadMessage("timing pools do not match the timed shapes")
+        chooser = secrets.SystemRandom()
+        for k, ((shape, dtype), pool) in enumerate(zip(self.timed, pools)):
+            where = f"timing [{self.spec.format_shape(shape)}] {dtype_name(dtype)}"
+            entries = _pool_entries(pool)
+            if not entries:
+                raise Verdict("FAIL", "timing", f"{where}: no timed call of the candidate was "
+                              "reported", "replay")
+            for index, digest in chooser.sample(entries, min(AUDITS_PER_TIMED_SHAPE,
+                                                             len(entries))):
+                self._audit(k, shape, dtype, index, digest, where)
+        self._phase("audits")
+
+    def _audit(self, k: int, shape: Shape, dtype: torch.dtype, index: int, digest: list[int],
+               where: str) -> None:
+        """Timed call `index`: its inputs remade here, the kernel re-run on them with every
+        detector armed; the re-run must be right and have the timed output's digest."""
+        seed = case_seed(self.timing_seed, TIMED_CALL_STRIDE * k + index)
+        inputs = self._make(shape, dtype, generator(self.device, seed))
+        prepared = self._prepare(Case("timing", shape, dtype, f"audit {index}"), seed, inputs)
+        self._hand_over(inputs)
+        del inputs
+        out = self._call(prepared, f"{where} (audit re-run)")
+        self._check(prepared, out, where, stage="timing", rule="replay",
+                    prefix="an output produced while timing could not be reproduced by a "
+                           "checked call on the same inputs, which is wrong at ")
+        rerun = output_digest(out).tolist()
+        del out
+        self._ask("release")
+        if rerun != digest:
+            raise Verdict("FAIL", "timing", f"an output produced while timing differs bit for "
+                          f"bit from a checked call on the same inputs at {where}: timed "
+                          "calls compute something else", "replay")
+
+
+class _NotATensor:
+    """What the candidate returned instead of a plain tensor, by type name."""
+
+    def __init__(self, type_name: str, is_tensor_subclass: bool) -> None:
+        self.type_name = type_name[:200]
+        self.is_tensor_subclass = is_tensor_subclass
+
+
+def _pool_entries(pool: Any) -> list[tuple[int, list[int]]]:
+    if not isinstance(pool, list):
+        raise channel.BadMessage("a timing pool that is not a list")
+    entries = []
+    for entry in pool:
+        if (not isinstance(entry, list) or len(entry) != 2 or type(entry[0]) is not int
+                or not isinstance(entry[1], list)):
+            raise channel.BadMessage("a malformed timing pool entry")
+        entries.append((entry[0], entry[1]))
+    return entries
+
+
+def _gpu_details(report: WorkerReport, device: torch.device) -> None:
+    """Device name, GPU spec and measured ceilings."""
+    if device.type != "cuda":
+        report.device_name = "cpu (Triton interpreter)"
+        return
+    from autokernel.gpu.calibrate import get_ceilings
+    from autokernel.gpu.database import detect_gpu
+
+    report.device_name = torch.cuda.get_device_name(device)
+    gpu = detect_gpu(device.index or 0)
+    report.gpu_spec = asdict(gpu) if gpu is not None else None
+    try:
+        ceilings = get_ceilings(device.index or 0)
+        report.ceilings = asdict(ceilings) if ceilings is not None else None
+    except Exception as exc:  # a failed calibration must not cost the verdict
+        report.notes.append(f"measured ceilings unavailable: {exc}")
