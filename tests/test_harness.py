@@ -96,6 +96,12 @@ RAW_DEVICE_POINTER = (
 INSPECT_REFERENCE = (Status.FAIL, None, "stability", "NaN/Inf outputs") if ON_CPU \
     else (Status.CRASH, None, "smoke", "NameError")
 
+# A pool of four output buffers in turn: on the interpreter's quick sweep the held smoke output is
+# seen overwritten; the GPU's full sweep holds cases with the same values four calls apart (layout
+# variants), so a ghost replay returns a stale buffer that still holds the right answer first.
+OUTPUT_POOL = (Status.FAIL, None, "edge_sizes", "changed after later calls") if ON_CPU \
+    else (Status.REJECTED, "ghost-replay", "edge_sizes", "still correct with every Triton launch")
+
 # (file, static scan on?, status, rule, stage, text the reason must contain)
 CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "_softmax"),
@@ -227,8 +233,7 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("output_pool_rotation.py", False, *KEPT_TENSORS),
     ("output_pool_preallocated.py", True, Status.REJECTED, "call-time-state", "static_scan",
      "next(_TURNS)"),
-    ("output_pool_preallocated.py", False, Status.FAIL, None, "edge_sizes",
-     "changed after later calls"),
+    ("output_pool_preallocated.py", False, *OUTPUT_POOL),
     # Exact, launch-free, refused; and the honest config caches.
     ("degenerate_shortcut.py", True, *DEGENERATE_SHORTCUT),
     ("honest_config_cache.py", True, Status.REJECTED, "call-time-state", "static_scan",
