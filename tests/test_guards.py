@@ -221,7 +221,8 @@ def test_torch_code_inside_a_launch_is_refused(monitor: LaunchMonitor) -> None:
     recorder = FallbackRecorder(monitor, torch.device(DEVICE))
     x = torch.randn(8, device=DEVICE)
     out = torch.empty_like(x)
-    _exp_by_hook.add_pre_run_hook(torch.exp)
+    # Compiled launches pass their options (debug=...) to the hooks as well: keep the tensors.
+    _exp_by_hook.add_pre_run_hook(lambda x, out, **options: torch.exp(x, out=out))
     try:
         guarded(monitor, recorder, lambda: _exp_by_hook[(1,)](x, out=out))
     finally:

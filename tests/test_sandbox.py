@@ -25,7 +25,8 @@ import pytest
 from autokernel.harness.sandbox import (
     CANDIDATE_FEATURES, FEATURES, TREE_MARKER_ENV, SandboxState, become_subreaper,
     elf_interpreter, kill_process_tree, new_tree_marker, observed_confinement, program_closure,
-    sandbox_capabilities, toolchain_check, toolchain_executables, tree_members, wait_unreaped,
+    sandbox_capabilities, toolchain_check, toolchain_executables, tree_members,
+    unwrapped_c_compiler, wait_unreaped,
 )
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux features")
@@ -585,6 +586,28 @@ def test_a_wrapper_script_brings_its_interpreter_and_its_program(tmp_path: Path,
     assert any(n.startswith("ld-linux") for n in names), names  # the ELF programs' loader
     assert program_closure(Path(sys.executable).resolve())[1:] == [
         elf_interpreter(Path(sys.executable).resolve())]
+
+
+def test_the_compiler_behind_a_wrapper_replaces_it_so_no_shell_runs_inside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The candidate process compiles with the program a wrapper script runs (found by gcc's own
+    COLLECT_GCC, and tried once), so the toolchain it may execute holds no shell."""
+    wrapper = _wrapper_compiler(tmp_path, "#!/bin/sh")
+    real = Path(shutil.which("gcc") or "").resolve()
+    if real.name == "" or "gcc" not in real.name:
+        pytest.skip("needs gcc, which reports COLLECT_GCC")
+    def allowed() -> set[Path]:  # what apply_candidate_sandbox lets run: each tool's closure
+        return {p for tool in toolchain_executables("cuda") for p in program_closure(tool)}
+
+    monkeypatch.setenv("CC", str(wrapper))
+    shell = Path("/bin/sh").resolve()
+    assert shell in allowed()  # the wrapper as the compiler needs its shell
+    found = unwrapped_c_compiler()
+    assert found is not None and Path(found).resolve() == real
+    monkeypatch.setenv("CC", found)
+    assert shell not in allowed()
+    monkeypatch.setenv("CC", str(real))
+    assert unwrapped_c_compiler() is None  # not a script: nothing to unwrap
 
 
 PROBE_INSIDE = """

@@ -367,6 +367,47 @@ def c_compiler_programs() -> list[Path]:
     return programs
 
 
+def unwrapped_c_compiler() -> str | None:
+    """The real compiler behind a C compiler that is a `#!` wrapper script (`CC`, or gcc on
+    PATH, as Triton picks it): the program gcc says it is (COLLECT_GCC in `-v`), when that is an
+    ELF executable that builds a shared library on its own. With it as CC, the sandbox need not
+    let the candidate run the wrapper's shell. None when the compiler is no script, or when the
+    program behind it is unknown or does not work alone (the wrapper, shell included, then stays
+    the compiler)."""
+    named = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    compiler = shutil.which(named) if named else None
+    if compiler is None or not _is_script(Path(compiler)):
+        return None
+    try:
+        said = subprocess.run([compiler, "-v"], capture_output=True, text=True, timeout=60,
+                              check=False).stderr
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r"^COLLECT_GCC=(\S+)$", said, re.MULTILINE)
+    real = shutil.which(match.group(1)) if match else None
+    if real is None or _is_script(Path(real)) or Path(real).resolve() == Path(compiler).resolve():
+        return None
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="autokernel-cc-") as scratch:
+        source, library = Path(scratch) / "probe.c", Path(scratch) / "probe.so"
+        source.write_text(PROBE_SOURCE)
+        try:
+            built = subprocess.run([real, "-shared", "-fPIC", "-o", str(library), str(source)],
+                                   capture_output=True, timeout=120, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return real if built.returncode == 0 and library.is_file() else None
+
+
+def _is_script(path: Path) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"#!"
+    except OSError:
+        return False
+
+
 def warm_triton_driver(device: str) -> None:
     """Do, before the sandbox, what Triton's CUDA driver does once per process: build its
     `cuda_utils` module and look libcuda up with `/sbin/ldconfig -p`. Both are cached, so the
