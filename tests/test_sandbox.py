@@ -588,14 +588,22 @@ def test_a_wrapper_script_brings_its_interpreter_and_its_program(tmp_path: Path,
         elf_interpreter(Path(sys.executable).resolve())]
 
 
+@pytest.mark.parametrize("flags", ["", "-B{libexec}/ -isystem /usr/include"])
 def test_the_compiler_behind_a_wrapper_replaces_it_so_no_shell_runs_inside(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The candidate process compiles with the program a wrapper script runs (found by gcc's own
-    COLLECT_GCC, and tried once), so the toolchain it may execute holds no shell."""
-    wrapper = _wrapper_compiler(tmp_path, "#!/bin/sh")
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: str) -> None:
+    """The candidate process compiles with the program a one-line wrapper script runs, its -B
+    and -isystem flags as environment variables (tried once), so the toolchain it may execute
+    holds no shell."""
     real = Path(shutil.which("gcc") or "").resolve()
-    if real.name == "" or "gcc" not in real.name:
-        pytest.skip("needs gcc, which reports COLLECT_GCC")
+    if "gcc" not in real.name:
+        pytest.skip("needs gcc")
+    libexec = Path(subprocess.run([str(real), "-print-prog-name=cc1"], capture_output=True,
+                                  text=True, check=False).stdout.strip()).parent
+    wrapper = tmp_path / "bin" / "gcc"
+    wrapper.parent.mkdir()
+    wrapper.write_text(f'#!/bin/sh\nexec {real} {flags.format(libexec=libexec)} "$@"\n')
+    wrapper.chmod(0o755)
+
     def allowed() -> set[Path]:  # what apply_candidate_sandbox lets run: each tool's closure
         return {p for tool in toolchain_executables("cuda") for p in program_closure(tool)}
 
@@ -603,11 +611,19 @@ def test_the_compiler_behind_a_wrapper_replaces_it_so_no_shell_runs_inside(
     shell = Path("/bin/sh").resolve()
     assert shell in allowed()  # the wrapper as the compiler needs its shell
     found = unwrapped_c_compiler()
-    assert found is not None and Path(found).resolve() == real
-    monkeypatch.setenv("CC", found)
+    assert found is not None and Path(found[0]).resolve() == real
+    if flags:
+        assert found[1]["COMPILER_PATH"].split(os.pathsep)[0] == f"{libexec}/"
+        assert found[1]["C_INCLUDE_PATH"].split(os.pathsep)[0] == "/usr/include"
+    else:
+        assert found[1] == {}
+    monkeypatch.setenv("CC", found[0])
     assert shell not in allowed()
     monkeypatch.setenv("CC", str(real))
     assert unwrapped_c_compiler() is None  # not a script: nothing to unwrap
+    wrapper.write_text(f'#!/bin/sh\nexec {real} -fsomething "$@"\n')
+    monkeypatch.setenv("CC", str(wrapper))
+    assert unwrapped_c_compiler() is None  # a flag no variable stands for: keep the wrapper
 
 
 PROBE_INSIDE = """

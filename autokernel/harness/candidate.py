@@ -237,10 +237,10 @@ class Candidate:
 
         device = self.job["device"]
         sandbox.warm_triton_driver(device)
-        real_compiler = sandbox.unwrapped_c_compiler() if device == "cuda" else None
-        if real_compiler is not None:  # the wrapper's shell need not run inside
-            os.environ["CC"] = real_compiler
-            self.report.notes.append(f"sandbox: Triton's C compiler is {real_compiler}, the "
+        unwrapped = sandbox.unwrapped_c_compiler() if device == "cuda" else None
+        if unwrapped is not None:  # the wrapper's shell need not run inside
+            os.environ.update(CC=unwrapped[0], **unwrapped[1])
+            self.report.notes.append(f"sandbox: Triton's C compiler is {unwrapped[0]}, the "
                                      "program behind the wrapper script found first")
         cache = os.environ.get("TRITON_CACHE_DIR")
         writable = [Path(cache)] if cache else []

@@ -91,6 +91,7 @@ import glob
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -367,37 +368,56 @@ def c_compiler_programs() -> list[Path]:
     return programs
 
 
-def unwrapped_c_compiler() -> str | None:
-    """The real compiler behind a C compiler that is a `#!` wrapper script (`CC`, or gcc on
-    PATH, as Triton picks it): the program gcc says it is (COLLECT_GCC in `-v`), when that is an
-    ELF executable that builds a shared library on its own. With it as CC, the sandbox need not
-    let the candidate run the wrapper's shell. None when the compiler is no script, or when the
-    program behind it is unknown or does not work alone (the wrapper, shell included, then stays
-    the compiler)."""
+def unwrapped_c_compiler() -> tuple[str, dict[str, str]] | None:
+    """The real compiler behind a C compiler that is a one-line wrapper script (`CC`, or gcc on
+    PATH, as Triton picks it): `exec PROGRAM [-B DIR | -isystem DIR]... "$@"` gives PROGRAM,
+    and the environment that stands for its flags (COMPILER_PATH and LIBRARY_PATH for -B,
+    C_INCLUDE_PATH for -isystem), provided PROGRAM is no script and builds a shared library that
+    way. With it as CC, the sandbox need not let the candidate run the wrapper's shell. None
+    when the compiler is no such script, or the unwrapped one does not work."""
     named = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
     compiler = shutil.which(named) if named else None
     if compiler is None or not _is_script(Path(compiler)):
         return None
     try:
-        said = subprocess.run([compiler, "-v"], capture_output=True, text=True, timeout=60,
-                              check=False).stderr
-    except (OSError, subprocess.SubprocessError):
+        body = Path(compiler).read_text(errors="replace").splitlines()[1:]
+        lines = [line.strip() for line in body if line.strip() and not line.strip().startswith("#")]
+        words = shlex.split(lines[0]) if len(lines) == 1 else []
+    except (OSError, ValueError):
         return None
-    match = re.search(r"^COLLECT_GCC=(\S+)$", said, re.MULTILINE)
-    real = shutil.which(match.group(1)) if match else None
-    if real is None or _is_script(Path(real)) or Path(real).resolve() == Path(compiler).resolve():
+    if len(words) < 3 or words[0] != "exec" or words[-1] != "$@":
         return None
+    real, flags = shutil.which(words[1]), words[2:-1]
+    if real is None or _is_script(Path(real)):
+        return None
+    paths: dict[str, list[str]] = {"COMPILER_PATH": [], "LIBRARY_PATH": [], "C_INCLUDE_PATH": []}
+    at = 0
+    while at < len(flags):
+        flag = flags[at]
+        if flag.startswith("-B") or flag == "-isystem":
+            value = flag[2:] if flag.startswith("-B") and len(flag) > 2 else (
+                flags[at + 1] if at + 1 < len(flags) else "")
+            at += 1 if flag.startswith("-B") and len(flag) > 2 else 2
+            names = ("COMPILER_PATH", "LIBRARY_PATH") if flag.startswith("-B") \
+                else ("C_INCLUDE_PATH",)
+            for name in names:
+                paths[name].append(value)
+        else:
+            return None  # a flag no environment variable stands for
+    env = {name: os.pathsep.join([*dirs, *filter(None, [os.environ.get(name)])])
+           for name, dirs in paths.items() if dirs}
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="autokernel-cc-") as scratch:
         source, library = Path(scratch) / "probe.c", Path(scratch) / "probe.so"
-        source.write_text(PROBE_SOURCE)
+        source.write_text("#include <stddef.h>\n#include <stdint.h>\n" + PROBE_SOURCE)
         try:
             built = subprocess.run([real, "-shared", "-fPIC", "-o", str(library), str(source)],
-                                   capture_output=True, timeout=120, check=False)
+                                   capture_output=True, timeout=120, check=False,
+                                   env={**os.environ, **env})
         except (OSError, subprocess.SubprocessError):
             return None
-        return real if built.returncode == 0 and library.is_file() else None
+        return (real, env) if built.returncode == 0 and library.is_file() else None
 
 
 def _is_script(path: Path) -> bool:
