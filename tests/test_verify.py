@@ -365,3 +365,12 @@ def test_the_example_models_are_spliced_in_end_to_end(name: str, tmp_path: Path)
     assert calls == expected
     assert all(not row["fallbacks"] for row in result["kernels"])
     assert result["accuracy"]["passed"] and result["gradients"]["passed"]
+
+
+def test_where_a_kernel_was_routed_is_said_in_one_place_with_its_plural() -> None:
+    from autokernel.integrate.verify import routed_where
+
+    assert routed_where({"modules": ["layers.0.norm"]}) == "1 module"
+    assert routed_where({"modules": ["a", "b"], "functions": ["rope"], "scopes": ["", "blk"]}) \
+        == "2 modules; rope; <model>, blk"
+    assert routed_where({}) == "–"

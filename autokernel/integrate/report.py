@@ -271,7 +271,7 @@ CPU_NOTE = ("This run used the CPU (Triton interpreter): latencies and speedups 
 
 
 def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
-    from autokernel.integrate.verify import end_to_end_lines
+    from autokernel.integrate.verify import end_to_end_lines, routed_where
 
     lines = [f"# autokernel report: {report.run_tag}", "", _headline(report) + ".", ""]
     if not report.timing_meaningful:
@@ -300,9 +300,7 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
         lines += ["", "```"] + end_to_end_lines(v) + ["```"]
         lines += ["", "| kernel | routed | calls/forward | backward |", "|---|---|---|---|"]
         for row in v["kernels"]:
-            where = (f"{len(row['modules'])} modules" if row["modules"]
-                     else ", ".join(p or "the model" for p in row["scopes"]))
-            lines.append(f"| {row['tag']} | {where} | {row['calls_per_forward']} | "
+            lines.append(f"| {row['tag']} | {routed_where(row)} | {row['calls_per_forward']} | "
                          f"{row['backward_description']} |")
     else:
         lines.append(f"Not verified yet: run `autokernel verify {report.root}`.")

@@ -700,7 +700,8 @@ def routed_where(row: dict[str, Any]) -> str:
     """Where a kernel was spliced in: modules, the model's own functions, call scopes."""
     parts = []
     if row.get("modules"):
-        parts.append(f"{len(row['modules'])} modules")
+        count = len(row["modules"])
+        parts.append(f"{count} module{'' if count == 1 else 's'}")
     parts += row.get("functions", [])
     if row.get("scopes"):
         parts.append(", ".join(p or "<model>" for p in row["scopes"]))
