@@ -237,11 +237,6 @@ class Candidate:
 
         device = self.job["device"]
         sandbox.warm_triton_driver(device)
-        unwrapped = sandbox.unwrapped_c_compiler() if device == "cuda" else None
-        if unwrapped is not None:  # the wrapper's shell need not run inside
-            os.environ.update(CC=unwrapped[0], **unwrapped[1])
-            self.report.notes.append(f"sandbox: Triton's C compiler is {unwrapped[0]}, the "
-                                     "program behind the wrapper script found first")
         cache = os.environ.get("TRITON_CACHE_DIR")
         writable = [Path(cache)] if cache else []
         if device == "cuda" and Path("/dev/shm").is_dir():

@@ -25,14 +25,6 @@ def tensors(inputs: Inputs) -> list[torch.Tensor]:
     return [t for t in inputs if isinstance(t, torch.Tensor)]
 
 
-def fingerprint(inputs: Inputs) -> int:
-    """Exact integer digest of the inputs' bits (regenerated inputs must match it)."""
-    digest = 0
-    for t in tensors(inputs):
-        digest = (digest * 1_000_003 + int(bits(t).to(torch.int64).sum())) % (2**61 - 1)
-    return digest
-
-
 def output_digest(out: torch.Tensor) -> torch.Tensor:
     """Three int64 sums of `out`'s bits (all, odd positions, every 7th), left on the device: a
     timed output and a checked re-run on the same inputs must agree on them bit for bit. No

@@ -171,7 +171,7 @@ class Judge:
         self.report.incumbent_launch_digest = theirs.incumbent_launch_digest
 
     def close(self) -> None:
-        """Tell the candidate process to exit, and reap it."""
+        """Tell the candidate process to exit (the runner then ends the worker's whole tree)."""
         if not self.candidate_pid:
             return
         try:

@@ -22,6 +22,7 @@ caches the compiled-stock timings for the next call.
 from __future__ import annotations
 
 import atexit
+import functools
 import json
 import os
 import re
@@ -39,7 +40,8 @@ from typing import Any
 
 from autokernel.harness.forkserver import RESULT_FD, ForkServer, ForkServerError
 from autokernel.harness.sandbox import (
-    TREE_MARKER_ENV, hide_from_candidates, kill_process_tree, new_tree_marker, wait_unreaped,
+    TREE_MARKER_ENV, hide_from_candidates, kill_process_tree, new_tree_marker,
+    unwrapped_c_compiler, wait_unreaped,
 )
 from autokernel.harness.protocol import (
     ChannelError, Job, WorkerReport, decode_report,
@@ -95,7 +97,18 @@ def candidate_env(device: str, workdir: Path, cache_dir: Path) -> dict[str, str]
         env["TRITON_INTERPRET"] = "1"
     else:
         env.pop("TRITON_INTERPRET", None)
+        env.update(_compiler_env(os.environ.get("CC"), os.environ.get("PATH")))
     return env
+
+
+@functools.cache
+def _compiler_env(cc: str | None, path: str | None) -> dict[str, str]:
+    """CC, and the variables that stand for its flags, when Triton's C compiler is a wrapper
+    script: the program behind it, so the candidate's sandbox need not let the wrapper's shell
+    run (`sandbox.unwrapped_c_compiler`). Found once per harness process (it builds a probe),
+    keyed by the CC and PATH it was found with."""
+    unwrapped = unwrapped_c_compiler()
+    return {} if unwrapped is None else {"CC": unwrapped[0], **unwrapped[1]}
 
 
 class _Drain(threading.Thread):
