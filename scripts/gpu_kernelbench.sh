@@ -6,6 +6,10 @@
 #
 #   COMMIT=<sha> scripts/gpu_kernelbench.sh [MINUTES_PER_PROBLEM] [PROBLEM.py...]
 #
+# A set larger than one call is chained: RESUME=1 continues the set already in SET_DIR (put the
+# previous call's set.tar.gz back there), and STOP_AFTER_S=<seconds> interrupts the set cleanly
+# (SIGINT: the problem in progress starts again on the next call) before the device call ends.
+#
 # Default: half a minute each for the softmax, layernorm, rope and sum-over-dim-1 problems
 # (the last has no optimizable target: its row says so). Each problem also spends ~0.5-2 min
 # on profiling and verify (torch.compile of the original and the patched model).
@@ -17,15 +21,22 @@ shift $(( $# > 0 ? 1 : 0 ))
 problems=("$@")
 [ ${#problems[@]} -eq 0 ] && problems=(examples/kernelbench/{03_softmax_wide,07_layernorm,12_rope,04_sum_over_dim1}.py)
 SET_DIR=autokernel_runs/kernelbench-gpu
-rm -rf "$SET_DIR"
+resume_flag=()
+if [[ "${RESUME:-0}" == 1 && -d "$SET_DIR" ]]; then
+    resume_flag=(--resume)
+else
+    rm -rf "$SET_DIR"
+fi
 export PYTHONUNBUFFERED=1
 # The copy on the device machine may carry a stale .git: the table's commit comes from $COMMIT.
-"$PYTHON" -m autokernel kernelbench "${problems[@]}" --device cuda --agent tuner \
-  --minutes-per-problem "$minutes" --out "$SET_DIR"
+timeout -s INT -k 30 "${STOP_AFTER_S:-100000}" \
+  "$PYTHON" -m autokernel kernelbench "${problems[@]}" --device cuda --agent tuner \
+  --minutes-per-problem "$minutes" --out "$SET_DIR" "${resume_flag[@]}"
 status=$?
 if [[ -n "${OUT:-}" ]]; then
     cp "$SET_DIR"/results.* "$OUT/" 2>/dev/null
     cp -r "$SET_DIR/logs" "$OUT/" 2>/dev/null
+    tar -czf "$OUT/set.tar.gz" -C "$(dirname "$SET_DIR")" "$(basename "$SET_DIR")"
 fi
 echo "commit ${COMMIT:-unknown (pass COMMIT=<sha>)}"
 cat "$SET_DIR/results.md" 2>/dev/null

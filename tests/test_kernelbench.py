@@ -17,12 +17,15 @@ from autokernel.kernelbench.problem import (
     CRASHED,
     DONE,
     ERROR,
+    INTERRUPTED,
     NO_TARGET,
     TIMEOUT,
     ProblemJob,
 )
 from autokernel.kernelbench.scoring import fast_p, fast_p_table, is_fast
-from autokernel.kernelbench.suite import SuiteError, discover_problems, problem_names, run_one
+from autokernel.kernelbench.suite import (
+    SuiteError, discover_problems, finished_records, problem_names, run_one,
+)
 from autokernel.kernelbench.table import optimized_cell, target_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -249,6 +252,73 @@ def test_kernelbench_refuses_bad_input_with_one_line(tmp_path: Path) -> None:
                               check=False)
         assert done.returncode == 2, (args, done.stderr)
         assert words in done.stderr and "Traceback" not in done.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# Resuming a set: finished problems keep their record, the others run again
+
+
+def _write_record(out: Path, name: str, **fields: object) -> None:
+    (out / "logs").mkdir(parents=True, exist_ok=True)
+    (out / "logs" / f"{name}.json").write_text(json.dumps({"problem": name, **fields}))
+
+
+def test_finished_records_keep_every_outcome_but_an_interruption(tmp_path: Path) -> None:
+    _write_record(tmp_path, "done", status=DONE)
+    _write_record(tmp_path, "crashed", status=CRASHED)
+    _write_record(tmp_path, "stopped", status=INTERRUPTED)
+    (tmp_path / "logs" / "torn.json").write_text('{"status": "do')  # the machine went away
+    kept = finished_records(tmp_path, ["done", "crashed", "stopped", "torn", "never_ran"])
+    assert sorted(kept) == ["crashed", "done"]
+
+
+def _kernelbench(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    env.pop("ANTHROPIC_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "autokernel", "kernelbench", *args,
+                           "--device", "cpu", "--agent", "tuner"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=600, check=False)
+
+
+def test_kernelbench_resume_runs_only_what_has_no_result(tmp_path: Path) -> None:
+    broken = tmp_path / "broken_problem.py"
+    broken.write_text("import torch\n\ndef get_inputs(:\n")
+    softmax = TINY_PROBLEMS / "softmax_rows.py"
+    out = tmp_path / "set"
+    meta = {"device": "cpu", "gpu": None, "dtype": "fp32", "minutes_per_problem": 0.1, "agent": "tuner",
+            "commit": "abc1234", "created": "earlier"}
+    out.mkdir()
+    (out / "results.json").write_text(json.dumps({"meta": meta, "problems": []}))
+    earlier = {"status": DONE, "correct": True, "correctness": "PASS", "speedup_vs_eager": 1.5,
+               "speedup_vs_compile": None, "targets": [], "reason": "", "seconds": 1.0,
+               "marker": "from the earlier call"}
+    _write_record(out, "softmax_rows", **earlier)
+    _write_record(out, "broken_problem", status=INTERRUPTED)
+    (out / "broken_problem").mkdir()  # its partial workspace
+    (out / "broken_problem" / "leftover").write_text("x")
+
+    done = _kernelbench(str(softmax), str(broken), "--minutes-per-problem", "0.1", "--out",
+                        str(out), "--resume")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "1 of 2 problem(s) keep their result" in done.stdout
+    assert "(from the earlier run)" in done.stdout
+    document = json.loads((out / "results.json").read_text())
+    rows = {r["problem"]: r for r in document["problems"]}
+    assert rows["softmax_rows"]["marker"] == "from the earlier call"  # not run again
+    assert rows["broken_problem"]["status"] == ERROR and rows["broken_problem"]["stage"] == "load"
+    assert not (out / "broken_problem" / "leftover").exists()
+    assert document["meta"]["created"] == "earlier" and len(document["meta"]["resumed"]) == 1
+    assert document["fast_p"]["eager"]["fast_1"] == pytest.approx(1 / 2)
+
+    changed = _kernelbench(str(softmax), "--minutes-per-problem", "0.2", "--out", str(out),
+                           "--resume")
+    assert changed.returncode == 2 and "minutes_per_problem" in changed.stderr
+    no_out = _kernelbench(str(softmax), "--resume")
+    assert no_out.returncode == 2 and "--resume needs --out" in no_out.stderr
+    not_a_set = tmp_path / "not_a_set"
+    not_a_set.mkdir()
+    stray = _kernelbench(str(softmax), "--out", str(not_a_set), "--resume")
+    assert stray.returncode == 2 and "not a kernelbench set" in stray.stderr
 
 
 # ---------------------------------------------------------------------------------------------

@@ -28,6 +28,29 @@ def _check_out_dir(out: Path) -> None:
         fail(str(exc))
 
 
+# A table mixes no GPUs, dtypes or budgets.
+RESUMED_SETTINGS = ("device", "gpu", "dtype", "minutes_per_problem", "agent")
+
+
+def _resumed_meta(out: Path, meta: dict[str, Any]) -> dict[str, Any]:
+    """The set's first meta with this run's start appended; refuses a set run differently."""
+    import json
+
+    try:
+        earlier = json.loads((out / "results.json").read_text(encoding="utf-8"))["meta"]
+    except (OSError, ValueError, KeyError, TypeError):
+        fail(f"{out} is not a kernelbench set (no readable results.json); --resume continues "
+             "a set that `autokernel kernelbench --out DIR` started")
+    for key in RESUMED_SETTINGS:
+        if earlier.get(key) != meta[key]:
+            fail(f"{out} was run with {key} {earlier.get(key)!r}, not {meta[key]!r}; resume it "
+                 "with the same settings")
+    resumed = {**meta, **earlier, "resumed": [*earlier.get("resumed", []), meta["created"]]}
+    resumed["commit"] = meta["commit"] if meta["commit"] == earlier.get("commit") else (
+        f"{earlier.get('commit')}, resumed at {meta['commit']}")
+    return resumed
+
+
 def _meta(device: str, dtype: str, minutes: float, agent: str) -> dict[str, Any]:
     import torch
 
@@ -82,6 +105,9 @@ def kernelbench(
     max_cost: float = typer.Option(None, "--max-cost", help="LLM spend cap in USD, per "
                                    "problem (claude agent)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the tuner's search."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the set in --out: a problem "
+                                "with a result keeps it, the others run (an interrupted one "
+                                "from the start)."),
 ) -> None:
     """Run KernelBench-style problems through profile → run → verify; table and fast_p."""
     from autokernel.kernelbench.suite import SuiteError, discover_problems
@@ -108,15 +134,24 @@ def kernelbench(
         make_agent(agent_name, **agent_options)  # refuse now, not once per problem
     except AgentUnavailable as exc:
         fail(str(exc))
+    if resume and out is None:
+        fail("--resume needs --out DIR, the set to continue")
     out = out if out is not None else DEFAULT_RUNS_DIR / time.strftime("kernelbench-%Y%m%d-%H%M%S")
-    _check_out_dir(out)
+    if not resume:
+        _check_out_dir(out)
     out.mkdir(parents=True, exist_ok=True)
 
     from autokernel.kernelbench.problem import ProblemJob
-    from autokernel.kernelbench.suite import SuiteInterrupted, hard_limit_s, run_suite
+    from autokernel.kernelbench.suite import (
+        SuiteInterrupted, finished_records, hard_limit_s, problem_names, run_suite,
+    )
     from autokernel.kernelbench.table import fast_p_rows, write_tables
 
     meta = _meta(resolved_device, dtype, minutes_per_problem, agent_name)
+    finished: dict[str, dict[str, Any]] = {}
+    if resume:
+        meta = _resumed_meta(out, meta)
+        finished = finished_records(out, problem_names(problems))
     template = ProblemJob(problem="", workspace="", result_path="", device=resolved_device,
                           dtype=dtype, minutes=minutes_per_problem, agent=agent_name,
                           agent_options=agent_options, top=top, all_kernels=all_kernels)
@@ -124,9 +159,13 @@ def kernelbench(
                   f"{minutes_per_problem:g} min each (hard limit "
                   f"{hard_limit_s(minutes_per_problem) / 60:.0f} min); {agent_note}; "
                   f"out: {out}", highlight=False, soft_wrap=True)
+    if resume:
+        console.print(f"resuming: {len(finished)} of {len(problems)} problem(s) keep their "
+                      "result", highlight=False)
 
     def on_record(index: int, record: dict[str, Any], records: list[dict[str, Any]]) -> None:
-        console.print(_problem_line(index, len(problems), record), highlight=False,
+        earlier = " (from the earlier run)" if record.get("problem") in finished else ""
+        console.print(_problem_line(index, len(problems), record) + earlier, highlight=False,
                       soft_wrap=True)
         write_tables(out, records, meta)
 
@@ -134,10 +173,11 @@ def kernelbench(
         console.print(f"[{index + 1}/{len(problems)}] {path.name} ...", highlight=False)
 
     try:
-        records = run_suite(problems, out, template, on_record, on_start)
+        records = run_suite(problems, out, template, on_record, on_start, finished)
     except (SuiteInterrupted, KeyboardInterrupt):
-        console.print(f"interrupted; the table so far is in {out / 'results.md'}",
-                      highlight=False)
+        console.print(f"interrupted; the table so far is in {out / 'results.md'}; continue "
+                      f"the set with the same command plus --out {out} --resume",
+                      highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
     console.print("fast_p (fraction of the problems correct with speedup > p):", highlight=False)
     for baseline, *cells, measured in fast_p_rows(records):

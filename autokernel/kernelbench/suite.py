@@ -11,12 +11,16 @@ Layout of the set's directory OUT:
 
 A child that dies without a record (a signal, an exit), or outlives its hard time limit, is
 recorded as crashed or timed out with a one-line reason: the set always goes on.
+
+A set resumes (`finished_records`): a problem whose record is in logs/ keeps it, and one that
+was interrupted or never ended (the machine went away) starts again in a fresh workspace.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -79,6 +83,20 @@ def problem_names(problems: list[Path]) -> list[str]:
             name = f"{path.stem}-{n}"
         names.append(name)
     return names
+
+
+def finished_records(out: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The records an earlier run of the set in `out` left for `names`: every outcome counts
+    (a crash or a timeout is the problem's result) except an interruption."""
+    records: dict[str, dict[str, Any]] = {}
+    for name in names:
+        try:
+            record = json.loads((out / LOGS_DIR / f"{name}.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(record, dict) and record.get("status") not in (None, INTERRUPTED):
+            records[name] = record
+    return records
 
 
 def hard_limit_s(minutes: float) -> float:
@@ -151,18 +169,29 @@ def run_one(job: ProblemJob, log: Path, limit_s: float) -> dict[str, Any]:
 
 def run_suite(problems: list[Path], out: Path, template: ProblemJob,
               on_record: Callable[[int, dict[str, Any], list[dict[str, Any]]], None],
-              on_start: Callable[[int, Path], None] = lambda i, p: None) -> list[dict[str, Any]]:
+              on_start: Callable[[int, Path], None] = lambda i, p: None,
+              finished: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Run every problem in turn; call `on_record(i, record, records so far)` after each.
 
     `template` carries the shared settings; problem, workspace and result path are filled in
-    per problem. Raises SuiteInterrupted (with the records so far passed to on_record) on Ctrl-C.
+    per problem. A problem named in `finished` (a resumed set) keeps that record and does not
+    run; any other problem starts in a new workspace, so a partial one from an interrupted run
+    is removed first. Raises SuiteInterrupted (with the records so far passed to on_record) on
+    Ctrl-C.
     """
+    finished = finished or {}
     logs = out / LOGS_DIR
     logs.mkdir(parents=True, exist_ok=True)
     records: list[dict[str, Any]] = []
     for i, (path, name) in enumerate(zip(problems, problem_names(problems))):
+        if name in finished:
+            records.append(finished[name])
+            on_record(i, finished[name], records)
+            continue
         job = replace(template, problem=str(path), workspace=str(out / name),
                       result_path=str(logs / f"{name}.json"))
+        if (out / name).exists():
+            shutil.rmtree(out / name)
         on_start(i, path)
         interrupted = None
         try:
