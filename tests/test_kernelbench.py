@@ -285,8 +285,8 @@ def test_kernelbench_resume_runs_only_what_has_no_result(tmp_path: Path) -> None
     broken.write_text("import torch\n\ndef get_inputs(:\n")
     softmax = TINY_PROBLEMS / "softmax_rows.py"
     out = tmp_path / "set"
-    meta = {"device": "cpu", "gpu": None, "dtype": "fp32", "minutes_per_problem": 0.1, "agent": "tuner",
-            "commit": "abc1234", "created": "earlier"}
+    meta = {"device": "cpu", "gpu": None, "dtype": "fp32", "minutes_per_problem": 0.1,
+            "agent": "tuner", "commit": "abc1234", "created": "earlier"}
     out.mkdir()
     (out / "results.json").write_text(json.dumps({"meta": meta, "problems": []}))
     earlier = {"status": DONE, "correct": True, "correctness": "PASS", "speedup_vs_eager": 1.5,
