@@ -22,6 +22,8 @@ ours. Definitions that differ from a first guess:
 - `launch_digest` fingerprints what one call launches at the primary shape (compiled Triton
   kernels, grids, scalar arguments, in order): two rows with the same digest ran the same kernels,
   whatever their sources say.
+- `phase` says whether a non-kept experiment counts toward the plateau rule (`PHASES` below);
+  files written before it existed have no value there, and read as before.
 
 The file is git-ignored in the workspace, so `git reset --hard` never touches it; every row is
 flushed and fsynced before the loop moves on, and a row torn by a power loss is cut on resume.
@@ -51,6 +53,7 @@ RIGHTNOW_COLUMNS: tuple[str, ...] = (
 )
 EXTRA_COLUMNS: tuple[str, ...] = (
     "status",
+    "phase",
     "target_rank",
     "shape",
     "dtype",
@@ -79,6 +82,26 @@ COLUMNS: tuple[str, ...] = RIGHTNOW_COLUMNS + EXTRA_COLUMNS
 # What happened to an experiment. `keep` and `baseline` rows point at a commit on the branch.
 STATUSES: tuple[str, ...] = ("baseline", "keep", "revert", "fail", "crash", "timeout", "rejected")
 COMMITTED_STATUSES: frozenset[str] = frozenset({"baseline", "keep"})
+
+# Which experiments the plateau rule (`--max-consecutive-reverts`) counts. A sample taken to teach
+# the search where the space is good (the tuner's initial design, its sweep of the tunables of a
+# structure Claude wrote) is not an idea that failed, so only `search` rows count; a keep of any
+# phase resets the count.
+PHASES: dict[str, str] = {
+    "baseline": "the target's starter, experiment 0 of the target",
+    "explore": "a sample for the search (the tuner's initial design or its sweep of a new "
+               "structure): not counted by the plateau rule",
+    "search": "a proposal the agent chose (the tuner's model-guided pick, an LLM edit): "
+              "counted by the plateau rule when not kept",
+}
+COUNTED_PHASE = "search"
+
+
+def experiment_phase(status: str, sweep: bool) -> str:
+    """The `phase` of an experiment from its status and the agent's `sweep` mark."""
+    if status == "baseline":
+        return "baseline"
+    return "explore" if sweep else COUNTED_PHASE
 
 
 def sanitize(text: str, limit: int = 400) -> str:
@@ -136,10 +159,18 @@ class ResultRow:
     reason: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
     launch_digest: str = ""
+    phase: str = ""  # PHASES; "" only in rows of files written before the column existed
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"unknown status {self.status!r}; one of {', '.join(STATUSES)}")
+        if self.phase and self.phase not in PHASES:
+            raise ValueError(f"unknown phase {self.phase!r}; one of {', '.join(PHASES)}")
+
+    @staticmethod
+    def phase_of(status: str, sweep: bool) -> str:
+        """`experiment_phase`, reachable wherever ResultRow is imported."""
+        return experiment_phase(status, sweep)
 
     def to_line(self) -> str:
         return "\t".join(_cell(getattr(self, name)) for name in COLUMNS) + "\n"
