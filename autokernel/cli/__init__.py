@@ -7,6 +7,7 @@ import importlib
 import typer
 
 from autokernel import __version__
+from autokernel.cli._common import AutokernelCommand, AutokernelGroup
 
 # Each module defines `register(app)`. Kept as names so that `autokernel --help` stays fast:
 # heavy imports (triton, the harness, gitpython) happen inside the commands.
@@ -25,6 +26,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    cls=AutokernelGroup,
     context_settings={"help_option_names": ["-h", "--help"]},  # inherited by every command
 )
 # `autokernel --help` lists the commands in the order of a night.
@@ -49,6 +51,8 @@ def _root(
 
 for _name in COMMAND_MODULES:
     importlib.import_module(f"autokernel.cli.{_name}").register(app)
+for _command in app.registered_commands:
+    _command.cls = AutokernelCommand  # help without "<bool>" for flags
 app.registered_commands.sort(key=lambda command: COMMAND_ORDER.index(command.name)
                              if command.name in COMMAND_ORDER else len(COMMAND_ORDER))
 

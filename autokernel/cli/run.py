@@ -9,7 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, PANEL_AGENT,
+                                    PANEL_BUDGET, PANEL_HARNESS, PANEL_MOVE_ON, PANEL_OUTPUT,
+                                    PANEL_SPEEDUP, AgentChoice, Device, Dtype, SpeedupBaseline,
+                                    console, device_or_fail, fail, plain)
 from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
@@ -17,7 +20,6 @@ if TYPE_CHECKING:
     from autokernel.loop.state import RunState
     from autokernel.profiling.plan import Plan
 
-DTYPE_CHOICES = ("fp16", "bf16", "fp32")
 DEFAULT_RUNS_DIR = Path("autokernel_runs")
 EXIT_INTERRUPTED = 130
 
@@ -147,64 +149,82 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
 
 
 def run(
-    model_file: Path = typer.Argument(..., help="Model file: class Model, get_inputs(), optional "
-                                      "get_init_inputs() (KernelBench convention)."),
-    agent: str = typer.Option("auto", "--agent", help="tuner (offline search), claude, or auto "
-                              "(claude when ANTHROPIC_API_KEY is set, else tuner)."),
-    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option(None, "--dtype", help="fp16, bf16 or fp32. Default: fp16 on "
-                              "cuda, fp32 on cpu."),
+    model_file: Path = typer.Argument(..., metavar="MODEL.py", help="Model file: class Model, "
+                                      "get_inputs(), optional get_init_inputs() (KernelBench "
+                                      "convention)."),
+    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
+                                  show_default=DEVICE_DEFAULT),
+    dtype: Dtype = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
+                                show_default=DTYPE_DEFAULT),
     class_name: str = typer.Option("Model", "--class-name", help="The nn.Module class to build."),
-    hours: float = typer.Option(8.0, "--hours", help="Time budget of the whole run (active "
-                                "time, kept across resume)."),
-    kernel_minutes: float = typer.Option(120.0, "--kernel-minutes", help="Most time spent on "
-                                         "one target, on its own clock."),
     top: int = typer.Option(5, "--top", help="Optimize the N highest-ranked targets."),
-    out: Path = typer.Option(None, "--out", help="Workspace directory (new). Default: "
-                             "./autokernel_runs/<model>-<timestamp>."),
-    max_consecutive_reverts: int = typer.Option(5, "--max-consecutive-reverts", help="Move on "
-                                                "after this many experiments in a row not kept "
-                                                "(0: never)."),
-    peak_fraction: float = typer.Option(0.9, "--peak-fraction", help="Move on at this fraction "
-                                        "of the GPU's roofline (0: never; off on cpu)."),
-    target_speedup: float = typer.Option(2.0, "--target-speedup", help="Move on at this "
-                                         "speedup over PyTorch (0: never)."),
-    speedup_baseline: str = typer.Option("best", "--speedup-baseline", help="PyTorch baseline "
-                                         "of --target-speedup: best (the faster of eager and "
-                                         "torch.compile), eager or compile."),
-    max_experiments_per_target: int = typer.Option(None, "--max-experiments-per-target",
-                                                   help="Move on after N experiments."),
-    min_gain: float = typer.Option(0.01, "--min-gain", help="Keep a candidate when the 95% "
-                                   "lower bound of its speedup over the best, timed in the same "
-                                   "rounds, exceeds 1 + this."),
-    screen: bool = typer.Option(True, "--screen/--no-screen", help="Judge each candidate with "
-                                "the quick shape sweep first, and the full sweep only when it "
-                                "would be kept (every detector runs either way)."),
     only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
                              "(others are skipped)."),
     skip: str = typer.Option(None, "--skip", help="Comma-separated kernel types to leave alone."),
     plan_file: Path = typer.Option(None, "--plan", help="Use this plan (from `autokernel "
                                    "profile --json`) instead of profiling again."),
-    bench_timeout: float = typer.Option(None, "--bench-timeout", help="Seconds before a "
-                                        "candidate counts as hung. Default: 60 cuda, 300 cpu."),
-    check_all_dtypes: bool = typer.Option(False, "--check-all-dtypes", help="Check every "
+    hours: float = typer.Option(8.0, "--hours", rich_help_panel=PANEL_BUDGET, help="Time "
+                                "budget of the whole run (active time, kept across resume)."),
+    kernel_minutes: float = typer.Option(120.0, "--kernel-minutes", rich_help_panel=PANEL_BUDGET,
+                                         help="Most time spent on one target, on its own "
+                                         "clock."),
+    max_consecutive_reverts: int = typer.Option(5, "--max-consecutive-reverts",
+                                                rich_help_panel=PANEL_MOVE_ON, help="Move on "
+                                                "after this many experiments in a row not kept "
+                                                "(0: never)."),
+    peak_fraction: float = typer.Option(0.9, "--peak-fraction", rich_help_panel=PANEL_MOVE_ON,
+                                        help="Move on at this fraction of the GPU's roofline "
+                                        "(0: never; off on cpu)."),
+    target_speedup: float = typer.Option(2.0, "--target-speedup", rich_help_panel=PANEL_SPEEDUP,
+                                         help="Move on at this speedup over PyTorch (0: "
+                                         "never)."),
+    speedup_baseline: SpeedupBaseline = typer.Option(
+        SpeedupBaseline.best, "--speedup-baseline", rich_help_panel=PANEL_SPEEDUP,
+        help="PyTorch baseline of --target-speedup: best is the faster of eager and "
+             "torch.compile."),
+    max_experiments_per_target: int = typer.Option(None, "--max-experiments-per-target",
+                                                   rich_help_panel=PANEL_MOVE_ON,
+                                                   help="Move on after N experiments."),
+    min_gain: float = typer.Option(0.01, "--min-gain", rich_help_panel=PANEL_HARNESS,
+                                   help="Keep a candidate when the 95% lower bound of its "
+                                   "speedup over the best, timed in the same rounds, exceeds "
+                                   "1 + this."),
+    screen: bool = typer.Option(True, "--screen/--no-screen", rich_help_panel=PANEL_HARNESS,
+                                help="Judge each candidate with the quick shape sweep first, "
+                                "and the full sweep only when it would be kept (every "
+                                "detector runs either way)."),
+    bench_timeout: float = typer.Option(None, "--bench-timeout", rich_help_panel=PANEL_HARNESS,
+                                        help="Seconds before a candidate counts as hung.",
+                                        show_default="60 on cuda, 300 on cpu"),
+    check_all_dtypes: bool = typer.Option(False, "--check-all-dtypes",
+                                          rich_help_panel=PANEL_HARNESS, help="Check every "
                                           "candidate in fp16, bf16 and fp32, not only the "
                                           "model's dtype (slower)."),
-    claude_model: str = typer.Option(None, "--claude-model", help="Claude model id (claude "
-                                     "agent; also AUTOKERNEL_CLAUDE_MODEL)."),
-    max_cost: float = typer.Option(None, "--max-cost", help="Stop when the LLM spend reaches "
-                                   "this many USD (claude agent)."),
-    max_llm_calls: int = typer.Option(None, "--max-llm-calls", help="Stop after this many LLM "
-                                      "requests (claude agent)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the tuner's search."),
-    live: bool = typer.Option(None, "--live/--no-live", help="Live dashboard (default: when "
-                              "stdout is a terminal) or plain log lines."),
+    agent: AgentChoice = typer.Option(AgentChoice.auto, "--agent", rich_help_panel=PANEL_AGENT,
+                                      help="tuner: offline search; claude: an LLM; auto: claude "
+                                      "when ANTHROPIC_API_KEY is set, else tuner."),
+    seed: int = typer.Option(0, "--seed", rich_help_panel=PANEL_AGENT,
+                             help="Seed of the tuner's search."),
+    claude_model: str = typer.Option(None, "--claude-model", rich_help_panel=PANEL_AGENT,
+                                     help="Claude model id (claude agent; also "
+                                     "AUTOKERNEL_CLAUDE_MODEL)."),
+    max_cost: float = typer.Option(None, "--max-cost", rich_help_panel=PANEL_AGENT,
+                                   help="Stop when the LLM spend reaches this many USD (claude "
+                                   "agent)."),
+    max_llm_calls: int = typer.Option(None, "--max-llm-calls", rich_help_panel=PANEL_AGENT,
+                                      help="Stop after this many LLM requests (claude agent)."),
+    out: Path = typer.Option(None, "--out", rich_help_panel=PANEL_OUTPUT,
+                             help="Workspace directory (new).",
+                             show_default="./autokernel_runs/<model>-<timestamp>"),
+    live: bool = typer.Option(None, "--live/--no-live", rich_help_panel=PANEL_OUTPUT,
+                              help="Live dashboard, or plain log lines.",
+                              show_default="live when stdout is a terminal"),
 ) -> None:
     """Profile MODEL.py, then optimize its top kernels overnight in a workspace git repo."""
+    device, dtype, agent = plain(device), plain(dtype), plain(agent)
+    speedup_baseline = plain(speedup_baseline)
     if not model_file.is_file():
         fail(f"model file not found: {model_file}")
-    if dtype is not None and dtype not in DTYPE_CHOICES:
-        fail(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPE_CHOICES)}")
     _positive(hours, "--hours")
     _positive(kernel_minutes, "--kernel-minutes")
     _positive(bench_timeout, "--bench-timeout")
@@ -216,10 +236,8 @@ def run(
         fail("--top must be at least 1")
     if not 0 <= peak_fraction <= 1:
         fail(f"--peak-fraction must be between 0 and 1; got {peak_fraction:g}")
-    from autokernel.orchestrate import SPEEDUP_BASELINES, MoveOnConfig
+    from autokernel.orchestrate import MoveOnConfig
 
-    if speedup_baseline not in SPEEDUP_BASELINES:
-        fail(f"--speedup-baseline must be one of: {', '.join(SPEEDUP_BASELINES)}")
     only_types, skip_types = _split_types(only, "--only"), _split_types(skip, "--skip")
     if plan_file is not None and not plan_file.is_file():
         fail(f"plan file not found: {plan_file}")
@@ -331,15 +349,22 @@ def create_workspace(root: Path, run_tag: str, model_file: Path, class_name: str
 
 
 def resume(
-    directory: Path = typer.Argument(..., help="The run's workspace directory."),
-    hours: float = typer.Option(None, "--hours", help="New time budget of the whole run "
-                                "(active time since it started), e.g. to extend a finished run."),
-    agent: str = typer.Option(None, "--agent", help="Switch agent: tuner, claude or auto."),
-    max_cost: float = typer.Option(None, "--max-cost", help="New LLM spend cap in USD."),
-    max_llm_calls: int = typer.Option(None, "--max-llm-calls", help="New LLM request cap."),
-    live: bool = typer.Option(None, "--live/--no-live", help="Live dashboard or log lines."),
+    directory: Path = typer.Argument(..., metavar="DIR", help="The run's workspace directory."),
+    hours: float = typer.Option(None, "--hours", rich_help_panel=PANEL_BUDGET, help="New time "
+                                "budget of the whole run (active time since it started), e.g. "
+                                "to extend a finished run.", show_default="the run's own"),
+    agent: AgentChoice = typer.Option(None, "--agent", rich_help_panel=PANEL_AGENT,
+                                      help="Switch agent.", show_default="the run's own"),
+    max_cost: float = typer.Option(None, "--max-cost", rich_help_panel=PANEL_AGENT,
+                                   help="New LLM spend cap in USD."),
+    max_llm_calls: int = typer.Option(None, "--max-llm-calls", rich_help_panel=PANEL_AGENT,
+                                      help="New LLM request cap."),
+    live: bool = typer.Option(None, "--live/--no-live", rich_help_panel=PANEL_OUTPUT,
+                              help="Live dashboard, or plain log lines.",
+                              show_default="live when stdout is a terminal"),
 ) -> None:
     """Continue an interrupted (or extend a finished) run from where it stopped."""
+    agent = plain(agent)
     _positive(hours, "--hours")
     from autokernel.loop.runner import LoopConfig
     from autokernel.loop.state import RunState
