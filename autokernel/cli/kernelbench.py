@@ -10,9 +10,10 @@ from typing import Any
 
 import typer
 
-from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, PANEL_AGENT,
+                                    PANEL_BUDGET, PANEL_OUTPUT, AgentChoice, Device, Dtype,
+                                    console, device_or_fail, fail, plain)
 
-DTYPE_CHOICES = ("fp16", "bf16", "fp32")
 DEFAULT_RUNS_DIR = Path("autokernel_runs")
 EXIT_INTERRUPTED = 130
 
@@ -80,31 +81,37 @@ def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
 
 
 def kernelbench(
-    paths: list[Path] = typer.Argument(..., help="Problem files, or directories of them "
-                                       "(their *.py files). KernelBench convention: class "
-                                       "Model, get_inputs(), optional get_init_inputs()."),
-    minutes_per_problem: float = typer.Option(15.0, "--minutes-per-problem", help="Time "
+    paths: list[Path] = typer.Argument(..., metavar="PATH", help="Problem files, or "
+                                       "directories of them (their *.py files). KernelBench "
+                                       "convention: class Model, get_inputs(), optional "
+                                       "get_init_inputs()."),
+    minutes_per_problem: float = typer.Option(15.0, "--minutes-per-problem",
+                                              rich_help_panel=PANEL_BUDGET, help="Time "
                                               "budget of each problem's optimization loop "
                                               "(profiling and verify come on top)."),
-    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option(None, "--dtype", help="fp16, bf16 or fp32. Default: fp16 on "
-                              "cuda, fp32 on cpu."),
-    out: Path = typer.Option(None, "--out", help="The set's directory (new): one workspace "
-                             "per problem, logs/, results.md/.json/.tsv. Default: "
-                             "./autokernel_runs/kernelbench-<timestamp>."),
-    agent: str = typer.Option("auto", "--agent", help="tuner, claude, or auto (claude when "
-                              "ANTHROPIC_API_KEY is set, else tuner)."),
+    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
+                                  show_default=DEVICE_DEFAULT),
+    dtype: Dtype = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
+                                show_default=DTYPE_DEFAULT),
+    out: Path = typer.Option(None, "--out", rich_help_panel=PANEL_OUTPUT, help="The set's "
+                             "directory (new): one workspace per problem, logs/, "
+                             "results.md/.json/.tsv.",
+                             show_default="./autokernel_runs/kernelbench-<timestamp>"),
+    agent: AgentChoice = typer.Option(AgentChoice.auto, "--agent", rich_help_panel=PANEL_AGENT,
+                                      help="tuner: offline search; claude: an LLM; auto: claude "
+                                      "when ANTHROPIC_API_KEY is set, else tuner."),
     top: int = typer.Option(5, "--top", help="Optimize each problem's N highest-ranked "
                             "targets."),
     all_kernels: bool = typer.Option(False, "--all-kernels", help="Verify with every finished "
                                      "kernel, also those slower than eager PyTorch (by "
                                      "default only the faster ones; all of them when none "
                                      "is faster)."),
-    claude_model: str = typer.Option(None, "--claude-model", help="Claude model id (claude "
-                                     "agent)."),
-    max_cost: float = typer.Option(None, "--max-cost", help="LLM spend cap in USD, per "
-                                   "problem (claude agent)."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the tuner's search."),
+    claude_model: str = typer.Option(None, "--claude-model", rich_help_panel=PANEL_AGENT,
+                                     help="Claude model id (claude agent)."),
+    max_cost: float = typer.Option(None, "--max-cost", rich_help_panel=PANEL_AGENT,
+                                   help="LLM spend cap in USD, per problem (claude agent)."),
+    seed: int = typer.Option(0, "--seed", rich_help_panel=PANEL_AGENT,
+                             help="Seed of the tuner's search."),
     resume: bool = typer.Option(False, "--resume", help="Continue the set in --out: a problem "
                                 "with a result keeps it, the others run (an interrupted one "
                                 "from the start)."),
@@ -112,12 +119,11 @@ def kernelbench(
     """Run KernelBench-style problems through profile → run → verify; table and fast_p."""
     from autokernel.kernelbench.suite import SuiteError, discover_problems
 
+    device, dtype, agent = plain(device), plain(dtype), plain(agent)
     if minutes_per_problem <= 0:
         fail(f"--minutes-per-problem must be positive; got {minutes_per_problem:g}")
     if top < 1:
         fail("--top must be at least 1")
-    if dtype is not None and dtype not in DTYPE_CHOICES:
-        fail(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPE_CHOICES)}")
     try:
         problems = discover_problems(paths)
     except SuiteError as exc:
