@@ -14,7 +14,8 @@ from typing import Any
 
 import typer
 
-from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, Device, console,
+                                    device_or_fail, fail, plain)
 
 STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "REJECTED": "bold magenta",
                 "CRASH": "bold red", "TIMEOUT": "bold yellow"}
@@ -113,14 +114,16 @@ def print_summary(result: Any, kernel_path: Path) -> None:
 
 
 def bench(
-    kernel: Path = typer.Argument(..., help="The kernel.py to judge."),
-    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
+    kernel: Path = typer.Argument(..., metavar="KERNEL.py", help="The kernel file to judge."),
+    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
+                                  show_default=DEVICE_DEFAULT),
     shapes: str = typer.Option(None, "--shapes",
-                               help="Timed shapes, primary first, e.g. 4096x4096,1024x50257. "
-                                    "Default: the op's first bench shape."),
+                               help="Timed shapes, primary first, e.g. 4096x4096,1024x50257.",
+                               show_default="the op's first bench shape"),
     dtypes: str = typer.Option(None, "--dtypes",
-                               help="Timed dtypes, e.g. fp16,bf16. Default: fp16 on cuda, fp32 "
-                                    "on cpu. Correctness always covers every dtype of the op."),
+                               help="Timed dtypes, comma-separated, of fp16, bf16, fp32. "
+                                    "Correctness always covers every dtype of the op.",
+                               show_default=DTYPE_DEFAULT),
     timeout: float = typer.Option(600.0, "--timeout", min=1.0,
                                   help="Wall-clock limit in seconds; the worker is then killed."),
     json_output: bool = typer.Option(False, "--json",
@@ -128,8 +131,8 @@ def bench(
     quick: bool = typer.Option(False, "--quick",
                                help="Fewer sweep and edge shapes (every detector still runs)."),
     cache_dir: Path = typer.Option(None, "--cache-dir",
-                                   help="Where compile baselines and Triton caches persist. "
-                                        "Default: $AUTOKERNEL_CACHE_DIR or ~/.cache/autokernel."),
+                                   help="Where compile baselines and Triton caches persist.",
+                                   show_default="$AUTOKERNEL_CACHE_DIR or ~/.cache/autokernel"),
     incumbent: Path = typer.Option(None, "--incumbent",
                                    help="A kernel file to time in the same rounds (paired A/B): "
                                         "reports the speedup over it with a 95% interval."),
@@ -168,7 +171,7 @@ def bench(
             parse_dtype(text)
     except ValueError as exc:
         fail(str(exc))
-    resolved = device_or_fail(device)
+    resolved = device_or_fail(plain(device))
     try:
         result = run_bench(kernel, device=resolved, shapes=shape_list, dtypes=dtype_list,
                            timeout_s=timeout, cache_dir=cache_dir, quick=quick,

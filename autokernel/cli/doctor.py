@@ -205,15 +205,14 @@ _STYLE = {"ok": "[green]ok[/]", "warn": "[yellow]warn[/]", "fail": "[bold red]FA
 def doctor(
     calibrate: bool | None = typer.Option(
         None, "--calibrate/--no-calibrate",
-        help="Re-measure the GPU's ceilings / never measure. Default: measure only if none are "
-             "cached for this GPU."),
+        help="Re-measure the GPU's ceilings / never measure.",
+        show_default="measure only if none are cached for this GPU"),
     aot: bool = typer.Option(True, "--aot/--no-aot",
                              help="Also compile a tiny Triton kernel for Hopper (sm_90)."),
     gpu: int = typer.Option(0, "--gpu", min=0, help="Index of the GPU to report on."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object instead."),
 ) -> None:
-    """Check versions, the GPU (datasheet and measured ceilings), Triton, the candidate sandbox,
-    git and the API key."""
+    """Check the versions, GPU (datasheet, measured ceilings), Triton, sandbox, git and API key."""
     checks, versions = _versions()
     info: dict[str, Any] = {"gpu": None, "datasheet": None, "ceilings": None}
     if not any(c.failed_essential for c in checks):

@@ -7,12 +7,11 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, Device, Dtype,
+                                    console, device_or_fail, fail, plain)
 
 if TYPE_CHECKING:
     from autokernel.profiling.plan import Plan
-
-DTYPE_CHOICES = ("fp16", "bf16", "fp32")
 
 
 def _check_writable(path: Path | None, what: str) -> None:
@@ -21,12 +20,13 @@ def _check_writable(path: Path | None, what: str) -> None:
 
 
 def profile(
-    model_file: Path = typer.Argument(..., help="Model file: class Model, get_inputs(), "
-                                      "optional get_init_inputs() (KernelBench convention)."),
-    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    dtype: str = typer.Option(None, "--dtype",
-                              help="fp16, bf16 or fp32 for parameters and floating inputs. "
-                                   "Default: fp16 on cuda, fp32 on cpu."),
+    model_file: Path = typer.Argument(..., metavar="MODEL.py", help="Model file: class Model, "
+                                      "get_inputs(), optional get_init_inputs() (KernelBench "
+                                      "convention)."),
+    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
+                                  show_default=DEVICE_DEFAULT),
+    dtype: Dtype = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
+                                show_default=DTYPE_DEFAULT),
     class_name: str = typer.Option("Model", "--class-name", help="The nn.Module class to build."),
     top: int = typer.Option(None, "--top", help="Show the N highest-ranked targets "
                             "(the JSON plan lists them all, so shares add up to 100%)."),
@@ -38,10 +38,8 @@ def profile(
                                      "and modules as JSON (a replayable test fixture)."),
 ) -> None:
     """Profile a model's forward and rank its kernels by share of the device time."""
-    resolved = device_or_fail(device)
-    dtype = dtype or ("fp16" if resolved == "cuda" else "fp32")
-    if dtype not in DTYPE_CHOICES:
-        fail(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPE_CHOICES)}")
+    resolved = device_or_fail(plain(device))
+    dtype = plain(dtype) or ("fp16" if resolved == "cuda" else "fp32")
     if top is not None and top < 1:
         fail("--top must be at least 1")
     if iters < 1:

@@ -11,21 +11,23 @@ from pathlib import Path
 
 import typer
 
-from autokernel.cli._common import DEVICE_HELP, console, device_or_fail, fail
+from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, Device, console, device_or_fail,
+                                    fail, plain)
 
 DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
 
 
 def verify(
-    directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
-    device: str = typer.Option(None, "--device", help=DEVICE_HELP),
-    iters: int = typer.Option(None, "--iters", help="Timed rounds per model (interleaved). "
-                              "Default: as many as --budget allows, at least 20 on a GPU."),
+    directory: Path = typer.Argument(..., metavar="DIR", help=DIRECTORY_HELP),
+    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
+                                  show_default=DEVICE_DEFAULT),
+    iters: int = typer.Option(None, "--iters", help="Timed rounds per model (interleaved).",
+                              show_default="as many as --budget allows, at least 20 on a GPU"),
     budget: float = typer.Option(20.0, "--budget", help="Seconds of timing, when --iters is "
                                  "not given."),
     compile_models: bool = typer.Option(None, "--compile/--no-compile", help="Also time "
-                                        "torch.compile of the original and the patched model "
-                                        "(default: on cuda)."),
+                                        "torch.compile of the original and the patched "
+                                        "model.", show_default="compile on cuda"),
     gradients: bool = typer.Option(True, "--gradients/--no-gradients", help="Check parameter "
                                    "gradients through the kernels' backward."),
     all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
@@ -44,7 +46,7 @@ def verify(
         run.require_finished()
     except RunError as exc:
         fail(str(exc))
-    resolved = device_or_fail(device)
+    resolved = device_or_fail(plain(device))
 
     from autokernel.integrate.verify import VerifyLog, VerifyOptions, print_result, verify_run
 
@@ -69,7 +71,7 @@ def verify(
 
 
 def report(
-    directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
+    directory: Path = typer.Argument(..., metavar="DIR", help=DIRECTORY_HELP),
 ) -> None:
     """Write report.md and progress.png in the workspace and print the run's summary."""
     from autokernel.integrate.loader import RunError, open_run
@@ -85,7 +87,7 @@ def report(
 
 
 def export(
-    directory: Path = typer.Argument(..., help=DIRECTORY_HELP),
+    directory: Path = typer.Argument(..., metavar="DIR", help=DIRECTORY_HELP),
     to: Path = typer.Option(..., "--to", help="The module to write, e.g. llama_kernels.py."),
     all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
                                      "kernels that were slower than eager PyTorch at their "
