@@ -304,7 +304,10 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
                          f"{row['backward_description']} |")
     else:
         lines.append(f"Not verified yet: run `autokernel verify {report.root}`.")
-    lines += ["", "## Progress", "", f"![progress]({plot_name})", "", "## Details", ""]
+    from autokernel.integrate.progress_plot import CAPTION
+
+    lines += ["", "## Progress", "", f"![progress]({plot_name})", "", CAPTION, "",
+              "## Details", ""]
     for t in report.targets:
         lines.append(f"### {t.tag}")
         lines.append("")
@@ -324,57 +327,10 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
 
 
 def plot_progress(report: RunReport, path: Path) -> Path:
-    """Speedup vs eager PyTorch against experiment number, one panel per target."""
-    import matplotlib
+    """progress.png, in the keep rule's figure (`autokernel.integrate.progress_plot`)."""
+    from autokernel.integrate.progress_plot import plot_progress as draw
 
-    matplotlib.use("Agg", force=False)
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
-
-    frame = report.frame
-    targets = report.targets or []
-    figure = Figure(figsize=(10, 2.6 * max(1, len(targets)) + 0.6), dpi=120)
-    axes = figure.subplots(max(1, len(targets)), 1, squeeze=False)[:, 0]
-    for axis, target in zip(axes, targets):
-        rows = frame[frame["tag"] == target.tag]
-        passed = rows[(rows["correctness"] == "PASS") & rows["speedup_vs_pytorch"].notna()]
-        committed = passed[passed["status"].isin(("baseline", "keep"))]
-        others = passed[~passed["status"].isin(("baseline", "keep"))]
-        failed = rows[rows["correctness"] != "PASS"]
-        axis.scatter(others["experiment"], others["speedup_vs_pytorch"], s=14, color="0.6",
-                     label="not kept")
-        axis.scatter(committed["experiment"], committed["speedup_vs_pytorch"], s=46,
-                     marker="*", color="tab:green", zorder=3, label="kept (baseline, keeps)")
-        if not committed.empty:  # the best so far, carried to the target's last experiment
-            xs = [*committed["experiment"], int(rows["experiment"].max())]
-            ys = [*committed["speedup_vs_pytorch"], committed["speedup_vs_pytorch"].iloc[-1]]
-            axis.step(xs, ys, where="post", color="tab:green", linewidth=1)
-        values = [*passed["speedup_vs_pytorch"], 1.0]
-        low, high = min(values), max(values)
-        if high / max(low, 1e-12) > 20:  # e.g. CPU-interpreter figures next to the 1× line
-            axis.set_yscale("log")
-        axis.axhline(1.0, color="tab:blue", linestyle="--", linewidth=1, label="eager PyTorch")
-        compile_level = (passed["speedup_vs_pytorch"] / passed["speedup_vs_compile"]).dropna()
-        if not compile_level.empty:
-            axis.axhline(float(compile_level.median()), color="tab:purple", linestyle=":",
-                         linewidth=1, label="torch.compile")
-        if not failed.empty:
-            axis.scatter(failed["experiment"], [low] * len(failed), marker="x", s=18,
-                         color="tab:red", label="failed (at the floor)")
-        axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): best "
-                       f"{_x(target.speedup_vs_eager)} vs eager", fontsize=9, loc="left")
-        axis.set_ylabel("speedup vs eager")
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=7, loc="best")
-    axes[-1].set_xlabel("experiment")
-    title = f"autokernel {report.run_tag}"
-    if not report.timing_meaningful:
-        title += " (CPU interpreter: timings not meaningful)"
-    figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path)
-    return path
+    return draw(report, path)
 
 
 def write_report(report: RunReport) -> tuple[Path, Path]:

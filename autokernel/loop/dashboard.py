@@ -2,7 +2,9 @@
 
 Both implement the same few hooks the runner calls. The live view shows the current target, the
 experiment count and rate, the best speedup of every target, the last results and the time left;
-the plain one prints one line per event, which is what a log file or CI wants.
+the plain one prints one line per event, which is what a log file or CI wants. Both show each
+experiment's phase, so the plateau rule can be followed: `explore` rows are not counted, and a
+non-kept `search` row shows how many counted experiments in a row were not kept.
 """
 
 from __future__ import annotations
@@ -60,8 +62,21 @@ def _duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}"
 
 
-def row_summary(row: ResultRow) -> str:
-    """One line about an experiment: number, target, verdict, figures, what was tried."""
+def phase_text(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
+    """Whether the plateau rule counted this experiment: `explore, not counted`, or `search` with
+    how many counted experiments in a row were not kept (None: unknown). "" for a baseline."""
+    if row.phase == "explore":
+        return "explore, not counted"
+    if row.phase != "search":
+        return ""
+    if row.status in ("keep", "baseline") or not_kept_in_a_row is None:
+        return "search"
+    return f"search, {not_kept_in_a_row} not kept in a row"
+
+
+def row_summary(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
+    """One line about an experiment: number, target, verdict and phase, figures, what was tried.
+    `not_kept_in_a_row` is the target's plateau count after this experiment."""
     figures = []
     if row.latency_us is not None:
         figures.append(f"{row.latency_us:.1f} µs")
@@ -73,7 +88,9 @@ def row_summary(row: ResultRow) -> str:
     if row.speedup_vs_compile is not None:
         figures.append(f"{times(row.speedup_vs_compile)} compile")
     detail = ", ".join(figures) or (row.reason[:80] if row.reason else row.correctness)
-    return f"exp {row.experiment} {row.tag} {row.status.upper()}: {detail} — {row.description}"
+    phase = phase_text(row, not_kept_in_a_row)
+    verdict = row.status.upper() + (f" [{phase}]" if phase else "")
+    return f"exp {row.experiment} {row.tag} {verdict}: {detail} — {row.description}"
 
 
 def target_summary(target: TargetState) -> str:
@@ -114,7 +131,7 @@ class PlainDashboard:
         self._print(f"target {target.tag}{visit}{budget}")
 
     def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
-        self._print(row_summary(row))
+        self._print(row_summary(row, target.consecutive_reverts))
 
     def target_finished(self, state: RunState, target: TargetState) -> None:
         self._print(f"finished {target.tag}: {target_summary(target)} ({target.stop_reason})")
@@ -130,7 +147,8 @@ class LiveDashboard:
         self.device = device
         self.agent = agent
         self.timing_note = timing_note
-        self.rows: deque[ResultRow] = deque(maxlen=last_rows)
+        # Each row with the target's plateau count right after it (the count moves on).
+        self.rows: deque[tuple[ResultRow, int]] = deque(maxlen=last_rows)
         self.messages: deque[str] = deque(maxlen=3)
         self.state: RunState | None = None
         self._live: Any = None
@@ -163,7 +181,7 @@ class LiveDashboard:
     def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
         with self._lock:
             self.state = state
-            self.rows.append(row)
+            self.rows.append((row, target.consecutive_reverts))
             self._session_experiments += 1
 
     def target_finished(self, state: RunState, target: TargetState) -> None:
@@ -225,14 +243,18 @@ class LiveDashboard:
         recent.add_column("exp", no_wrap=True, justify="right", min_width=3)
         recent.add_column("target", no_wrap=True, overflow="ellipsis", max_width=18)
         recent.add_column("verdict", no_wrap=True, min_width=8)
+        # explore: not counted by the plateau rule; search N: the Nth counted non-keep in a row
+        recent.add_column("phase", no_wrap=True, min_width=7)
         recent.add_column("latency", no_wrap=True, justify="right", min_width=8)
         recent.add_column("×eager", no_wrap=True, justify="right", min_width=7)
         recent.add_column("what", no_wrap=True, overflow="ellipsis", ratio=1)
         colors = {"keep": "green", "baseline": "blue", "revert": "white"}
-        for row in self.rows:
+        for row, not_kept_in_a_row in self.rows:
+            counted = row.phase == "search" and row.status not in ("keep", "baseline")
             recent.add_row(
                 str(row.experiment), row.tag,
                 Text(row.status, style=colors.get(row.status, "red")),
+                f"search {not_kept_in_a_row}" if counted else row.phase,
                 latency_text(row.latency_us),
                 times(row.speedup_vs_pytorch) if row.speedup_vs_pytorch else "–",
                 row.description if row.status in colors else f"{row.description} ({row.reason})",
