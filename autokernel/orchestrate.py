@@ -14,7 +14,11 @@ The rules, each configurable (None switches one off):
   the *faster* of eager and torch.compile by default (`speedup_baseline="best"`): 2× over a slow
   eager path is often what the unoptimized starter already does, and stopping there would leave a
   kernel that loses to `torch.compile`;
-- plateau: `max_consecutive_reverts` experiments in a row were not kept (reverted or failed);
+- plateau: `max_consecutive_reverts` counted experiments in a row were not kept (reverted or
+  failed). Counted are the rows results.tsv marks `phase=search`, the agent's own picks; the
+  `explore` samples that teach the search the space (the tuner's initial design, its sweep of a
+  structure Claude wrote) and the baseline are skipped, neither counting nor resetting. A keep
+  of any phase resets the count to 0, and so does the start of each visit;
 - time: the target's own clock (kept across resume, never the run's global clock) reached
   `target_seconds`, or this visit's share of the run's remaining `--hours`;
 - experiments: `max_experiments` experiments (baseline excluded) ran on this target.
@@ -52,7 +56,7 @@ class TargetRecord:
     """What the rules need to know about one target, as the run state keeps it."""
 
     experiments: int  # experiments after the baseline, on this target, over all visits
-    consecutive_reverts: int  # non-kept experiments since the last keep (or since this visit began)
+    consecutive_reverts: int  # non-kept `search` experiments since the last keep or visit start
     seconds: float  # the target's own clock, over all visits
     visit_seconds: float = 0.0  # time spent in the current visit
     visit_budget_seconds: float | None = None  # this visit's share of the run's remaining hours
