@@ -229,7 +229,8 @@ class Workspace:
         """Open an existing run directory, refusing anything that is not one of ours."""
         ws = cls(root)
         if not ws.root.is_dir():
-            raise WorkspaceError(f"{ws.root} does not exist")
+            raise WorkspaceError(f"{ws.root} is a file, not a run's workspace directory"
+                                 if ws.root.exists() else f"{ws.root} does not exist")
         if not ws.run_path.is_file() or not ws.state_path.is_file():
             raise WorkspaceError(f"{ws.root} is not an autokernel run (no {RUN_FILE}/{STATE_FILE})")
         branch = ws.branch()
