@@ -346,7 +346,7 @@ def trial(args: argparse.Namespace) -> int:
     from autokernel.harness.verdict import Verdict
     from autokernel.kernels import starter_path
     from autokernel.loop.keep import verdict_for
-    from autokernel.loop.runner import measure
+    from autokernel.loop.measure import measure
     from autokernel.loop.state import Measurement
     from autokernel.ops import get_spec
     from autokernel.ops.spec import dtype_name

@@ -27,15 +27,12 @@ from autokernel.agents.base import AgentContext, AgentStop, Attempt, Proposal
 from autokernel.agents.claude import (
     DEFAULT_MODEL,
     MODEL_ENV,
-    PRICES,
     ClaudeAgent,
     ClaudeConfigError,
-    describe_history,
     make_claude_agent,
-    model_family,
-    price_for,
-    usage_spend,
 )
+from autokernel.agents.claude_prompt import describe_history
+from autokernel.agents.claude_spend import PRICES, model_family, price_for, usage_spend
 from autokernel.agents.claude_tools import (
     KernelDraft,
     ToolBox,
@@ -810,7 +807,8 @@ def test_full_claude_loop_on_the_cpu_interpreter(tmp_path: Path) -> None:
     from autokernel.harness.runner import run_bench
     from autokernel.loop.dashboard import PlainDashboard
     from autokernel.loop.results import ResultsLog, read_rows
-    from autokernel.loop.runner import LoopConfig, Runner
+    from autokernel.loop.config import LoopConfig
+    from autokernel.loop.runner import Runner
     from autokernel.loop.state import RunState, TargetState
     from autokernel.loop.workspace import BRANCH_PREFIX, Workspace
     from autokernel.orchestrate import MoveOnConfig

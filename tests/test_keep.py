@@ -10,7 +10,7 @@ from autokernel.harness.paired import (
 )
 from autokernel.harness.result import BenchResult, ShapeTiming, Status
 from autokernel.loop.keep import paired_vs_best, verdict_for
-from autokernel.loop.runner import measure
+from autokernel.loop.measure import measure
 from autokernel.loop.state import Measurement
 
 BEST = Measurement(experiment=0, commit="c0", latency_us=100.0, iqr_us=1.0)

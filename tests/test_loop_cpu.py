@@ -25,7 +25,8 @@ from autokernel.agents.tuner import TunerAgent
 from autokernel.harness.result import BenchResult
 from autokernel.loop.dashboard import PlainDashboard
 from autokernel.loop.results import ResultsLog, read_rows
-from autokernel.loop.runner import LoopConfig, Runner
+from autokernel.loop.config import LoopConfig
+from autokernel.loop.runner import Runner
 from autokernel.loop.state import RunState, TargetState
 from autokernel.loop.workspace import BRANCH_PREFIX, Workspace
 from autokernel.orchestrate import MoveOnConfig

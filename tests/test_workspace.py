@@ -7,6 +7,7 @@ repair is the real one. `test_loop_cpu.py` runs the same loop with the real harn
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import stat
@@ -22,14 +23,12 @@ from autokernel.harness.result import BenchResult, ShapeTiming, Status
 from autokernel.kernelfile import parse_kernel_source, set_tunables
 from autokernel.loop.dashboard import PlainDashboard
 from autokernel.loop.results import COLUMNS, RIGHTNOW_COLUMNS, ResultsLog, read_rows
-from autokernel.loop.runner import (
-    LoopConfig,
-    RunInconsistent,
-    Runner,
-    measure,
-    shape_weights,
-)
-from autokernel.loop.state import Measurement, RunState, TargetState
+from autokernel.loop.config import LoopConfig
+from autokernel.loop.journal import RunInconsistent
+from autokernel.loop.judge import BENCH_OPTIONS, BenchInterfaceError
+from autokernel.loop.measure import measure, shape_weights
+from autokernel.loop.runner import Runner
+from autokernel.loop.state import RunState, TargetState
 from autokernel.loop.workspace import (
     BRANCH_PREFIX,
     Workspace,
@@ -77,10 +76,21 @@ class FakeBench:
         self.before_return: Any = None  # hook: called with the result before it is returned
 
     def __call__(self, kernel_path: Path, *, device: str, shapes: list[list[int]],
-                 dtypes: list[str], timeout_s: float, cache_dir: Path) -> BenchResult:
+                 dtypes: list[str], correctness_dtypes: list[str] | None,
+                 model_shapes: list[list[int]], params: dict[str, Any], timeout_s: float,
+                 cache_dir: Path, quick: bool, timing_budget_s: float, incumbent: Path | None,
+                 min_gain: float) -> BenchResult:
+        """The loop's bench interface (`autokernel.loop.judge.Bench`), every option explicit."""
         source = Path(kernel_path).read_text()
         self.calls.append({"shapes": shapes, "dtypes": dtypes, "cache_dir": cache_dir,
-                           "source": source})
+                           "source": source, "quick": quick, "incumbent": incumbent})
+        result = self.judge(source, device, shapes, dtypes, quick=quick, incumbent=incumbent)
+        if self.before_return is not None:
+            self.before_return(result)
+        return result
+
+    def judge(self, source: str, device: str, shapes: list[list[int]], dtypes: list[str], *,
+              quick: bool, incumbent: Path | None) -> BenchResult:
         if "HANG" in source:
             result = BenchResult(status=Status.TIMEOUT, stage="run", reason="timed out after 1 s")
         elif "RAISE" in source:
@@ -105,8 +115,6 @@ class FakeBench:
                     speedup_vs_compile=self.compile / latency, pct_peak_datasheet=20.0,
                     harness_seconds=0.01, timing_meaningful=device != "cpu", timings=timings,
                 )
-        if self.before_return is not None:
-            self.before_return(result)
         return result
 
 
@@ -245,6 +253,23 @@ def test_open_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The objective (the keep rule itself is tested in test_keep.py)
+
+
+def test_a_bench_that_does_not_take_every_loop_option_is_refused_up_front(
+        tmp_path: Path) -> None:
+    from autokernel.harness.runner import run_bench
+    from autokernel.loop.judge import check_bench
+
+    ws, state, plan = new_run(tmp_path)
+
+    def old_bench(kernel_path: Path, *, device: str, shapes: list[list[int]], dtypes: list[str],
+                  timeout_s: float, cache_dir: Path) -> BenchResult:
+        raise AssertionError("never called")
+
+    with pytest.raises(BenchInterfaceError, match="unexpected keyword argument"):
+        runner_for(ws, state, plan, TunerAgent(seed=0), old_bench)
+    check_bench(run_bench)  # the harness takes every option the loop passes
+    assert set(BENCH_OPTIONS) <= set(inspect.signature(run_bench).parameters)
 
 
 def test_the_objective_weights_shapes_by_profiled_time() -> None:
@@ -685,15 +710,12 @@ def test_dashboards_show_targets_results_and_time_left(tmp_path: Path) -> None:
 
 
 class PairedFakeBench(FakeBench):
-    """FakeBench that also takes the loop's screening and incumbent options, and reports paired
-    rounds against the incumbent it was given (three noiseless rounds at the fake ratio)."""
+    """FakeBench that reports paired rounds against the incumbent it was given (three noiseless
+    rounds at the fake ratio)."""
 
-    def __call__(self, kernel_path: Path, *, device: str, shapes: list[list[int]],
-                 dtypes: list[str], timeout_s: float, cache_dir: Path, quick: bool = False,
-                 incumbent: Path | None = None, min_gain: float = 0.01) -> BenchResult:
-        result = super().__call__(kernel_path, device=device, shapes=shapes, dtypes=dtypes,
-                                  timeout_s=timeout_s, cache_dir=cache_dir)
-        self.calls[-1].update(quick=quick, incumbent=incumbent)
+    def judge(self, source: str, device: str, shapes: list[list[int]], dtypes: list[str], *,
+              quick: bool, incumbent: Path | None) -> BenchResult:
+        result = super().judge(source, device, shapes, dtypes, quick=quick, incumbent=incumbent)
         if incumbent is not None and result.passed:
             best = fake_latency(parse_kernel_source(Path(incumbent).read_text()).tunables)
             for i, timing in enumerate(result.timings):
@@ -733,12 +755,9 @@ def test_candidates_are_screened_quick_and_confirmed_in_full_before_a_keep(
 class NoisyScreenBench(PairedFakeBench):
     """The screen's few rounds spread ±10% around the true ratio; the full harness's do not."""
 
-    def __call__(self, kernel_path: Path, *, device: str, shapes: list[list[int]],
-                 dtypes: list[str], timeout_s: float, cache_dir: Path, quick: bool = False,
-                 incumbent: Path | None = None, min_gain: float = 0.01) -> BenchResult:
-        result = super().__call__(kernel_path, device=device, shapes=shapes, dtypes=dtypes,
-                                  timeout_s=timeout_s, cache_dir=cache_dir, quick=quick,
-                                  incumbent=incumbent, min_gain=min_gain)
+    def judge(self, source: str, device: str, shapes: list[list[int]], dtypes: list[str], *,
+              quick: bool, incumbent: Path | None) -> BenchResult:
+        result = super().judge(source, device, shapes, dtypes, quick=quick, incumbent=incumbent)
         if quick:
             for timing in result.timings:
                 if timing.paired_ratios:

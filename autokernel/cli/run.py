@@ -16,7 +16,7 @@ from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, 
 from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
-    from autokernel.loop.runner import LoopConfig
+    from autokernel.loop.config import LoopConfig
     from autokernel.loop.state import RunState
     from autokernel.profiling.plan import Plan
 
@@ -111,7 +111,9 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
            agent_note: str, live: bool | None, new_hours: float | None = None) -> None:
     """Run the loop with a dashboard, print the summary, exit with the run's status."""
     from autokernel.loop.dashboard import make_dashboard
-    from autokernel.loop.runner import CPU_TIMING_NOTE, RunInconsistent, Runner, run_summary
+    from autokernel.loop.config import CPU_TIMING_NOTE
+    from autokernel.loop.journal import RunInconsistent
+    from autokernel.loop.runner import Runner, run_summary
     from autokernel.loop.workspace import WorkspaceError
 
     console.print(f"workspace: {workspace.root}", highlight=False)
@@ -269,7 +271,7 @@ def run(
         why = plan.message or "no target is left after --only/--skip"
         fail(f"nothing to optimize in {model_file}: {why}", code=1)
 
-    from autokernel.loop.runner import LoopConfig
+    from autokernel.loop.config import LoopConfig
 
     config = LoopConfig(
         device=resolved_device,
@@ -366,7 +368,7 @@ def resume(
     """Continue an interrupted (or extend a finished) run from where it stopped."""
     agent = plain(agent)
     _positive(hours, "--hours")
-    from autokernel.loop.runner import LoopConfig
+    from autokernel.loop.config import LoopConfig
     from autokernel.loop.state import RunState
     from autokernel.loop.workspace import Workspace, WorkspaceError
     from autokernel.profiling.plan import Plan

@@ -122,8 +122,9 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
 
     from autokernel.agents import AgentUnavailable, make_agent
     from autokernel.cli.run import create_workspace
+    from autokernel.loop.config import LoopConfig
     from autokernel.loop.dashboard import PlainDashboard
-    from autokernel.loop.runner import LoopConfig, Runner
+    from autokernel.loop.runner import Runner
     from autokernel.loop.workspace import (
         WorkspaceError,
         check_new_workspace_dir,

@@ -1,0 +1,74 @@
+"""What the agent is told before each experiment (`AgentContext`): the target, the machine, the
+best kernel so far, the reference implementation and the target's history from results.tsv."""
+
+from __future__ import annotations
+
+import inspect
+
+from autokernel.agents.base import AgentContext, Attempt
+from autokernel.harness.result import BenchResult
+from autokernel.loop.config import LoopConfig
+from autokernel.loop.measure import speedups_text
+from autokernel.loop.results import ResultRow, ResultsLog
+from autokernel.loop.rows import attempt_from_row, row_cells
+from autokernel.loop.state import TargetState
+from autokernel.loop.workspace import Workspace
+from autokernel.profiling.plan import Plan
+
+
+class Briefing:
+    """Builds each experiment's `AgentContext`; keeps every target's history in memory, read
+    from results.tsv once and extended as rows are written."""
+
+    def __init__(self, workspace: Workspace, plan: Plan, config: LoopConfig) -> None:
+        self.ws = workspace
+        self.plan = plan
+        self.config = config
+        self._history: dict[int, list[Attempt]] = {}
+        self._reference_sources: dict[str, str] = {}
+
+    def context(self, target: TargetState, next_experiment: int,
+                results: ResultsLog) -> AgentContext:
+        return AgentContext(
+            target=self.plan.targets[target.index],
+            device=self.config.device,
+            gpu_summary=self.gpu_summary(target),
+            best_source=self.ws.read_kernel(),
+            reference_source=self.reference_source(target.kernel_type),
+            history=list(self.history_of(target, results)),
+            best=BenchResult.from_dict(target.best_result) if target.best_result else None,
+            experiment=next_experiment,
+            workspace=str(self.ws.root),
+        )
+
+    def history_of(self, target: TargetState, results: ResultsLog) -> list[Attempt]:
+        if target.index not in self._history:
+            self._history[target.index] = [
+                attempt_from_row(r) for r in results.rows() if r.get("tag") == target.tag
+            ]
+        return self._history[target.index]
+
+    def remember(self, target: TargetState, row: ResultRow, results: ResultsLog) -> None:
+        """Add a just-written row to the target's history (once, also after a resume)."""
+        history = self.history_of(target, results)
+        if not history or history[-1].experiment != row.experiment:
+            history.append(attempt_from_row(row_cells(row)))
+
+    def reference_source(self, kernel_type: str) -> str:
+        if kernel_type not in self._reference_sources:
+            from autokernel import reference
+
+            function = reference.REFERENCES[kernel_type]
+            self._reference_sources[kernel_type] = inspect.getsource(function)
+        return self._reference_sources[kernel_type]
+
+    def gpu_summary(self, target: TargetState) -> str:
+        where = self.plan.gpu or ("CPU (Triton interpreter; timings not meaningful)"
+                                  if self.config.device == "cpu" else "unknown GPU")
+        best = target.best
+        if best is None or best.latency_us is None:
+            return f"{where}; no passing kernel yet"
+        peak = best.pct_peak_best_known
+        basis = "measured ceiling" if best.pct_peak_measured is not None else "datasheet"
+        at_peak = f", {peak:.0f}% of the {basis} roofline" if peak is not None else ""
+        return f"{where}; best so far {speedups_text(best)}{at_peak}"
