@@ -55,6 +55,17 @@ def test_phase_is_an_extra_column_after_the_ten_autokernel_ones() -> None:
     assert experiment_phase("baseline", sweep=False) == "baseline"
     assert experiment_phase("revert", sweep=True) == "explore"
     assert experiment_phase("crash", sweep=False) == "search"
+    from autokernel.loop.dashboard import phase_text
+
+    def row(status: str, phase: str) -> ResultRow:
+        return ResultRow(experiment=1, tag="t", kernel_type="softmax", status=status,
+                         correctness="PASS", description="", target_rank=1, shape="1",
+                         dtype="fp32", agent="tuner", phase=phase)
+
+    assert phase_text(row("revert", "explore"), 2) == "explore, not counted"
+    assert phase_text(row("keep", "explore"), 0) == "explore"  # a keep resets, whatever its phase
+    assert phase_text(row("crash", "search"), 3) == "search, 3 not kept in a row"
+    assert phase_text(row("baseline", "baseline"), 0) == phase_text(row("revert", ""), 1) == ""
     with pytest.raises(ValueError, match="unknown phase"):
         ResultRow(experiment=1, tag="t", kernel_type="softmax", status="revert",
                   correctness="PASS", description="", target_rank=1, shape="1", dtype="fp32",

@@ -65,11 +65,13 @@ def _duration(seconds: float | None) -> str:
 def phase_text(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
     """Whether the plateau rule counted this experiment: `explore, not counted`, or `search` with
     how many counted experiments in a row were not kept (None: unknown). "" for a baseline."""
+    if row.phase not in ("explore", "search"):
+        return ""
+    if row.status == "keep":  # a keep of either phase resets the count
+        return row.phase
     if row.phase == "explore":
         return "explore, not counted"
-    if row.phase != "search":
-        return ""
-    if row.status in ("keep", "baseline") or not_kept_in_a_row is None:
+    if not_kept_in_a_row is None:
         return "search"
     return f"search, {not_kept_in_a_row} not kept in a row"
 
