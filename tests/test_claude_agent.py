@@ -27,15 +27,12 @@ from autokernel.agents.base import AgentContext, AgentStop, Attempt, Proposal
 from autokernel.agents.claude import (
     DEFAULT_MODEL,
     MODEL_ENV,
-    PRICES,
     ClaudeAgent,
     ClaudeConfigError,
-    describe_history,
     make_claude_agent,
-    model_family,
-    price_for,
-    usage_spend,
 )
+from autokernel.agents.claude_prompt import describe_history
+from autokernel.agents.claude_spend import PRICES, model_family, price_for, usage_spend
 from autokernel.agents.claude_tools import (
     KernelDraft,
     ToolBox,

@@ -261,7 +261,9 @@ def test_make_agent_auto_uses_the_tuner_without_an_api_key(monkeypatch: pytest.M
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     name, note = resolve_agent_name("auto")
     assert name == "tuner" and "ANTHROPIC_API_KEY" in note
-    assert isinstance(make_agent("auto", seed=7, not_a_tuner_option=1), TunerAgent)
+    assert isinstance(make_agent("auto", seed=7), TunerAgent)
+    with pytest.raises(AgentUnavailable, match="the tuner agent does not take not_a_tuner_option"):
+        make_agent("auto", seed=7, not_a_tuner_option=1)
     with pytest.raises(AgentUnavailable, match="ANTHROPIC_API_KEY"):
         make_agent("claude")
     with pytest.raises(AgentUnavailable, match="unknown agent"):

@@ -10,17 +10,29 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from autokernel.agents.base import Agent
 
 AGENT_NAMES: tuple[str, ...] = ("tuner", "claude", "auto")
+# The options each agent takes from `make_agent`, and nothing else: an option dropped in silence
+# (a misspelling, or --max-cost given to the tuner) would make a run ignore what the user asked.
+AGENT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "tuner": ("seed",),
+    # seed: the tuner that sweeps each new structure's tunables (tuner_sweeps=False: Claude alone)
+    "claude": ("seed", "model", "max_cost", "max_llm_calls", "tuner_sweeps"),
+}
 PROGRAM_PATH = Path(__file__).resolve().parent / "program.md"
 
 
 class AgentUnavailable(RuntimeError):
     """The requested agent cannot run here (missing module, package or API key)."""
+
+
+class AgentOptionError(AgentUnavailable, ValueError):
+    """An option the chosen agent does not take."""
 
 
 def _claude_factory() -> Any:
@@ -29,10 +41,7 @@ def _claude_factory() -> Any:
     except ModuleNotFoundError as exc:
         missing = exc.name or "autokernel.agents.claude"
         raise AgentUnavailable(f"the Claude agent cannot be loaded ({missing} is not installed)")
-    factory = getattr(module, "make_claude_agent", None) or getattr(module, "ClaudeAgent", None)
-    if factory is None:
-        raise AgentUnavailable("autokernel.agents.claude defines no ClaudeAgent")
-    return factory
+    return module.make_claude_agent
 
 
 def resolve_agent_name(name: str) -> tuple[str, str]:
@@ -60,26 +69,28 @@ def resolve_agent_name(name: str) -> tuple[str, str]:
 def make_agent(name: str, **options: Any) -> Agent:
     """Build the agent `name` ("tuner", "claude" or "auto", resolved as `resolve_agent_name`).
 
-    Options go to the agent's constructor; ones it does not take are dropped, so the loop can
-    offer the same options (seed, model, cost caps) to every agent.
+    Each agent takes only the options `AGENT_OPTIONS` declares for it; any other raises
+    AgentOptionError naming the option and the agent.
     """
-    resolved, _ = resolve_agent_name(name)
+    resolved, note = resolve_agent_name(name)
+    check_agent_options(resolved, options, chosen_because=note if name == "auto" else "")
     if resolved == "claude":
-        return _build(_claude_factory(), options)
+        return _claude_factory()(**options)
     if importlib.util.find_spec("sklearn") is None:  # fail now, not at every experiment
         raise AgentUnavailable("the tuner's surrogate needs scikit-learn: pip install scikit-learn")
     from autokernel.agents.tuner import TunerAgent
 
-    return _build(TunerAgent, options)
+    return TunerAgent(**options)
 
 
-def _build(factory: Any, options: dict[str, Any]) -> Agent:
-    import inspect
-
-    try:
-        parameters = inspect.signature(factory).parameters
-    except (TypeError, ValueError):
-        return factory(**options)
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return factory(**options)
-    return factory(**{k: v for k, v in options.items() if k in parameters})
+def check_agent_options(name: str, options: Mapping[str, Any], chosen_because: str = "") -> None:
+    """Refuse the options agent `name` (resolved) does not take, in one line naming them."""
+    accepted = AGENT_OPTIONS[name]
+    refused = [option for option in options if option not in accepted]
+    if not refused:
+        return
+    why = f"; auto chose {chosen_because.removeprefix('agent: ')}" if chosen_because else ""
+    raise AgentOptionError(
+        f"the {name} agent does not take {', '.join(refused)} "
+        f"(its options: {', '.join(accepted)}){why}"
+    )

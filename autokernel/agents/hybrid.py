@@ -21,10 +21,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from autokernel.agents.base import Agent, AgentContext, Proposal
-from autokernel.agents.claude import TUNER_PREFIX
+from autokernel.agents.claude_prompt import TUNER_PREFIX
 from autokernel.harness.result import BenchResult
 from autokernel.kernelfile import KernelFileError, parse_kernel_source, set_tunables
-
 
 
 def structure_key(source: str) -> str | None:

@@ -137,7 +137,7 @@ def kernelbench(
                                        ("max_cost", max_cost)) if v is not None}
     try:
         agent_name, agent_note = resolve_agent_name(agent)
-        make_agent(agent_name, **agent_options)  # refuse now, not once per problem
+        make_agent(agent, **agent_options)  # refuse now, not once per problem
     except AgentUnavailable as exc:
         fail(str(exc))
     if resume and out is None:

@@ -96,12 +96,15 @@ def _select_targets(plan: Plan, top: int, only: set[str], skip: set[str]) -> lis
     return chosen[:top]
 
 
-def _make_agent_or_fail(name: str, options: dict[str, Any]) -> tuple[Any, str, str]:
-    from autokernel.agents import AgentUnavailable, make_agent, resolve_agent_name
+def _make_agent_or_fail(name: str, options: dict[str, Any],
+                        saved_options: dict[str, Any] | None = None) -> tuple[Any, str, str]:
+    from autokernel.agents import AGENT_OPTIONS, AgentUnavailable, make_agent, resolve_agent_name
 
     try:
         resolved, note = resolve_agent_name(name)
-        agent = make_agent(resolved, **options)
+        # A run resumed with another agent leaves behind the saved options only the first took.
+        kept = {k: v for k, v in (saved_options or {}).items() if k in AGENT_OPTIONS[resolved]}
+        agent = make_agent(name, **{**kept, **options})
     except AgentUnavailable as exc:
         fail(str(exc))
     return agent, resolved, note
@@ -246,8 +249,10 @@ def run(
 
     resolved_device = device_or_fail(device)
     dtype = dtype or ("fp16" if resolved_device == "cuda" else "fp32")
-    agent_options = {"seed": seed, "model": claude_model, "max_cost": max_cost,
-                     "max_llm_calls": max_llm_calls}
+    # Only the options the user gave: the agent refuses one it cannot use (--max-cost to the tuner).
+    agent_options = {k: v for k, v in (("seed", seed), ("model", claude_model),
+                                       ("max_cost", max_cost), ("max_llm_calls", max_llm_calls))
+                     if v is not None}
     agent_impl, agent_name, agent_note = _make_agent_or_fail(agent, agent_options)
 
     from autokernel.loop.workspace import WorkspaceError, check_new_workspace_dir, run_tag_for
@@ -386,10 +391,10 @@ def resume(
 
     resolved_device = device_or_fail(config.device)
     config.device = resolved_device
-    options = dict(run_info.get("agent_options", {}))
-    options.update({k: v for k, v in (("max_cost", max_cost), ("max_llm_calls", max_llm_calls))
-                    if v is not None})
-    agent_impl, agent_name, agent_note = _make_agent_or_fail(agent or config.agent, options)
+    options = {k: v for k, v in (("max_cost", max_cost), ("max_llm_calls", max_llm_calls))
+               if v is not None}
+    agent_impl, agent_name, agent_note = _make_agent_or_fail(
+        agent or config.agent, options, saved_options=run_info.get("agent_options", {}))
     config.agent = agent_name
     state.finished = False
     state.sessions += 1

@@ -1,0 +1,281 @@
+"""The Claude agent's prompt: the role, the playbook, the target, the current best and its history.
+
+The stable prefix (tools, role + playbook, then target + reference) carries `cache_control`, so an
+overnight run pays full price for it about once per target; the per-experiment part (best kernel,
+roofline, history) follows. History stays bounded: one line per attempt, at most `history_limit`
+of the latest, runs of unkept tuner configurations folded into one line, every kept step kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from autokernel.agents.base import AgentContext, Attempt
+from autokernel.agents.claude_tools import one_line
+from autokernel.harness.result import BenchResult
+
+TUNER_PREFIX = "tuner:"  # the tuner's descriptions start so (autokernel.agents.tuner)
+PROGRAM_FILE = "program.md"
+PACKAGED_PROGRAM = Path(__file__).resolve().parent / PROGRAM_FILE
+CACHE_CONTROL = {"type": "ephemeral"}
+
+ROLE = """\
+You are the optimization agent of autokernel, an overnight GPU-kernel optimizer. Each conversation \
+is ONE experiment on ONE target: make kernel.py (Triton) faster at the target's profiled shapes \
+while keeping it correct everywhere.
+
+How an experiment works:
+1. Read what you need (read_file / list_files; kernel.py is your draft).
+2. Change kernel.py with edit_kernel (focused edits) or write_kernel (whole file), giving a \
+one-line description and the hypothesis the change tests. check_kernel runs a static check.
+3. End your turn with a short summary. You cannot run code: after your turn the harness checks \
+correctness (many shapes, dtypes, adversarial inputs, anti-cheat scans) and benchmarks the kernel \
+against PyTorch eager and torch.compile. The loop keeps it as a git commit only if it passes and \
+beats the current best by more than the measured noise; otherwise it is reverted.
+
+Block sizes, num_warps, num_stages and algorithm variants belong in TUNABLE_SPACE: when your \
+kernel passes, a cheap model-based tuner sweeps its TUNABLE_SPACE with no LLM calls. Never spend \
+an experiment on changing a tunable's value; spend it on a structural idea, and expose the knobs \
+that idea needs. The playbook follows; obey its rules."""
+
+
+def load_program(workspace: str | Path | None = None) -> str:
+    """The playbook: the workspace's copy if there is one (users may edit it), else ours."""
+    if workspace is not None:
+        local = Path(workspace) / PROGRAM_FILE
+        if local.is_file():
+            return local.read_text()
+    return PACKAGED_PROGRAM.read_text()
+
+
+def _fmt(value: float | None, spec: str, suffix: str = "") -> str:
+    return "n/a" if value is None else f"{value:{spec}}{suffix}"
+
+
+def describe_target(context: AgentContext) -> str:
+    target = context.target
+    lines = [f"# Target: {target.kernel_type} (rank {target.rank})"]
+    try:
+        from autokernel.ops import get_spec
+
+        spec = get_spec(target.kernel_type)
+    except Exception:  # a registry entry that fails to import must not stop the agent
+        spec = None
+    shapes = [spec.format_shape(tuple(s)) if spec else "x".join(map(str, s)) for s in target.shapes]
+    lines.append(
+        f"- {target.share:.1%} of the model's GPU time ({target.time_ms:.3f} ms per forward, "
+        f"{target.calls} calls); 2x on this kernel alone gives {target.amdahl_2x:.3f}x end to end"
+    )
+    bench = spec.format_shape(tuple(target.bench_shape)) if spec else target.bench_shape
+    lines.append(f"- benchmarked shape: {bench}, dtype {target.dtype}")
+    if len(shapes) > 1:
+        lines.append(f"- all profiled shapes (most time first): {'; '.join(shapes[:8])}")
+    if target.params:
+        lines.append(f"- parameters at the call sites: {target.params}")
+    if spec is not None:
+        try:
+            from autokernel.ops.spec import parse_dtype
+
+            intensity = spec.arithmetic_intensity(
+                tuple(target.bench_shape), parse_dtype(target.dtype)
+            )
+            bound = "compute-bound" if spec.compute_bound else "memory-bound"
+            lines.append(
+                f"- {bound} op type; arithmetic intensity at the benchmarked shape: "
+                f"{intensity:.2f} FLOP/byte (minimum traffic)"
+            )
+        except (ValueError, KeyError, TypeError, ZeroDivisionError):
+            pass  # an unusual shape or dtype: the line is a hint, not a requirement
+        if spec.notes:
+            lines.append(f"- note: {spec.notes}")
+    lines += [
+        "",
+        "# reference.py (the oracle; kernel_fn must take its positional signature)",
+        "```python",
+        context.reference_source.rstrip(),
+        "```",
+    ]
+    return "\n".join(lines)
+
+
+def describe_best(best: BenchResult | None) -> str:
+    if best is None:
+        return "The current best has not been measured yet."
+    if not best.passed:
+        return f"The current best did not pass the harness: {best.status.value} {best.reason}"
+    parts = [f"{_fmt(best.latency_us, '.2f', ' us')}"]
+    if best.iqr_us is not None:
+        parts.append(f"(IQR {best.iqr_us:.2f} us)")
+    if best.throughput is not None:
+        parts.append(f"= {best.throughput:.4g} {best.throughput_unit or ''}".rstrip())
+    line = "Current best: " + " ".join(parts)
+    if best.shapes:
+        line += f" at shape {best.shapes[0]} {best.dtypes[0] if best.dtypes else ''}".rstrip()
+    roof = []
+    if best.pct_peak_measured is not None:
+        roof.append(f"{best.pct_peak_measured:.0f}% of the measured ceiling")
+    if best.pct_peak_datasheet is not None:
+        roof.append(f"{best.pct_peak_datasheet:.0f}% of the datasheet roofline")
+    if roof:
+        line += "; " + ", ".join(roof)
+    line += (
+        f"; {_fmt(best.speedup_vs_eager, '.2f', 'x')} vs PyTorch eager, "
+        f"{_fmt(best.speedup_vs_compile, '.2f', 'x')} vs torch.compile."
+    )
+    if len(best.timings) > 1:
+        per_shape = ", ".join(
+            f"{t.shape}: {t.latency_us:.1f} us"
+            + (f" ({t.eager_us / t.latency_us:.2f}x eager)" if t.eager_us else "")
+            for t in best.timings[:6]
+        )
+        line += f"\nPer shape: {per_shape}."
+    if not best.timing_meaningful:
+        line += (
+            "\nTimings come from the CPU Triton interpreter and say nothing about GPU speed: "
+            "focus on correctness and on structure that will be fast on the GPU."
+        )
+    return line
+
+
+def _attempt_line(attempt: Attempt, hypothesis: str | None) -> str:
+    line = f"#{attempt.experiment} {attempt.status}"
+    if attempt.speedup_vs_eager is not None:
+        line += f" {attempt.speedup_vs_eager:.2f}x eager"
+    if attempt.speedup_vs_compile is not None:
+        line += f" {attempt.speedup_vs_compile:.2f}x compile"
+    if attempt.latency_us is not None:
+        line += f" {attempt.latency_us:.1f}us"
+    line += f": {one_line(attempt.description, 120)}"
+    if attempt.tunables:
+        line += " [" + " ".join(f"{k}={v}" for k, v in attempt.tunables.items()) + "]"
+    if attempt.stage or attempt.reason:
+        where = f"stage {attempt.stage}: " if attempt.stage else ""
+        line += f" -- {where}{one_line(attempt.reason, 200)}"
+    if hypothesis:
+        line += f" (hypothesis: {one_line(hypothesis, 160)})"
+    return line
+
+
+def _is_unkept_sweep(attempt: Attempt) -> bool:
+    unkept = attempt.status not in ("keep", "baseline")
+    return unkept and attempt.description.startswith(TUNER_PREFIX)
+
+
+def _sweep_line(sweep: list[Attempt]) -> str:
+    """Consecutive unkept tuner configurations, as one line: the LLM needs the gist, not each."""
+    passed = [a for a in sweep if a.latency_us is not None and a.status == "revert"]
+    failed = [a for a in sweep if a.status not in ("revert",)]
+    span = f"#{sweep[0].experiment}" + (f"-#{sweep[-1].experiment}" if len(sweep) > 1 else "")
+    line = f"{span} tuner sweep: {len(sweep)} configurations not kept"
+    if failed:
+        line += f" ({len(failed)} failed: {one_line(failed[-1].reason or failed[-1].status, 80)})"
+    if passed:
+        best = min(passed, key=lambda a: a.latency_us)  # type: ignore[arg-type,return-value]
+        config = " ".join(f"{k}={v}" for k, v in best.tunables.items())
+        line += f"; fastest {best.latency_us:.1f}us [{config}]"
+    return line
+
+
+def describe_history(
+    history: list[Attempt], hypotheses: dict[int, str], limit: int
+) -> str:
+    """Compact history: counts, every kept step (the lineage), and the latest attempts."""
+    if not history:
+        return "# History on this target\nNothing tried yet beyond the starter."
+    counts: dict[str, int] = {}
+    for attempt in history:
+        counts[attempt.status] = counts.get(attempt.status, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(counts.items()))
+    lines = [f"# History on this target ({len(history)} experiments: {summary})"]
+    recent = history[-limit:]
+    older_keeps = [a for a in history[:-limit] if a.status in ("keep", "baseline")][-10:]
+    if older_keeps:
+        lines.append("Earlier kept steps:")
+        lines += [_attempt_line(a, hypotheses.get(a.experiment)) for a in older_keeps]
+    if len(history) > limit:
+        lines.append(f"Latest {len(recent)} experiments:")
+    sweep: list[Attempt] = []
+    for attempt in recent + [None]:  # type: ignore[list-item]
+        if attempt is not None and _is_unkept_sweep(attempt):
+            sweep.append(attempt)
+            continue
+        if sweep:
+            lines.append(_sweep_line(sweep))
+            sweep = []
+        if attempt is not None:
+            lines.append(_attempt_line(attempt, hypotheses.get(attempt.experiment)))
+    stages = [a.stage for a in recent[-4:] if a.status not in ("keep", "revert", "baseline")]
+    if len(stages) >= 3 and len(set(stages)) == 1:
+        lines.append(
+            f"Note: the last {len(stages)} failures all failed at stage {stages[0]}; "
+            "change approach rather than patch the same idea again."
+        )
+    return "\n".join(lines)
+
+
+def describe_experiment(
+    context: AgentContext, hypotheses: dict[int, str], history_limit: int
+) -> str:
+    from autokernel.kernelfile import KernelFileError, parse_kernel_source
+
+    try:
+        info = parse_kernel_source(context.best_source)
+        space = (
+            f"Its TUNABLE_SPACE: {info.space}; current values: {info.tunables}."
+            if info.space
+            else "It declares no TUNABLE_SPACE yet."
+        )
+    except KernelFileError as exc:
+        space = f"(It does not parse as a kernel file: {exc}.)"
+    return "\n".join([
+        "# The current best kernel.py (your draft starts as this file)",
+        "```python",
+        context.best_source.rstrip(),
+        "```",
+        space,
+        "",
+        "# GPU and roofline",
+        context.gpu_summary.strip() or "(no GPU summary)",
+        describe_best(context.best),
+        "",
+        describe_history(context.history, hypotheses, history_limit),
+        "",
+        f"# Experiment {context.experiment}",
+        "Propose ONE focused change to kernel.py that you expect to be faster at the benchmarked "
+        "shape and still correct at every shape and dtype. Use the history: do not repeat what "
+        "was reverted or failed unless you fix the reason. Make the edit with the tools, then end "
+        "your turn.",
+    ])
+
+
+def system_blocks(program: str) -> list[dict[str, Any]]:
+    """The system prompt: the role, then the playbook, cached (it is the same all night)."""
+    return [
+        {"type": "text", "text": ROLE},
+        {"type": "text", "text": "# The playbook (program.md)\n\n" + program,
+         "cache_control": CACHE_CONTROL},
+    ]
+
+
+def opening_message(
+    context: AgentContext, hypotheses: dict[int, str], history_limit: int
+) -> dict[str, Any]:
+    """The experiment's first user turn: the target (cached per target), then this experiment."""
+    return {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": describe_target(context), "cache_control": CACHE_CONTROL},
+            {"type": "text", "text": describe_experiment(context, hypotheses, history_limit)},
+        ],
+    }
+
+
+NO_KERNEL_NUDGE = (
+    "You have not changed kernel.py. Make this experiment's change with edit_kernel or "
+    "write_kernel (with a description and a hypothesis), then end your turn."
+)
+CUT_OFF_NUDGE = (
+    "Your reply was cut off at the output-token limit. Use edit_kernel for smaller, focused "
+    "edits instead of rewriting the whole file."
+)
