@@ -43,8 +43,8 @@ def test_a_claude_option_given_to_the_tuner_is_refused() -> None:
 
 
 def test_auto_says_why_it_chose_the_agent_that_refuses_the_option() -> None:
-    with pytest.raises(AgentOptionError,
-                       match=r"does not take max_llm_calls .*; auto chose tuner \(ANTHROPIC_API_KEY"):
+    why = r"; auto chose tuner \(ANTHROPIC_API_KEY is not set\)"
+    with pytest.raises(AgentOptionError, match=r"does not take max_llm_calls .*" + why):
         make_agent("auto", max_llm_calls=10)
     assert isinstance(make_agent("auto", seed=7), TunerAgent)
     assert make_agent("tuner", seed=7).seed == 7

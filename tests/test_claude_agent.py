@@ -767,7 +767,8 @@ def test_agent_module_does_not_import_anthropic_at_import_time() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, autokernel.agents.claude, autokernel.agents.hybrid; "
+    code = ("import sys, autokernel.agents.claude, autokernel.agents.hybrid, "
+            "autokernel.agents.claude_loop, autokernel.agents.claude_errors; "
             "sys.exit(1 if 'anthropic' in sys.modules else 0)")
     assert subprocess.run([sys.executable, "-c", code]).returncode == 0
 
