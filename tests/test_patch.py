@@ -19,7 +19,7 @@ from torch import nn
 from autokernel.integrate.loader import verified_params
 from autokernel.integrate.patch import RoutedKernel, build_kernels, patch_model
 from autokernel.kernels import starter_path
-from autokernel.ops import KERNEL_TYPES, get_spec
+from autokernel.ops import KERNEL_TYPES, get_integration, get_spec
 from autokernel.ops.spec import dtype_name
 from autokernel.reference import REFERENCES
 from conftest import DEVICE
@@ -50,7 +50,12 @@ def entry(kernel_type: str, role: str = "", params: dict[str, Any] | None = None
 def build(*entries: dict[str, Any]) -> list[RoutedKernel]:
     """The starters registered for these manifest entries (as a finished run's kernels are)."""
     sources = {e["tag"]: starter_path(e["kernel_type"]).read_text() for e in entries}
-    return build_kernels(list(entries), sources, REFERENCES, DEVICE, "test_patch")
+    return build_kernels(list(entries), sources, REFERENCES, integrations(entries), DEVICE,
+                         "test_patch")
+
+
+def integrations(entries: Any) -> dict[str, Any]:
+    return {e["kernel_type"]: get_integration(e["kernel_type"]) for e in entries}
 
 
 def counted(kernel: RoutedKernel) -> tuple[RoutedKernel, dict[str, int]]:
@@ -73,7 +78,8 @@ def counted(kernel: RoutedKernel) -> tuple[RoutedKernel, dict[str, int]]:
 def kernels() -> dict[str, RoutedKernel]:
     entries = [entry(t) for t in KERNEL_TYPES]
     sources = {e["tag"]: starter_path(e["kernel_type"]).read_text() for e in entries}
-    built = build_kernels(entries, sources, REFERENCES, DEVICE, "test_patch")
+    built = build_kernels(entries, sources, REFERENCES, integrations(entries), DEVICE,
+                          "test_patch")
     return {k.kernel_type: k for k in built}
 
 

@@ -10,6 +10,9 @@ The written module holds:
   them) as strings, executed into their own modules on first use: kernel files are modules with
   clashing top-level names (kernel_fn, BLOCK_N...), and Triton reads a kernel's source through
   linecache, which `load_kernel_module` fills;
+- each of the run's kernel types' integration section (the torch-only end of its op entry,
+  `autokernel/ops/<type>.py`: schema, fake, backward and routes), as a string run with the
+  inlined modules' names in scope;
 - the manifest (what each kernel may be used for) as Python literals;
 - `patch(model, device=None)`, `kernels(device=None)` and `MANIFEST`.
 
@@ -24,12 +27,15 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autokernel.integrate.integration import INTEGRATION_MARKER
+
 if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
 
 EXPORT_MARKER = "# autokernel export"
-INLINED_MODULES = ("interpreter_compat.py", "integrate/custom_ops.py", "integrate/routing.py",
-                   "integrate/attention_chain.py", "integrate/function_routes.py",
+INLINED_MODULES = ("interpreter_compat.py", "integrate/integration.py", "integrate/custom_ops.py",
+                   "integrate/routing.py", "integrate/attention_chain.py",
+                   "integrate/function_routes.py",
                    "integrate/patch.py")  # in dependency order: one namespace, plain names
 
 
@@ -56,6 +62,29 @@ def inlinable_source(path: Path) -> str:
     lines = source.splitlines(keepends=True)
     kept = "".join(line for number, line in enumerate(lines, 1) if number not in drop)
     return kept.strip("\n") + "\n"
+
+
+def integration_section(source: str) -> str:
+    """An op file's integration part as a module of its own: the file's imports that do not
+    name autokernel (the integrate modules' names are in scope where it runs), then everything
+    after INTEGRATION_MARKER."""
+    head, marker, tail = source.partition(INTEGRATION_MARKER)
+    if not marker:
+        raise ValueError("no integration section (INTEGRATION_MARKER) in this op file")
+    imports = []
+    lines = head.splitlines(keepends=True)
+    for node in ast.parse(head).body:
+        if isinstance(node, ast.ImportFrom):
+            root = (node.module or "").split(".")[0]
+            if root in ("autokernel", "__future__"):
+                continue
+        elif isinstance(node, ast.Import):
+            if any(a.name.split(".")[0] == "autokernel" for a in node.names):
+                continue
+        else:
+            continue
+        imports.append("".join(lines[node.lineno - 1:node.end_lineno]))
+    return "".join(imports) + tail  # the section itself imports nothing: its names are above
 
 
 def _string_literal(text: str) -> str:
@@ -94,9 +123,20 @@ def kernels(device: str | None = None) -> list[RoutedKernel]:
         prepare_device(device)  # TRITON_INTERPRET must be decided before the kernels are defined
         reference = load_kernel_module(f"{MODULE_PREFIX}_reference", REFERENCE_SOURCE,
                                        f"<{MODULE_PREFIX}:reference.py>")
-        _LOADED[device] = build_kernels(MANIFEST, KERNEL_SOURCES, reference.REFERENCES, device,
-                                        MODULE_PREFIX)
+        _LOADED[device] = build_kernels(MANIFEST, KERNEL_SOURCES, reference.REFERENCES,
+                                        _integrations(), device, MODULE_PREFIX)
     return _LOADED[device]
+
+
+def _integrations() -> dict[str, Integration]:
+    """Each kernel type's integration section (its op entry's), run with this module's names."""
+    found = {}
+    for kernel_type, source in INTEGRATION_SOURCES.items():
+        namespace = dict(globals())
+        namespace["__name__"] = f"{MODULE_PREFIX}_{kernel_type}_integration"
+        exec(compile(source, f"<{MODULE_PREFIX}:ops/{kernel_type}.py>", "exec"), namespace)
+        found[kernel_type] = namespace["INTEGRATION"]
+    return found
 
 
 def patch(model: nn.Module, device: str | None = None, under_compile: str = "inductor") -> Patch:
@@ -155,6 +195,11 @@ from __future__ import annotations
     parts.append("KERNEL_SOURCES: dict[str, str] = {}\n")
     for tag, source in sources.items():
         parts.append(f"KERNEL_SOURCES[{tag!r}] = {_string_literal(source)}\n\n")
+    parts.append("INTEGRATION_SOURCES: dict[str, str] = {}\n")
+    for kernel_type in sorted({e["kernel_type"] for e in manifest}):
+        op_file = package / "ops" / f"{kernel_type}.py"
+        section = integration_section(op_file.read_text(encoding="utf-8"))
+        parts.append(f"INTEGRATION_SOURCES[{kernel_type!r}] = {_string_literal(section)}\n\n")
     reference_source = Path(reference.__file__).read_text(encoding="utf-8")
     parts.append(f"REFERENCE_SOURCE = {_string_literal(reference_source)}\n")
     parts.append(RUNTIME_FOOTER)

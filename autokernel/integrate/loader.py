@@ -187,18 +187,17 @@ def verified_params(kernel_type: str, profiled: dict[str, Any]) -> dict[str, Any
     the harness), and the reference's defaults for the others (eps, causal, scale)."""
     import inspect
 
-    from autokernel.reference import REFERENCES
+    from autokernel.ops import get_spec
 
     params = dict(profiled)
-    for name, parameter in inspect.signature(REFERENCES[kernel_type]).parameters.items():
+    for name, parameter in inspect.signature(get_spec(kernel_type).reference).parameters.items():
         if parameter.default is not inspect.Parameter.empty:
             params.setdefault(name, parameter.default)
     return params
 
 
 def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
-    from autokernel.integrate.custom_ops import BACKWARD_KIND
-    from autokernel.ops import get_spec
+    from autokernel.ops import get_integration, get_spec
     from autokernel.ops.spec import dtype_name
 
     spec = get_spec(target.kernel_type)
@@ -220,7 +219,7 @@ def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
         "sites": sites,
         "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
         "limits": _limits(target.kernel_type),
-        "backward": BACKWARD_KIND[target.kernel_type],
+        "backward": get_integration(target.kernel_type).backward,
         "share": plan_target.share,
         "shape": list(plan_target.bench_shape),
         "dtype": plan_target.dtype,
@@ -259,6 +258,7 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     import torch
 
     from autokernel.integrate.patch import KernelLoadError, build_kernels
+    from autokernel.ops import get_integration
     from autokernel.reference import REFERENCES
 
     targets = run.require_finished()
@@ -268,7 +268,9 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     sources = read_sources(run, targets)
     filenames = {t.tag: str(run.root / str(t.kernel_file)) for t in targets}
     try:
-        kernels = build_kernels(manifest, sources, REFERENCES, device, MODULE_PREFIX, filenames)
+        integrations = {t.kernel_type: get_integration(t.kernel_type) for t in targets}
+        kernels = build_kernels(manifest, sources, REFERENCES, integrations, device,
+                                MODULE_PREFIX, filenames)
     except KernelLoadError as exc:
         raise RunError(str(exc)) from None
     return LoadedKernels(run.root, kernels, manifest, device)

@@ -46,19 +46,15 @@ inlines it.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
 # `autokernel export` inlines these modules (and drops these imports): plain names only.
 from autokernel.integrate.attention_chain import (
-    CHAIN_STARTS,
     DEFERRED,
     NOT_MINE,
     follow_chain,
@@ -73,8 +69,8 @@ from autokernel.integrate.function_routes import (
     Slot,
     route_rope_functions,
 )
+from autokernel.integrate.integration import Integration
 from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
-    _REQUIRED,
     DTYPES,
     PROBE_SEED,
     UNDER_COMPILE,
@@ -82,22 +78,8 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     PatchReport,
     RoutedKernel,
     RouteStats,
-    _attention_scale_unverified,
-    _bind,
-    _call_kernel,
-    _close,
-    _last_dim,
-    _only_argument,
-    _probe_inputs,
-    _refusal,
-    _rows,
-    _unverified,
 )
 from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
-
-MODULE_TYPES = ("matmul", "rmsnorm", "layernorm", "fused_mlp", "rotary_embedding")
-LINEAR_ROLES = ("linear", "")  # "": a matmul kernel of a run made before roles
-EPS_ATTRIBUTES = ("eps", "variance_epsilon", "epsilon")
 
 Handler = Callable[[RoutedKernel, Any, tuple[Any, ...], Mapping[str, Any], RouteStats], Outcome]
 
@@ -133,469 +115,26 @@ class _Route:
         return self.original(*args, **kwargs)
 
 
-def _linear_forward(route: _Route, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
-    module = route.module
-    weight, bias = module.weight, module.bias
-    if x is None or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        return None, "arguments"
-    why = _refusal(route.kernel, x, weight, *(() if bias is None else (bias,)))
-    if why:
-        return None, why
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and weight.requires_grad):
-        weight_t = weight.t()  # a view: autograd reaches the parameter, the compiler sees no copy
-    else:
-        weight_t = _cached_transpose(route, weight)
-    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), weight_t)
-    if why:
-        return None, why
-    if bias is not None:
-        out = out + bias if torch.is_grad_enabled() else out.add_(bias)
-    return out.reshape(*x.shape[:-1], weight.shape[0]), None
-
-
-def _cached_transpose(route: _Route, weight: torch.Tensor) -> torch.Tensor:
-    """Wᵀ, contiguous, made again only when the weight's storage or version changes."""
-    key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
-    if route.cache.get("key") != key:
-        route.cache["weight_t"] = weight.detach().t().contiguous()
-        route.cache["key"] = key
-    return route.cache["weight_t"]
-
-
-def _ones_or(tensor: torch.Tensor | None, route: _Route, name: str, width: int,
-             like: torch.Tensor, fill: float) -> torch.Tensor:
-    """The module's affine tensor, or a cached constant when it has none."""
-    if tensor is not None:
-        return tensor
-    key = (name, width, like.dtype, like.device)
-    if route.cache.get(name + "_key") != key:
-        route.cache[name] = torch.full((width,), fill, dtype=like.dtype, device=like.device)
-        route.cache[name + "_key"] = key
-    return route.cache[name]
-
-
-def _rmsnorm_forward(route: _Route, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
-    if x is None or x.ndim == 0:
-        return None, "arguments"
-    module = route.module
-    width = x.shape[-1]
-    weight = _ones_or(getattr(module, "weight", None), route, "weight", width, x, 1.0)
-    if weight.shape != (width,):
-        return None, "shape"
-    eps = getattr(module, route.details["eps_attribute"])
-    if eps is None:  # nn.RMSNorm's default
-        eps = torch.finfo(x.dtype).eps
-    why = _refusal(route.kernel, x, weight) or _unverified(route.kernel, "eps", eps)
-    if why:
-        return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, width), weight, float(eps))
-    return (None, why) if why else (out.reshape(x.shape), None)
-
-
-def _layernorm_forward(route: _Route, args: tuple[Any, ...],
-                       kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
-    if x is None or x.ndim == 0:
-        return None, "arguments"
-    module = route.module
-    width = x.shape[-1]
-    weight = _ones_or(module.weight, route, "weight", width, x, 1.0)
-    bias = _ones_or(module.bias, route, "bias", width, x, 0.0)
-    if tuple(module.normalized_shape) != (width,):
-        return None, "shape"
-    why = _refusal(route.kernel, x, weight, bias) or _unverified(route.kernel, "eps", module.eps)
-    if why:
-        return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, width), weight, bias, float(module.eps))
-    return (None, why) if why else (out.reshape(x.shape), None)
-
-
-def _fused_mlp_forward(route: _Route, args: tuple[Any, ...],
-                       kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
-    gate, up, down = (getattr(route.module, n).weight for n in route.details["projections"])
-    if x is None or x.ndim == 0 or x.shape[-1] != gate.shape[1]:
-        return None, "arguments"
-    why = _refusal(route.kernel, x, gate, up, down)
-    if why:
-        return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), gate, up, down)
-    return (None, why) if why else (out.reshape(*x.shape[:-1], down.shape[0]), None)
-
-
-def _rotary_forward(route: _Route, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
-    if len(args) != 2 or kwargs:
-        return None, "arguments"
-    q, k = args
-    cos_name, sin_name = route.details["tables"]
-    cos, sin = getattr(route.module, cos_name), getattr(route.module, sin_name)
-    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or q.ndim != 4 or \
-            k.ndim != 4 or q.shape[-2] != k.shape[-2] or q.shape[-1] != cos.shape[-1] or \
-            k.shape[-1] != cos.shape[-1] or q.shape[-2] > cos.shape[0]:
-        return None, "shape"
-    seq_len = q.shape[-2]
-    cos, sin = cos[:seq_len], sin[:seq_len]
-    why = _refusal(route.kernel, q, k, cos, sin)  # a float32 table would promote q: not ours
-    if why:
-        return None, why
-    q_out, why = _call_kernel(route.kernel, q, cos, sin)
-    if why:
-        return None, why
-    k_out, why = _call_kernel(route.kernel, k, cos, sin)
-    return (None, why) if why else ((q_out, k_out), None)
-
-
-MODULE_FORWARDS: dict[str, Callable[..., Outcome]] = {
-    "matmul": _linear_forward,
-    "rmsnorm": _rmsnorm_forward,
-    "layernorm": _layernorm_forward,
-    "fused_mlp": _fused_mlp_forward,
-    "rotary_embedding": _rotary_forward,
-}
-
-
-# ---------------------------------------------------------------------------------------------
-# Recognizing modules: (kernel type, details) candidates, confirmed by a probe where needed
-
-
-def _forward_parameters(module: nn.Module) -> list[inspect.Parameter] | None:
-    try:
-        signature = inspect.signature(type(module).forward)
-    except (TypeError, ValueError):
-        return None
-    return list(signature.parameters.values())[1:]  # without self
-
-
-def _positional_arity(module: nn.Module) -> int | None:
-    """How many positional parameters forward takes, when it takes nothing else."""
-    parameters = _forward_parameters(module)
-    if parameters is None:
-        return None
-    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    if any(p.kind not in plain or p.default is not inspect.Parameter.empty for p in parameters):
-        return None
-    return len(parameters)
-
-
-def _plain_linear(module: nn.Module) -> bool:
-    return isinstance(module, nn.Linear) and type(module).forward is nn.Linear.forward
-
-
-def _eps_attribute(module: nn.Module) -> str | None:
-    for name in EPS_ATTRIBUTES:
-        value = getattr(module, name, None)
-        if isinstance(value, float) and value >= 0:
-            return name
-    return None
-
-
-def _handwritten_rmsnorm(module: nn.Module) -> dict[str, Any] | None:
-    weight = getattr(module, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.ndim != 1 or \
-            not weight.is_floating_point() or isinstance(getattr(module, "bias", None),
-                                                         torch.Tensor):
-        return None
-    if any(True for _ in module.children()) or _positional_arity(module) != 1:
-        return None
-    eps_attribute = _eps_attribute(module)
-    return None if eps_attribute is None else {"eps_attribute": eps_attribute}
-
-
-def _swiglu_candidates(module: nn.Module) -> list[dict[str, Any]]:
-    """(gate, up, down) name triples to probe: three bias-free Linear children, [H,D]×2, [D,H]."""
-    if _positional_arity(module) != 1:
-        return []
-    linears: list[tuple[str, nn.Linear]] = []
-    for name, child in module.named_children():
-        if _plain_linear(child) and child.bias is None:
-            linears.append((name, child))
-        elif any(True for _ in child.parameters()):
-            return []  # other weights take part: not a plain SwiGLU
-    if len(linears) != 3:
-        return []
-    candidates = []
-    for d_name, down in linears:  # every assignment the shapes allow (several when H == D)
-        rest = [(n, m) for n, m in linears if n != d_name]
-        d, h = down.weight.shape
-        if all(tuple(m.weight.shape) == (h, d) for _, m in rest):
-            (a, _), (b, _) = rest
-            candidates += [{"projections": (a, b, d_name)}, {"projections": (b, a, d_name)}]
-    return candidates
-
-
-def _rotary_tables(module: nn.Module) -> dict[str, Any] | None:
-    if _positional_arity(module) != 2:
-        return None
-    tensors = dict(module.named_buffers(recurse=False))
-    tensors.update({n: v for n, v in vars(module).items() if isinstance(v, torch.Tensor)})
-    cos = [n for n, t in tensors.items() if "cos" in n.lower() and t.ndim == 2]
-    sin = [n for n, t in tensors.items() if "sin" in n.lower() and t.ndim == 2]
-    if len(cos) != 1 or len(sin) != 1:
-        return None
-    c, s = tensors[cos[0]], tensors[sin[0]]
-    if c.shape != s.shape or c.shape[-1] % 2 or not c.is_floating_point():
-        return None
-    return {"tables": (cos[0], sin[0])}
-
-
-
-def _probe(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
-    """Does the module's own forward compute what the kernel computes, on random inputs?"""
-    forward = module.forward
-    reference = kernel.reference
-    with torch.no_grad():
-        try:
-            if kernel.kernel_type == "rmsnorm":
-                weight = module.weight
-                x = _probe_inputs((3, weight.shape[0]), weight)
-                eps = getattr(module, details["eps_attribute"])
-                return _close(kernel, forward(x), reference(x, weight, float(eps)))
-            if kernel.kernel_type == "fused_mlp":
-                gate, up, down = (getattr(module, n).weight for n in details["projections"])
-                x = _probe_inputs((3, gate.shape[1]), gate)
-                return _close(kernel, forward(x), reference(x, gate, up, down))
-            if kernel.kernel_type == "rotary_embedding":
-                cos, sin = (getattr(module, n) for n in details["tables"])
-                seq_len = min(cos.shape[0], 8)
-                q = _probe_inputs((1, 2, seq_len, cos.shape[-1]), cos)
-                k = _probe_inputs((1, 1, seq_len, cos.shape[-1]), cos) * 0.5
-                out = forward(q, k)
-                tables = (cos[:seq_len], sin[:seq_len])
-                return (isinstance(out, tuple) and len(out) == 2
-                        and _close(kernel, out[0], reference(q, *tables))
-                        and _close(kernel, out[1], reference(k, *tables)))
-        except Exception:  # a module that cannot even run the probe is not one of ours
-            return False
-    return False
-
-
-def _recognize(module: nn.Module, kernel_types: set[str],
-               kernels: Mapping[str, RoutedKernel]) -> tuple[str, dict[str, Any] | str] | None:
+def _recognize(module: nn.Module, kernels: Mapping[str, RoutedKernel]
+               ) -> tuple[str, dict[str, Any] | str] | None:
     """(kernel type, route details) for a module to route, (kernel type, why not) for a module
-    that looks like one but fails its probe, None for anything else."""
-    if "matmul" in kernel_types and _plain_linear(module):
-        return "matmul", {}
-    rms_norm_class = getattr(nn, "RMSNorm", None)
-    if rms_norm_class is not None and isinstance(module, rms_norm_class):
-        if "rmsnorm" not in kernel_types:
-            return None
-        if len(module.normalized_shape) != 1:
-            return "rmsnorm", "normalizes over more than the last dim"
-        return "rmsnorm", {"eps_attribute": "eps"}
-    if isinstance(module, nn.LayerNorm):
-        if "layernorm" not in kernel_types:
-            return None
-        if len(module.normalized_shape) != 1:
-            return "layernorm", "normalizes over more than the last dim"
-        return "layernorm", {}
-    if "rmsnorm" in kernel_types:
-        details = _handwritten_rmsnorm(module)
-        if details is not None:
-            if _probe(module, kernels["rmsnorm"], details):
-                return "rmsnorm", details
-            return "rmsnorm", "probe: does not compute x·rsqrt(mean(x²) + eps)·weight"
-    if "fused_mlp" in kernel_types:
-        candidates = _swiglu_candidates(module)
-        for details in candidates:
-            if _probe(module, kernels["fused_mlp"], details):
-                return "fused_mlp", details
-        if candidates:
-            return "fused_mlp", "probe: does not compute down(silu(gate(x)) · up(x))"
-    if "rotary_embedding" in kernel_types:
-        details = _rotary_tables(module)
-        if details is not None:
-            if _probe(module, kernels["rotary_embedding"], details):
-                return "rotary_embedding", details
-            return ("rotary_embedding",
-                    "probe: does not compute q·cos[:S] + rotate_half(q)·sin[:S] (and k)")
+    that looks like one but fails its probe, None for anything else. Each op entry's recognizer
+    claims only its own kind of module, so the order they are asked in does not matter."""
+    for kernel_type, kernel in kernels.items():
+        route = kernel.integration.module_route
+        found = route.recognize(module, kernel) if route is not None else None
+        if found is not None:
+            return kernel_type, found
     return None
-
-
-
-# ---------------------------------------------------------------------------------------------
-# Functional routes: `_<type>_call(kernel, func, args, kwargs, stats)` returns an Outcome;
-# NOT_MINE for a call of another kind (another kernel's, or none), DEFERRED for a stand-in
-
-
-def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs,
-                  ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
-                   "enable_gqa"),
-                  (_REQUIRED, _REQUIRED, _REQUIRED, None, 0.0, False, None, False))
-    if bound is None:
-        return None, "arguments"
-    q, k, v = bound["query"], bound["key"], bound["value"]
-    if bound["attn_mask"] is not None:
-        return None, "attn_mask"
-    if bound["dropout_p"]:
-        return None, "dropout"
-    causal, verified = bool(bound["is_causal"]), bool(kernel.params.get("causal", True))
-    if causal != verified:
-        return None, f"is_causal={causal} (verified: {verified})"
-    if bound["enable_gqa"] or q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
-        return None, "q, k, v shapes differ"
-    scale = bound["scale"]
-    if scale is not None and math.isclose(float(scale), q.shape[-1] ** -0.5, rel_tol=1e-6):
-        scale = None  # the default, spelled out
-    why = _refusal(kernel, q, k, v) or _attention_scale_unverified(kernel, scale, q.shape[-1])
-    if why:
-        return None, why
-    return _call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
-
-
-SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
-    torch.softmax: (("input", "dim", "dtype"), (_REQUIRED, _REQUIRED, None)),
-    torch.Tensor.softmax: (("input", "dim", "dtype"), (_REQUIRED, _REQUIRED, None)),
-    F.softmax: (("input", "dim", "_stacklevel", "dtype"), (_REQUIRED, None, 3, None)),
-}
-
-
-def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs, *SOFTMAX_SIGNATURES[func])
-    if bound is None:
-        return None, "arguments"
-    x = bound["input"]
-    if not _last_dim(bound["dim"], x.ndim):
-        return None, "not over the last dim"
-    if bound["dtype"] not in (None, x.dtype):
-        return None, "dtype argument"
-    if x.numel() == 0:
-        return None, "empty"
-    why = _refusal(kernel, x)
-    if why:
-        return None, why
-    out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
-    return (None, why) if why else (out.reshape(x.shape), None)
-
-
-def _cross_entropy_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                        kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs,
-                  ("input", "target", "weight", "size_average", "ignore_index", "reduce",
-                   "reduction", "label_smoothing"),
-                  (_REQUIRED, _REQUIRED, None, None, -100, None, "mean", 0.0))
-    if bound is None:
-        return None, "arguments"
-    logits, targets = bound["input"], bound["target"]
-    if bound["weight"] is not None or bound["size_average"] is not None or \
-            bound["reduce"] is not None or bound["label_smoothing"] != 0.0:
-        return None, "weight, smoothing or legacy arguments"
-    if bound["ignore_index"] != -100 or bound["reduction"] != "mean":
-        return None, "ignore_index or reduction"
-    if logits.ndim != 2 or targets.ndim != 1 or targets.dtype != torch.int64 or \
-            targets.shape[0] != logits.shape[0]:
-        return None, "shape"
-    why = _refusal(kernel, logits)
-    if why:
-        return None, why
-    out, why = _call_kernel(kernel, logits, targets)
-    # F.cross_entropy returns the logits' dtype; the kernel's float32 loss is cast to match.
-    return (None, why) if why else (out.to(logits.dtype), None)
-
-
-SUM_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
-    torch.sum: (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None)),
-    torch.Tensor.sum: (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None)),
-}
-
-
-def _sum_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-              kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs, *SUM_SIGNATURES[func])
-    if bound is None:
-        return None, "arguments"
-    x = bound["input"]
-    if not isinstance(x, torch.Tensor) or not _last_dim(bound["dim"], x.ndim):
-        return None, "not over the last dim"
-    if bound["dtype"] not in (None, x.dtype) or not x.is_floating_point():
-        return None, "dtype"
-    if x.numel() < kernel.limits.get("min_elements", 1) or \
-            x.shape[-1] < kernel.limits.get("min_row", 1):
-        return None, "smaller than a reduce target"
-    why = _refusal(kernel, x)
-    if why:
-        return None, why
-    out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
-    if why:
-        return None, why
-    out = out.reshape(x.shape[:-1])
-    return (out.unsqueeze(-1) if bound["keepdim"] else out), None
-
-
-MATMUL_SIGNATURES: dict[Any, tuple[str, ...]] = {
-    torch.matmul: ("input", "other"), torch.Tensor.matmul: ("input", "other"),
-    torch.Tensor.__matmul__: ("input", "other"), torch.bmm: ("input", "mat2"),
-    torch.Tensor.bmm: ("input", "mat2"), torch.mm: ("input", "mat2"),
-    torch.Tensor.mm: ("input", "mat2"),
-}
-BATCHED_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm,
-                     torch.Tensor.bmm)
-GEMM_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm,
-                  torch.Tensor.mm)
-
-
-def _matmul_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                 kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    """A @ B with B batched (role "batched": B has three or more dims, as in attention's Q @ Kᵀ
-    and P @ V or bmm) or 2-D (role "gemm": x @ W, mm); the kernel is batched like torch.matmul."""
-    names = MATMUL_SIGNATURES[func]
-    bound = _bind(args, kwargs, names, (_REQUIRED, _REQUIRED))
-    if bound is None:
-        return None, "arguments"
-    a, b = bound[names[0]], bound[names[1]]
-    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.ndim < 2 or \
-            b.ndim < 2 or (b.ndim >= 3) != (kernel.role == "batched"):
-        return None, NOT_MINE
-    if a.shape[-1] != b.shape[-2]:
-        return None, "shape"
-    why = _refusal(kernel, a, b)
-    return (None, why) if why else _call_kernel(kernel, a, b)
-
-
-def _addmm_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    """torch.addmm(bias, x, W) (HF's Conv1D), with beta = alpha = 1: x @ W + bias."""
-    bound = _bind(args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"),
-                  (_REQUIRED, _REQUIRED, _REQUIRED, 1, 1))
-    if bound is None:
-        return None, "arguments"
-    bias, a, b = bound["input"], bound["mat1"], bound["mat2"]
-    if not all(isinstance(t, torch.Tensor) for t in (bias, a, b)) or a.ndim != 2 or b.ndim != 2:
-        return None, NOT_MINE
-    if bound["beta"] != 1 or bound["alpha"] != 1:
-        return None, "beta or alpha"
-    why = _refusal(kernel, a, b, bias)
-    if why:
-        return None, why
-    out, why = _call_kernel(kernel, a, b)
-    if why:
-        return None, why
-    return (out + bias if torch.is_grad_enabled() else out.add_(bias)), None
-
-
-FUNCTIONAL_CALLS: dict[tuple[str, str], tuple[tuple[tuple[Any, ...], Handler], ...]] = {
-    ("flash_attention", ""): (((F.scaled_dot_product_attention,), _sdpa_call),
-                              (CHAIN_STARTS, start_chain)),
-    ("softmax", ""): ((tuple(SOFTMAX_SIGNATURES), _softmax_call),),
-    ("cross_entropy", ""): (((F.cross_entropy,), _cross_entropy_call),),
-    ("reduce", ""): ((tuple(SUM_SIGNATURES), _sum_call),),
-    ("matmul", "batched"): ((BATCHED_FUNCTIONS, _matmul_call),),
-    ("matmul", "gemm"): ((GEMM_FUNCTIONS, _matmul_call),
-                         ((torch.addmm, torch.Tensor.addmm), _addmm_call)),
-}
 
 
 def routes_calls(kernel: RoutedKernel) -> bool:
-    return (kernel.kernel_type, kernel.role) in FUNCTIONAL_CALLS
+    return kernel.role in kernel.integration.call_routes
 
 
 def routes_modules(kernel: RoutedKernel) -> bool:
-    return kernel.kernel_type in MODULE_TYPES and (
-        kernel.kernel_type != "matmul" or kernel.role in LINEAR_ROLES)
+    route = kernel.integration.module_route
+    return route is not None and kernel.role in route.roles
 
 
 class Router(TorchFunctionMode):
@@ -612,10 +151,10 @@ class Router(TorchFunctionMode):
         self.chains = False  # an explicit-attention route may hand out stand-ins
 
     def add(self, kernel: RoutedKernel, stats: RouteStats) -> None:
-        for functions, handler in FUNCTIONAL_CALLS[(kernel.kernel_type, kernel.role)]:
-            self.chains = self.chains or handler is start_chain
-            for func in functions:
-                self.routes.setdefault(func, []).append((kernel, handler, stats))
+        for route in kernel.integration.call_routes[kernel.role]:
+            self.chains = self.chains or route.handler is start_chain
+            for func in route.functions:
+                self.routes.setdefault(func, []).append((kernel, route.handler, stats))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Router:
         return self  # holds kernels and counters, no model state
@@ -736,7 +275,7 @@ def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel]) -> set[str
     for path, module in list(patch.model.named_modules()):
         if any(path.startswith(r + ".") for r in routed if r):
             continue  # inside a module whose whole forward is already a kernel
-        found = _recognize(module, set(kernels), kernels)
+        found = _recognize(module, kernels)
         if found is None:
             continue
         kernel_type, details = found
@@ -745,10 +284,10 @@ def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel]) -> set[str
         if isinstance(details, str):
             stats.skipped[path] = details
             continue
-        patch._install(module, _Route(module, kernel, stats, MODULE_FORWARDS[kernel_type],
-                                      **details))
+        route = kernel.integration.module_route
+        patch._install(module, _Route(module, kernel, stats, route.forward, **details))
         stats.modules.append(path)
-        if kernel_type in ("fused_mlp", "rotary_embedding"):
+        if route.whole_forward:
             routed.add(path)
     return routed
 
@@ -814,10 +353,10 @@ def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
         mode_tags.add(kernel.tag)
         for path in stats.scopes:
             scopes.setdefault(path, set()).add(kernel.tag)
-    rotary = module_kernels.get("rotary_embedding")
-    if rotary is not None:
-        for path in _outermost(_route_rope_functions(patch, rotary, whole, modules)):
-            scopes.setdefault(path, set()).add(rotary.tag)
+    for kernel in module_kernels.values():
+        if kernel.integration.function_routes:
+            for path in _outermost(_route_rope_functions(patch, kernel, whole, modules)):
+                scopes.setdefault(path, set()).add(kernel.tag)
     for path in sorted(scopes, key=lambda p: (p.count("."), p)):
         tags = frozenset(scopes[path])
         patch._install(modules[path], _Scope(modules[path], patch.router, tags,
@@ -852,10 +391,11 @@ def prepare_device(device: str) -> None:
 
 
 def build_kernels(entries: Iterable[Mapping[str, Any]], sources: Mapping[str, str],
-                  references: Mapping[str, Callable[..., torch.Tensor]], device: str,
-                  module_prefix: str, filenames: Mapping[str, str] | None = None,
-                  ) -> list[RoutedKernel]:
-    """Execute each manifest entry's kernel source, register it as a custom op, describe it."""
+                  references: Mapping[str, Callable[..., torch.Tensor]],
+                  integrations: Mapping[str, Integration], device: str, module_prefix: str,
+                  filenames: Mapping[str, str] | None = None) -> list[RoutedKernel]:
+    """Execute each manifest entry's kernel source, register it as a custom op with its op
+    entry's integration (schema, fake, backward, routes), describe it."""
     prepare_device(device)
     kernels = []
     for entry in entries:
@@ -869,6 +409,9 @@ def build_kernels(entries: Iterable[Mapping[str, Any]], sources: Mapping[str, st
             first = (str(exc).strip().splitlines() or [""])[0]
             raise KernelLoadError(f"the kernel {tag} ({filename}) does not load: "
                                   f"{type(exc).__name__}: {first}") from None
-        op = register_kernel(entry["kernel_type"], kernel_fn, source, references)
-        kernels.append(RoutedKernel.from_manifest(entry, op, references[entry["kernel_type"]]))
+        kernel_type = entry["kernel_type"]
+        integration = integrations[kernel_type]
+        reference = integration.reference or references[kernel_type]
+        op = register_kernel(kernel_type, kernel_fn, source, integration, reference)
+        kernels.append(RoutedKernel.from_manifest(entry, op, reference))
     return kernels

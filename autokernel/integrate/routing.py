@@ -7,25 +7,29 @@ helpers below decide whether one call may go to a kernel (`_refusal`, `_unverifi
 (`_call_kernel`: the registered custom op under autograd or the compiler, the plain kernel
 function otherwise), bind a torch function's arguments (`_bind`) and judge a probe (`_close`).
 
-The routes themselves live in `patch.py` (modules and torch calls), `function_routes.py` (a
+The routes themselves live in each op entry's integration section (`autokernel/ops/<type>.py`,
+which modules and torch calls go to its kernel), applied by `patch.py`; `function_routes.py` (a
 model's own functions, such as a rope(x, cos, sin)) and `attention_chain.py` (explicit
-softmax(q·kᵀ)·v). This file imports only torch (and custom_ops), because `autokernel export`
-inlines it.
+softmax(q·kᵀ)·v) are the two routes that need machinery of their own. This file imports only
+torch (and custom_ops), because `autokernel export` inlines it.
 """
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 from autokernel.integrate.custom_ops import (  # `autokernel export` inlines that module
     BACKWARD_DESCRIPTION,
     KernelOp,
 )
+from autokernel.integrate.integration import Integration
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
@@ -78,6 +82,13 @@ class RoutedKernel:
             role=str(entry.get("role", "")),
             shape=tuple(int(d) for d in entry.get("shape", ())),
         )
+
+    @property
+    def integration(self) -> Integration:
+        """The op entry's schema, backward and routes (`autokernel/ops/<type>.py`)."""
+        if self.op.integration is None:
+            raise ValueError(f"{self.tag}: registered without its op entry's integration")
+        return self.op.integration
 
     @property
     def label(self) -> str:
@@ -284,3 +295,51 @@ def _close(kernel: RoutedKernel, out: Any, ref: torch.Tensor) -> bool:
     scale = ref64.norm().item()
     error = (out64 - ref64).norm().item()
     return error <= (rtol * scale if scale > 0 else atol)
+
+
+def _probe_passes(check: Callable[[], bool]) -> bool:
+    """Run a module probe without autograd; a module that cannot even run it is not ours."""
+    with torch.no_grad():
+        try:
+            return check()
+        except Exception:
+            return False
+
+
+# ---------------------------------------------------------------------------------------------
+# What module routes ask of a module
+
+
+def _forward_parameters(module: nn.Module) -> list[inspect.Parameter] | None:
+    try:
+        signature = inspect.signature(type(module).forward)
+    except (TypeError, ValueError):
+        return None
+    return list(signature.parameters.values())[1:]  # without self
+
+
+def _positional_arity(module: nn.Module) -> int | None:
+    """How many positional parameters forward takes, when it takes nothing else."""
+    parameters = _forward_parameters(module)
+    if parameters is None:
+        return None
+    plain = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind not in plain or p.default is not inspect.Parameter.empty for p in parameters):
+        return None
+    return len(parameters)
+
+
+def _plain_linear(module: nn.Module) -> bool:
+    return isinstance(module, nn.Linear) and type(module).forward is nn.Linear.forward
+
+
+def _ones_or(tensor: torch.Tensor | None, route: Any, name: str, width: int,
+             like: torch.Tensor, fill: float) -> torch.Tensor:
+    """The module's affine tensor, or a constant cached on the route when it has none."""
+    if tensor is not None:
+        return tensor
+    key = (name, width, like.dtype, like.device)
+    if route.cache.get(name + "_key") != key:
+        route.cache[name] = torch.full((width,), fill, dtype=like.dtype, device=like.device)
+        route.cache[name + "_key"] = key
+    return route.cache[name]

@@ -6,12 +6,18 @@ the loss is a float32 scalar whatever the logits' dtype (see `reference.cross_en
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from autokernel import reference
+from autokernel.integrate.custom_ops import saved_inputs
+from autokernel.integrate.integration import CallRoute, Integration
+from autokernel.integrate.routing import (
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _refusal,
+)
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
 
 DIMS = ("M", "V")
@@ -224,4 +230,69 @@ SPEC = OpSpec(
     # tolerances stay at the defaults that both must meet.
     notes="mean over rows whose target is not -100, returned as a float32 scalar; "
     "FLOPs = 4·M·V (max, subtract, exp, sum); bytes = read logits + int64 targets, write 4 B.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+IGNORE_INDEX = -100  # F.cross_entropy's default, which the cross_entropy kernel implements
+
+
+def _loss_dtype(logits: torch.Tensor) -> torch.dtype:
+    return torch.float64 if logits.dtype == torch.float64 else torch.float32
+
+
+def _fake_cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    return logits.new_empty((), dtype=_loss_dtype(logits))
+
+
+def _cross_entropy_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    (logits, targets), _ = saved_inputs(ctx)
+    if not ctx.needs_input_grad[0]:
+        return None, None
+    probs = torch.softmax(logits.to(_loss_dtype(logits)), dim=-1)
+    valid = targets != IGNORE_INDEX
+    rows = torch.arange(targets.shape[0], device=targets.device)
+    probs[rows[valid], targets[valid]] -= 1.0
+    probs[~valid] = 0.0
+    # The mean runs over the rows that are not ignored (0/0 = nan when all are, as in PyTorch).
+    scale = grad.to(probs.dtype) / valid.sum().to(probs.dtype)
+    return (probs * scale).to(logits.dtype), None
+
+
+def _cross_entropy_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                        kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    bound = _bind(args, kwargs,
+                  ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+                   "reduction", "label_smoothing"),
+                  (_REQUIRED, _REQUIRED, None, None, -100, None, "mean", 0.0))
+    if bound is None:
+        return None, "arguments"
+    logits, targets = bound["input"], bound["target"]
+    if bound["weight"] is not None or bound["size_average"] is not None or \
+            bound["reduce"] is not None or bound["label_smoothing"] != 0.0:
+        return None, "weight, smoothing or legacy arguments"
+    if bound["ignore_index"] != -100 or bound["reduction"] != "mean":
+        return None, "ignore_index or reduction"
+    if logits.ndim != 2 or targets.ndim != 1 or targets.dtype != torch.int64 or \
+            targets.shape[0] != logits.shape[0]:
+        return None, "shape"
+    why = _refusal(kernel, logits)
+    if why:
+        return None, why
+    out, why = _call_kernel(kernel, logits, targets)
+    # F.cross_entropy returns the logits' dtype; the kernel's float32 loss is cast to match.
+    return (None, why) if why else (out.to(logits.dtype), None)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor logits, Tensor targets) -> Tensor",
+    fake=_fake_cross_entropy,
+    backward="analytic",
+    gradient=_cross_entropy_gradient,
+    call_routes={"": (CallRoute((F.cross_entropy,), _cross_entropy_call),)},
 )

@@ -12,12 +12,20 @@ causal=False for the other.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
 from autokernel import reference
+from autokernel.integrate.attention_chain import CHAIN_STARTS, start_chain
+from autokernel.integrate.custom_ops import fake_like_first
+from autokernel.integrate.integration import CallRoute, Integration
+from autokernel.integrate.routing import (
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _attention_scale_unverified, _bind, _call_kernel,
+    _refusal,
+)
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -228,4 +236,55 @@ SPEC = OpSpec(
     "convention, comparable to FA2/FA3 figures), non-causal 4*B*H*S^2*D; flops(shape) assumes "
     "causal=True. Bytes 4*B*H*S*D*dtype size. Shapes are BxHxSxD; inputs (q, k, v, causal, "
     "scale), scale None = 1/sqrt(D).",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True,
+          scale: float | None = None) -> torch.Tensor:
+    # SDPA's backward never materializes the S×S score matrix the reference builds.
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
+
+
+def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    bound = _bind(args, kwargs,
+                  ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                   "enable_gqa"),
+                  (_REQUIRED, _REQUIRED, _REQUIRED, None, 0.0, False, None, False))
+    if bound is None:
+        return None, "arguments"
+    q, k, v = bound["query"], bound["key"], bound["value"]
+    if bound["attn_mask"] is not None:
+        return None, "attn_mask"
+    if bound["dropout_p"]:
+        return None, "dropout"
+    causal, verified = bool(bound["is_causal"]), bool(kernel.params.get("causal", True))
+    if causal != verified:
+        return None, f"is_causal={causal} (verified: {verified})"
+    if bound["enable_gqa"] or q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
+        return None, "q, k, v shapes differ"
+    scale = bound["scale"]
+    if scale is not None and math.isclose(float(scale), q.shape[-1] ** -0.5, rel_tol=1e-6):
+        scale = None  # the default, spelled out
+    why = _refusal(kernel, q, k, v) or _attention_scale_unverified(kernel, scale, q.shape[-1])
+    if why:
+        return None, why
+    return _call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
+
+
+INTEGRATION = Integration(
+    schema="(Tensor q, Tensor k, Tensor v, bool causal, float? scale) -> Tensor",
+    fake=fake_like_first,
+    backward="recompute",
+    recompute=_sdpa,
+    # F.scaled_dot_product_attention, and softmax(q @ kᵀ · scale [mask]) @ v written out
+    # (attention_chain.py defers the scores until the chain is known).
+    call_routes={"": (CallRoute((F.scaled_dot_product_attention,), _sdpa_call),
+                      CallRoute(CHAIN_STARTS, start_chain))},
 )

@@ -13,13 +13,19 @@ LLaMA-70B widths.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from autokernel import reference
+from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.routing import (
+    Outcome, RoutedKernel, _call_kernel, _close, _only_argument, _plain_linear, _positional_arity,
+    _probe_inputs, _probe_passes, _refusal, _rows,
+)
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -251,4 +257,73 @@ SPEC = OpSpec(
     "design is not counted. Shapes are MxDxH. Hidden is rounded to x's dtype before the down "
     "projection; the upcast oracle does not round it, so that rounding counts as the kernel's "
     "error.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _fake_fused_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
+                    w_down: torch.Tensor) -> torch.Tensor:
+    return x.new_empty((x.shape[0], w_down.shape[0]))
+
+
+def _swiglu_candidates(module: nn.Module) -> list[dict[str, Any]]:
+    """(gate, up, down) name triples to probe: three bias-free Linear children, [H,D]×2, [D,H]."""
+    if _positional_arity(module) != 1:
+        return []
+    linears: list[tuple[str, nn.Linear]] = []
+    for name, child in module.named_children():
+        if _plain_linear(child) and child.bias is None:
+            linears.append((name, child))
+        elif any(True for _ in child.parameters()):
+            return []  # other weights take part: not a plain SwiGLU
+    if len(linears) != 3:
+        return []
+    candidates = []
+    for d_name, down in linears:  # every assignment the shapes allow (several when H == D)
+        rest = [(n, m) for n, m in linears if n != d_name]
+        d, h = down.weight.shape
+        if all(tuple(m.weight.shape) == (h, d) for _, m in rest):
+            (a, _), (b, _) = rest
+            candidates += [{"projections": (a, b, d_name)}, {"projections": (b, a, d_name)}]
+    return candidates
+
+
+def _computes_swiglu(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
+    gate, up, down = (getattr(module, n).weight for n in details["projections"])
+    x = _probe_inputs((3, gate.shape[1]), gate)
+    return _close(kernel, module.forward(x), kernel.reference(x, gate, up, down))
+
+
+def _recognize_swiglu(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """A SwiGLU MLP module: three bias-free nn.Linear children whose forward passes the probe (a
+    GELU-gated MLP does not)."""
+    candidates = _swiglu_candidates(module)
+    for details in candidates:
+        if _probe_passes(lambda: _computes_swiglu(module, kernel, details)):
+            return details
+    return "probe: does not compute down(silu(gate(x)) · up(x))" if candidates else None
+
+
+def _fused_mlp_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+    x = _only_argument(args, kwargs)
+    gate, up, down = (getattr(route.module, n).weight for n in route.details["projections"])
+    if x is None or x.ndim == 0 or x.shape[-1] != gate.shape[1]:
+        return None, "arguments"
+    why = _refusal(route.kernel, x, gate, up, down)
+    if why:
+        return None, why
+    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), gate, up, down)
+    return (None, why) if why else (out.reshape(*x.shape[:-1], down.shape[0]), None)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor",
+    fake=_fake_fused_mlp,
+    backward="recompute",
+    module_route=ModuleRoute(_recognize_swiglu, _fused_mlp_forward, whole_forward=True),
 )

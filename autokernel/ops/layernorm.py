@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from autokernel import reference
+from autokernel.integrate.custom_ops import fake_like_first
+from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.routing import (
+    Outcome, RoutedKernel, _call_kernel, _only_argument, _ones_or, _refusal, _rows, _unverified,
+)
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES,
     ROW_CPU_EDGE_SHAPES,
@@ -177,4 +184,43 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "
     "says otherwise); FLOPs = 7·M·N; bytes = read x, weight, bias + write y.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _recognize_layernorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    if not isinstance(module, nn.LayerNorm):
+        return None
+    if len(module.normalized_shape) != 1:
+        return "normalizes over more than the last dim"
+    return {}
+
+
+def _layernorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+    x = _only_argument(args, kwargs)
+    if x is None or x.ndim == 0:
+        return None, "arguments"
+    module = route.module
+    width = x.shape[-1]
+    weight = _ones_or(module.weight, route, "weight", width, x, 1.0)
+    bias = _ones_or(module.bias, route, "bias", width, x, 0.0)
+    if tuple(module.normalized_shape) != (width,):
+        return None, "shape"
+    why = _refusal(route.kernel, x, weight, bias) or _unverified(route.kernel, "eps", module.eps)
+    if why:
+        return None, why
+    out, why = _call_kernel(route.kernel, _rows(x, width), weight, bias, float(module.eps))
+    return (None, why) if why else (out.reshape(x.shape), None)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x, Tensor weight, Tensor bias, float eps) -> Tensor",
+    fake=fake_like_first,
+    backward="recompute",
+    module_route=ModuleRoute(_recognize_layernorm, _layernorm_forward),
 )

@@ -17,11 +17,20 @@ that nearly cancel past any fixed atol, for cuBLAS as much as for a candidate.)
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import Any
 
 import torch
+from torch import nn
 
 from autokernel import reference
+from autokernel.integrate.attention_chain import NOT_MINE
+from autokernel.integrate.custom_ops import saved_inputs
+from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
+from autokernel.integrate.routing import (
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _only_argument,
+    _plain_linear, _refusal, _rows,
+)
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -254,4 +263,130 @@ SPEC = OpSpec(
     notes="FLOPs = 2*B*M*N*K. Shapes are BxMxNxK (B = 1: a 2-D GEMM, e.g. a linear layer). B is "
     "scaled by 1/sqrt(K) like a linear layer's weight, so C is O(1) and fp32 is held to 1e-4 at "
     "every K; fp32 kernels must use ieee (or a verified tf32x3) dots, not plain tf32.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _fake_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """torch.matmul's output for operands of two or more dims: the batch dims broadcast."""
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return a.new_empty((*batch, a.shape[-2], b.shape[-1]))
+
+
+def _matmul_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    """dA = dC @ Bᵀ, dB = Aᵀ @ dC, each summed back over the batch dims it was broadcast to."""
+    (a, b), _ = saved_inputs(ctx)
+    grad_a = grad_b = None
+    if ctx.needs_input_grad[0]:
+        grad_a = (grad @ b.transpose(-1, -2)).sum_to_size(a.shape)
+    if ctx.needs_input_grad[1]:
+        grad_b = (a.transpose(-1, -2) @ grad).sum_to_size(b.shape)
+    return grad_a, grad_b
+
+
+def _recognize_linear(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
+    return {} if _plain_linear(module) else None
+
+
+def _linear_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+    """nn.Linear: x[..., K] @ Wᵀ + bias, with Wᵀ made contiguous once and cached until the
+    weight changes. Under autograd (a weight that needs a gradient) and under torch.compile the
+    kernel reads Wᵀ as a strided view instead, so gradients reach the parameter, with no copy."""
+    x = _only_argument(args, kwargs)
+    module = route.module
+    weight, bias = module.weight, module.bias
+    if x is None or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        return None, "arguments"
+    why = _refusal(route.kernel, x, weight, *(() if bias is None else (bias,)))
+    if why:
+        return None, why
+    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and weight.requires_grad):
+        weight_t = weight.t()  # a view: autograd reaches the parameter, the compiler sees no copy
+    else:
+        weight_t = _cached_transpose(route, weight)
+    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), weight_t)
+    if why:
+        return None, why
+    if bias is not None:
+        out = out + bias if torch.is_grad_enabled() else out.add_(bias)
+    return out.reshape(*x.shape[:-1], weight.shape[0]), None
+
+
+def _cached_transpose(route: Any, weight: torch.Tensor) -> torch.Tensor:
+    """Wᵀ, contiguous, made again only when the weight's storage or version changes."""
+    key = (weight.data_ptr(), weight._version, weight.dtype, weight.device)
+    if route.cache.get("key") != key:
+        route.cache["weight_t"] = weight.detach().t().contiguous()
+        route.cache["key"] = key
+    return route.cache["weight_t"]
+
+
+MATMUL_SIGNATURES: dict[Any, tuple[str, ...]] = {
+    torch.matmul: ("input", "other"), torch.Tensor.matmul: ("input", "other"),
+    torch.Tensor.__matmul__: ("input", "other"), torch.bmm: ("input", "mat2"),
+    torch.Tensor.bmm: ("input", "mat2"), torch.mm: ("input", "mat2"),
+    torch.Tensor.mm: ("input", "mat2"),
+}
+BATCHED_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.bmm,
+                     torch.Tensor.bmm)
+GEMM_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, torch.mm,
+                  torch.Tensor.mm)
+
+
+def _matmul_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                 kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    """A @ B with B batched (role "batched": B has three or more dims, as in attention's Q @ Kᵀ
+    and P @ V or bmm) or 2-D (role "gemm": x @ W, mm); the kernel is batched like torch.matmul."""
+    names = MATMUL_SIGNATURES[func]
+    bound = _bind(args, kwargs, names, (_REQUIRED, _REQUIRED))
+    if bound is None:
+        return None, "arguments"
+    a, b = bound[names[0]], bound[names[1]]
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.ndim < 2 or \
+            b.ndim < 2 or (b.ndim >= 3) != (kernel.role == "batched"):
+        return None, NOT_MINE
+    if a.shape[-1] != b.shape[-2]:
+        return None, "shape"
+    why = _refusal(kernel, a, b)
+    return (None, why) if why else _call_kernel(kernel, a, b)
+
+
+def _addmm_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    """torch.addmm(bias, x, W) (HF's Conv1D), with beta = alpha = 1: x @ W + bias."""
+    bound = _bind(args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"),
+                  (_REQUIRED, _REQUIRED, _REQUIRED, 1, 1))
+    if bound is None:
+        return None, "arguments"
+    bias, a, b = bound["input"], bound["mat1"], bound["mat2"]
+    if not all(isinstance(t, torch.Tensor) for t in (bias, a, b)) or a.ndim != 2 or b.ndim != 2:
+        return None, NOT_MINE
+    if bound["beta"] != 1 or bound["alpha"] != 1:
+        return None, "beta or alpha"
+    why = _refusal(kernel, a, b, bias)
+    if why:
+        return None, why
+    out, why = _call_kernel(kernel, a, b)
+    if why:
+        return None, why
+    return (out + bias if torch.is_grad_enabled() else out.add_(bias)), None
+
+
+INTEGRATION = Integration(
+    schema="(Tensor a, Tensor b) -> Tensor",  # batched like torch.matmul
+    fake=_fake_matmul,
+    backward="analytic",
+    gradient=_matmul_gradient,
+    # Role "linear" (and "": a matmul kernel of a run made before roles) routes nn.Linear.
+    module_route=ModuleRoute(_recognize_linear, _linear_forward, roles=("linear", "")),
+    call_routes={
+        "batched": (CallRoute(BATCHED_FUNCTIONS, _matmul_call),),
+        "gemm": (CallRoute(GEMM_FUNCTIONS, _matmul_call),
+                 CallRoute((torch.addmm, torch.Tensor.addmm), _addmm_call)),
+    },
 )

@@ -3,10 +3,17 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 
 from autokernel import reference
+from autokernel.integrate.custom_ops import saved_inputs
+from autokernel.integrate.integration import CallRoute, Integration
+from autokernel.integrate.routing import (
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _last_dim, _refusal, _rows,
+)
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -179,4 +186,57 @@ SPEC = OpSpec(
     notes="sum over the last dim, float32 accumulation, output in x's dtype; FLOPs = M·N (one "
     "add per element); bytes = read x + write M sums. Inputs shrink with N so sums stay "
     "finite in fp16.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _fake_reduce(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty(x.shape[:-1])
+
+
+def _reduce_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    (x,), _ = saved_inputs(ctx)
+    return (grad.unsqueeze(-1).expand(x.shape).to(x.dtype),)
+
+
+SUM_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
+    torch.sum: (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None)),
+    torch.Tensor.sum: (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None)),
+}
+
+
+def _sum_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+              kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    bound = _bind(args, kwargs, *SUM_SIGNATURES[func])
+    if bound is None:
+        return None, "arguments"
+    x = bound["input"]
+    if not isinstance(x, torch.Tensor) or not _last_dim(bound["dim"], x.ndim):
+        return None, "not over the last dim"
+    if bound["dtype"] not in (None, x.dtype) or not x.is_floating_point():
+        return None, "dtype"
+    if x.numel() < kernel.limits.get("min_elements", 1) or \
+            x.shape[-1] < kernel.limits.get("min_row", 1):
+        return None, "smaller than a reduce target"
+    why = _refusal(kernel, x)
+    if why:
+        return None, why
+    out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
+    if why:
+        return None, why
+    out = out.reshape(x.shape[:-1])
+    return (out.unsqueeze(-1) if bound["keepdim"] else out), None
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x) -> Tensor",
+    fake=_fake_reduce,
+    backward="analytic",
+    gradient=_reduce_gradient,
+    call_routes={"": (CallRoute(tuple(SUM_SIGNATURES), _sum_call),)},
 )

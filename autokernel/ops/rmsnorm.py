@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from autokernel import reference
+from autokernel.integrate.custom_ops import fake_like_first
+from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.routing import (
+    Outcome, RoutedKernel, _call_kernel, _close, _only_argument, _ones_or, _positional_arity,
+    _probe_inputs, _probe_passes, _refusal, _rows, _unverified,
+)
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES,
     ROW_CPU_EDGE_SHAPES,
@@ -155,4 +163,86 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     notes="rmsnorm over the last dim, x·rsqrt(mean(x²) + eps)·weight (eps 1e-6 unless the model "
     "says otherwise); FLOPs = 4·M·N; bytes = read x, weight + write y.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+EPS_ATTRIBUTES = ("eps", "variance_epsilon", "epsilon")
+
+
+def _eps_attribute(module: nn.Module) -> str | None:
+    for name in EPS_ATTRIBUTES:
+        value = getattr(module, name, None)
+        if isinstance(value, float) and value >= 0:
+            return name
+    return None
+
+
+def _handwritten_rmsnorm(module: nn.Module) -> dict[str, Any] | None:
+    weight = getattr(module, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.ndim != 1 or \
+            not weight.is_floating_point() or isinstance(getattr(module, "bias", None),
+                                                         torch.Tensor):
+        return None
+    if any(True for _ in module.children()) or _positional_arity(module) != 1:
+        return None
+    eps_attribute = _eps_attribute(module)
+    return None if eps_attribute is None else {"eps_attribute": eps_attribute}
+
+
+def _computes_rmsnorm(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
+    """Does the module's own forward compute x·rsqrt(mean(x²) + eps)·weight on random inputs?"""
+    weight = module.weight
+    x = _probe_inputs((3, weight.shape[0]), weight)
+    eps = getattr(module, details["eps_attribute"])
+    return _close(kernel, module.forward(x), kernel.reference(x, weight, float(eps)))
+
+
+def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """nn.RMSNorm, and a hand-written RMSNorm module that passes the probe (a Gemma-style
+    (1 + weight) norm does not). nn.LayerNorm is layernorm's, even without a bias."""
+    rms_norm_class = getattr(nn, "RMSNorm", None)
+    if rms_norm_class is not None and isinstance(module, rms_norm_class):
+        if len(module.normalized_shape) != 1:
+            return "normalizes over more than the last dim"
+        return {"eps_attribute": "eps"}
+    if isinstance(module, nn.LayerNorm):
+        return None
+    details = _handwritten_rmsnorm(module)
+    if details is None:
+        return None
+    if _probe_passes(lambda: _computes_rmsnorm(module, kernel, details)):
+        return details
+    return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight"
+
+
+def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+    x = _only_argument(args, kwargs)
+    if x is None or x.ndim == 0:
+        return None, "arguments"
+    module = route.module
+    width = x.shape[-1]
+    weight = _ones_or(getattr(module, "weight", None), route, "weight", width, x, 1.0)
+    if weight.shape != (width,):
+        return None, "shape"
+    eps = getattr(module, route.details["eps_attribute"])
+    if eps is None:  # nn.RMSNorm's default
+        eps = torch.finfo(x.dtype).eps
+    why = _refusal(route.kernel, x, weight) or _unverified(route.kernel, "eps", eps)
+    if why:
+        return None, why
+    out, why = _call_kernel(route.kernel, _rows(x, width), weight, float(eps))
+    return (None, why) if why else (out.reshape(x.shape), None)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x, Tensor weight, float eps) -> Tensor",
+    fake=fake_like_first,
+    backward="recompute",
+    module_route=ModuleRoute(_recognize_rmsnorm, _rmsnorm_forward),
 )

@@ -6,11 +6,19 @@ cos/sin repeat their D/2 frequencies in both halves. D must be even.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
+from torch import nn
 
 from autokernel import reference
+from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
+from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.routing import (
+    Outcome, RoutedKernel, _call_kernel, _close, _positional_arity, _probe_inputs, _probe_passes,
+    _refusal,
+)
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
 
 DIMS = ("B", "H", "S", "D")
@@ -202,4 +210,105 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     notes="rotate-half layout (HF LLaMA), cos/sin [S, D] with equal halves, D even; "
     "FLOPs = 3·B·H·S·D; bytes = read x + write out + read cos and sin once.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def _rotate_half_transposed(x: torch.Tensor) -> torch.Tensor:
+    """The adjoint of rotate_half: <rotate_half(a), b> = <a, this(b)>."""
+    half = x.shape[-1] // 2
+    return torch.cat((x[..., half:], -x[..., :half]), dim=-1)
+
+
+def _rotary_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    (x, cos, sin), _ = saved_inputs(ctx)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    g, xc = grad.to(compute), x.to(compute)
+    grad_x = grad_cos = grad_sin = None
+    if ctx.needs_input_grad[0]:
+        grad_x = (g * cos.to(compute) + _rotate_half_transposed(g * sin.to(compute))).to(x.dtype)
+    if ctx.needs_input_grad[1]:  # cos and sin broadcast over batch and heads
+        grad_cos = (g * xc).sum_to_size(cos.shape).to(cos.dtype)
+    if ctx.needs_input_grad[2]:
+        grad_sin = (g * _rotate_half(xc)).sum_to_size(sin.shape).to(sin.dtype)
+    return grad_x, grad_cos, grad_sin
+
+
+def _rotary_tables(module: nn.Module) -> dict[str, Any] | None:
+    if _positional_arity(module) != 2:
+        return None
+    tensors = dict(module.named_buffers(recurse=False))
+    tensors.update({n: v for n, v in vars(module).items() if isinstance(v, torch.Tensor)})
+    cos = [n for n, t in tensors.items() if "cos" in n.lower() and t.ndim == 2]
+    sin = [n for n, t in tensors.items() if "sin" in n.lower() and t.ndim == 2]
+    if len(cos) != 1 or len(sin) != 1:
+        return None
+    c, s = tensors[cos[0]], tensors[sin[0]]
+    if c.shape != s.shape or c.shape[-1] % 2 or not c.is_floating_point():
+        return None
+    return {"tables": (cos[0], sin[0])}
+
+
+def _computes_rope(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
+    cos, sin = (getattr(module, n) for n in details["tables"])
+    seq_len = min(cos.shape[0], 8)
+    q = _probe_inputs((1, 2, seq_len, cos.shape[-1]), cos)
+    k = _probe_inputs((1, 1, seq_len, cos.shape[-1]), cos) * 0.5
+    out = module.forward(q, k)
+    tables = (cos[:seq_len], sin[:seq_len])
+    return (isinstance(out, tuple) and len(out) == 2
+            and _close(kernel, out[0], kernel.reference(q, *tables))
+            and _close(kernel, out[1], kernel.reference(k, *tables)))
+
+
+def _recognize_rotary(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """A rotary module, forward(q, k) → (q, k) with 2-D cos/sin tables, that passes the probe
+    (one with position offsets does not)."""
+    details = _rotary_tables(module)
+    if details is None:
+        return None
+    if _probe_passes(lambda: _computes_rope(module, kernel, details)):
+        return details
+    return "probe: does not compute q·cos[:S] + rotate_half(q)·sin[:S] (and k)"
+
+
+def _rotary_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+    if len(args) != 2 or kwargs:
+        return None, "arguments"
+    q, k = args
+    cos_name, sin_name = route.details["tables"]
+    cos, sin = getattr(route.module, cos_name), getattr(route.module, sin_name)
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or q.ndim != 4 or \
+            k.ndim != 4 or q.shape[-2] != k.shape[-2] or q.shape[-1] != cos.shape[-1] or \
+            k.shape[-1] != cos.shape[-1] or q.shape[-2] > cos.shape[0]:
+        return None, "shape"
+    seq_len = q.shape[-2]
+    cos, sin = cos[:seq_len], sin[:seq_len]
+    why = _refusal(route.kernel, q, k, cos, sin)  # a float32 table would promote q: not ours
+    if why:
+        return None, why
+    q_out, why = _call_kernel(route.kernel, q, cos, sin)
+    if why:
+        return None, why
+    k_out, why = _call_kernel(route.kernel, k, cos, sin)
+    return (None, why) if why else ((q_out, k_out), None)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x, Tensor cos, Tensor sin) -> Tensor",
+    fake=fake_like_first,
+    backward="analytic",
+    gradient=_rotary_gradient,
+    module_route=ModuleRoute(_recognize_rotary, _rotary_forward, whole_forward=True),
+    function_routes=True,  # a model's own rope(x, cos, sin) functions: function_routes.py
 )

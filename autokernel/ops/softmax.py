@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
+import torch.nn.functional as F
 
 from autokernel import reference
+from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
+from autokernel.integrate.integration import CallRoute, Integration
+from autokernel.integrate.routing import (
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _last_dim, _refusal, _rows,
+)
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES,
     ROW_CPU_EDGE_SHAPES,
@@ -155,4 +164,52 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     notes="softmax over the last dim; FLOPs = 5·M·N (max, subtract, exp, sum, scale); "
     "bytes = read x + write y.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _softmax_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    (x,), y = saved_inputs(ctx)
+    y32, g32 = y.float(), grad.float()
+    grad_x = y32 * (g32 - (g32 * y32).sum(dim=-1, keepdim=True))
+    return (grad_x.to(x.dtype),)
+
+
+SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
+    torch.softmax: (("input", "dim", "dtype"), (_REQUIRED, _REQUIRED, None)),
+    torch.Tensor.softmax: (("input", "dim", "dtype"), (_REQUIRED, _REQUIRED, None)),
+    F.softmax: (("input", "dim", "_stacklevel", "dtype"), (_REQUIRED, None, 3, None)),
+}
+
+
+def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    bound = _bind(args, kwargs, *SOFTMAX_SIGNATURES[func])
+    if bound is None:
+        return None, "arguments"
+    x = bound["input"]
+    if not _last_dim(bound["dim"], x.ndim):
+        return None, "not over the last dim"
+    if bound["dtype"] not in (None, x.dtype):
+        return None, "dtype argument"
+    if x.numel() == 0:
+        return None, "empty"
+    why = _refusal(kernel, x)
+    if why:
+        return None, why
+    out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
+    return (None, why) if why else (out.reshape(x.shape), None)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x) -> Tensor",
+    fake=fake_like_first,
+    backward="analytic",
+    gradient=_softmax_gradient,
+    call_routes={"": (CallRoute(tuple(SOFTMAX_SIGNATURES), _softmax_call),)},
 )

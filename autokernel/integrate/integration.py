@@ -1,0 +1,67 @@
+"""What a kernel type's op entry tells the integration layer: `Integration`.
+
+Each `autokernel/ops/<kernel_type>.py` ends with a section, after `INTEGRATION_MARKER`, that
+defines `INTEGRATION`: the custom op's schema, fake and backward, and the routes that send a
+model's modules and torch calls to a finished kernel of that type. `custom_ops.register_kernel`
+and `patch.patch_model` read only this record, so they hold no per-type tables.
+
+That section imports only torch and the integrate modules, because `autokernel export` ships it
+(with the op file's non-autokernel imports) into the exported module, where it runs with the
+inlined integrate modules' names in scope. This file imports only torch, for the same reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+INTEGRATION_MARKER = "# --- integration: torch only below; `autokernel export` ships this part ---"
+
+# (route, args, kwargs) -> (output, None) when routed, (None, why not) otherwise.
+ModuleForward = Callable[[Any, tuple[Any, ...], Mapping[str, Any]], tuple[Any, str | None]]
+# (kernel, func, args, kwargs, stats) -> the same.
+CallHandler = Callable[..., tuple[Any, str | None]]
+# (module, kernel) -> route details, why a look-alike is not routed (a failed probe), or None.
+Recognizer = Callable[[Any, Any], "dict[str, Any] | str | None"]
+
+
+@dataclass(frozen=True)
+class ModuleRoute:
+    """Modules whose forward a kernel replaces (nn.RMSNorm, a SwiGLU MLP)."""
+
+    recognize: Recognizer
+    forward: ModuleForward
+    # The module's whole forward is the kernel, so nothing inside it is routed separately.
+    whole_forward: bool = False
+    roles: tuple[str, ...] = ("",)  # the kernel roles that route modules (matmul: "linear")
+
+
+@dataclass(frozen=True)
+class CallRoute:
+    """Torch functions a kernel takes inside its call sites (F.softmax, torch.matmul)."""
+
+    functions: tuple[Any, ...]
+    handler: CallHandler
+
+
+@dataclass(frozen=True)
+class Integration:
+    schema: str
+    """The custom op's schema: the reference's positional signature."""
+    fake: Callable[..., torch.Tensor]
+    """Output shape and dtype without running anything, for torch.compile."""
+    backward: str
+    """"analytic" (`gradient`, closed form in PyTorch ops) or "recompute" (differentiates
+    `recompute`, or the reference when None, at the saved inputs)."""
+    gradient: Callable[..., tuple[Any, ...]] | None = None
+    recompute: Callable[..., torch.Tensor] | None = None
+    module_route: ModuleRoute | None = None
+    call_routes: Mapping[str, tuple[CallRoute, ...]] = field(default_factory=dict)
+    """Torch-function routes by kernel role ("" for kernel types without roles)."""
+    function_routes: bool = False
+    """The model's own functions are routed too (rotary: rope(x, cos, sin), function_routes.py)."""
+    reference: Callable[..., torch.Tensor] | None = None
+    """The oracle, for kernel types whose reference lives in the op entry, not reference.py."""
