@@ -140,6 +140,7 @@ def test_run_kill9_resume_ctrl_c_resume(tmp_path: Path) -> None:
             assert (run_dir / "kernels" / f"{target.tag}.py").is_file()
     assert git(run_dir, "log", "-1", "--format=%s").startswith(f"finish {state.targets[1].tag}")
     assert "timings are host-clock" in output and "resuming experiment" in output
+    assert output.count("autokernel resume") == 1  # the Ctrl-C session's one resume hint
     plan = json.loads((run_dir / "plan.json").read_text())
     assert [t.kernel_type for t in state.targets] == [t["kernel_type"] for t in plan["targets"][:2]]
 

@@ -95,11 +95,20 @@ def test_report_shows_the_end_to_end_figures_of_verify(run_dir: Path) -> None:
 
 def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
     output = made_run.run_output
+    stops = [line for line in output.splitlines() if line.startswith("stopped:")]
+    assert stops == ["stopped: every target is done"], output[-3000:]  # said once
     tail = output[output.rindex("stopped:"):]
     assert "report:" in tail and "progress.png" in tail
     assert "not verified yet" in tail
+    assert tail.count("primary profiled shape") == 1  # one summary, its figures labelled once
+    assert "autokernel resume" not in output  # a finished run has nothing to resume
+    rows = read_rows(made_run.path / "results.tsv")
     for saved in json.loads((made_run.path / "state.json").read_text())["targets"]:
-        assert saved["tag"] in tail
+        line = next(line for line in tail.splitlines() if saved["tag"] in line)
+        best = next(r for r in rows if int(r["experiment"]) == saved["best"]["experiment"])
+        assert _us(number(best["latency_us"])) in line  # results.tsv's figures, as written
+        assert _x(number(best["speedup_vs_pytorch"])) in line
+        assert _x(number(best["speedup_vs_compile"])) in line
     assert (made_run.path / "report.md").is_file() and (made_run.path / "progress.png").is_file()
 
 

@@ -116,7 +116,8 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
     from autokernel.loop.dashboard import make_dashboard
     from autokernel.loop.config import CPU_TIMING_NOTE
     from autokernel.loop.journal import RunInconsistent
-    from autokernel.loop.runner import Runner, run_summary
+    from autokernel.loop.runner import Runner
+    from autokernel.loop.summary import print_end_of_run
     from autokernel.loop.workspace import WorkspaceError
 
     console.print(f"workspace: {workspace.root}", highlight=False)
@@ -137,19 +138,10 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
         reason = runner.run()
     except (WorkspaceError, RunInconsistent) as exc:
         fail(str(exc), code=1)
-    console.print(f"stopped: {reason}", highlight=False, soft_wrap=True)
-    for line in run_summary(state):
-        console.print(f"  {line}", highlight=False, soft_wrap=True)
     spend = getattr(agent, "total", None)  # an LLM agent's usage over the whole run
-    if spend is not None and getattr(spend, "calls", 0):
-        console.print(f"LLM usage: {spend.describe()}", highlight=False, soft_wrap=True)
-    console.print(f"results: {workspace.results_path}  ·  git log: git -C {workspace.root} log "
-                  "--oneline", highlight=False)
-    from autokernel.integrate.report import report_at_end_of_run
-
-    report_at_end_of_run(workspace.root, console)  # the report's summary; report.md, progress.png
+    usage = spend.describe() if spend is not None and getattr(spend, "calls", 0) else ""
+    print_end_of_run(workspace, state, reason, console, llm_usage=usage)
     if not state.finished:
-        console.print(f"continue with: autokernel resume {workspace.root}", highlight=False)
         raise typer.Exit(EXIT_INTERRUPTED)
 
 

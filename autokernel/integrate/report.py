@@ -244,22 +244,29 @@ TABLE_COLUMNS = ("target", "share", "baseline", "best", "best/baseline", "vs eag
                  "vs compile", "% of peak", "experiments", "keeps", "failed", "stop", "time")
 
 
+def _not_started(t: TargetReport) -> bool:
+    """A target the run has not reached yet (e.g. after Ctrl-C): not a failure."""
+    return t.status == "pending" and t.baseline_experiment is None
+
+
 def _table_row(t: TargetReport) -> list[str]:
     stop = t.stop_rule or (t.status if t.status != "done" else "–")
+    if _not_started(t):
+        stop = "not started yet"
     return [t.tag, f"{t.share * 100:.1f}%", _us(t.baseline_us),
             _us(t.best_us) + (f" (exp {t.best_experiment})" if t.best_experiment else ""),
             _x(t.improvement), _x(t.speedup_vs_eager), _x(t.speedup_vs_compile), _peak(t),
             str(t.experiments), str(t.keeps), str(t.failed), stop, _duration(t.seconds)]
 
 
-def _headline(report: RunReport) -> str:
+def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
     rate = report.experiments_per_hour
     where = report.gpu or report.device
     state = "finished" if report.finished else "not finished"
     text = (f"{report.model} ({report.class_name}), {report.dtype} on {where}, agent "
             f"{report.agent}: {report.experiments} experiments in {_duration(report.run_seconds)}"
             + (f" ({rate:.0f}/h)" if rate else "") + f"; {state}")
-    if report.stop_reason:
+    if report.stop_reason and with_stop_reason:
         text += f" ({report.stop_reason})"
     if report.cost_usd:
         text += f"; LLM cost ${report.cost_usd:.2f}"
@@ -341,6 +348,8 @@ def write_report(report: RunReport) -> tuple[Path, Path]:
 
 
 def _target_line(t: TargetReport) -> str:
+    if _not_started(t):
+        return f"{t.tag} ({t.share * 100:.1f}% of the model): not started yet"
     best = (f"best exp {t.best_experiment}: {_x(t.speedup_vs_eager)} eager, "
             f"{_x(t.speedup_vs_compile)} compile, {_x(t.improvement)} the baseline"
             if t.best_experiment is not None else "no passing kernel")
@@ -353,15 +362,21 @@ def _target_line(t: TargetReport) -> str:
 WIDE_CONSOLE = 150  # the full table fits; narrower terminals get one line per target
 
 
-def print_summary(report: RunReport, console: Console) -> None:
-    """The report on the terminal: headline, per-target figures, end-to-end figures."""
+PRIMARY_SHAPE_NOTE = ("per target, at its primary profiled shape (results.tsv's latency_us and "
+                      "speedups):")
+
+
+def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool = True) -> None:
+    """The report on the terminal: headline, per-target figures, end-to-end figures.
+    `with_stop_reason=False` where the caller has said why the run stopped already."""
     from rich.table import Table
 
     from autokernel.integrate.verify import end_to_end_lines
 
-    console.print(_headline(report), highlight=False)
+    console.print(_headline(report, with_stop_reason=with_stop_reason), highlight=False)
     if not report.timing_meaningful:
         console.print(f"[yellow]{CPU_NOTE}[/]")
+    console.print(PRIMARY_SHAPE_NOTE, highlight=False)
     if console.width >= WIDE_CONSOLE:
         table = Table(title_justify="left")
         for column in TABLE_COLUMNS:

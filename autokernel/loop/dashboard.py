@@ -95,13 +95,20 @@ def row_summary(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
     return f"exp {row.experiment} {row.tag} {verdict}: {detail} — {row.description}"
 
 
+def best_figures(target: TargetState) -> tuple[float | None, float | None, float | None]:
+    """The best kernel's latency and speedups over eager and torch.compile at the target's
+    primary shape: its results.tsv row's figures, as the report shows them."""
+    best = target.best_result or {}
+    return best.get("latency_us"), best.get("speedup_vs_eager"), best.get("speedup_vs_compile")
+
+
 def target_summary(target: TargetState) -> str:
-    best = target.best
+    _, eager, compiled = best_figures(target)
     parts = [f"{target.experiments} experiments, {target.keeps} kept"]
-    if best is not None and best.speedup_vs_eager is not None:
-        parts.append(f"best {times(best.speedup_vs_eager)} eager")
-    if best is not None and best.speedup_vs_compile is not None:
-        parts.append(f"{times(best.speedup_vs_compile)} compile")
+    if eager is not None:
+        parts.append(f"best {times(eager)} eager")
+    if compiled is not None:
+        parts.append(f"{times(compiled)} compile")
     return ", ".join(parts)
 
 
@@ -230,12 +237,13 @@ class LiveDashboard:
         targets.add_column("stop", no_wrap=True, overflow="ellipsis", ratio=1)
         for position, t in enumerate(state.targets):
             best = t.best
+            latency, eager, compiled = best_figures(t)  # as results.tsv and the report
             style = "bold cyan" if state.current == position else None
             targets.add_row(
                 t.tag, t.status, f"{t.experiments}/{t.keeps}",
-                latency_text(best.latency_us if best else None),
-                times(best.speedup_vs_eager) if best and best.speedup_vs_eager else "–",
-                times(best.speedup_vs_compile) if best and best.speedup_vs_compile else "–",
+                latency_text(latency),
+                times(eager) if eager else "–",
+                times(compiled) if compiled else "–",
                 _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
                 _duration(t.seconds), t.stop_rule or "",
                 style=style,

@@ -29,7 +29,6 @@ from autokernel.loop.config import CPU_TIMING_NOTE, LoopConfig
 from autokernel.loop.context import Briefing
 from autokernel.loop.dashboard import Dashboard, PlainDashboard
 from autokernel.loop.journal import Journal
-from autokernel.loop.measure import speedups_text
 from autokernel.loop.rows import proposal_fields
 from autokernel.loop.schedule import (
     begin_visit, current_target, move_on_record, pending_targets, queue_revisits,
@@ -119,8 +118,8 @@ class Runner:
     def _loop(self) -> str:
         while True:
             if self.signals.requested:
-                return self._stop("interrupted; continue with `autokernel resume "
-                                  f"{self.ws.root}`")
+                # The one resume hint is the end-of-run summary's (autokernel.loop.summary).
+                return self._stop("interrupted")
             target = current_target(self.state)
             if self.accounts.out_of_time():
                 if target is not None:
@@ -146,9 +145,9 @@ class Runner:
                 return self._finish_run(f"the agent stopped: {exc}")
 
     def _stop(self, reason: str) -> str:
+        """Record why the run stopped; the caller says it once, in the end-of-run summary."""
         self.state.stop_reason = reason
         self.stop_message = reason
-        self.dashboard.message(f"stopped: {reason}")
         return reason
 
     def _finish_run(self, reason: str) -> str:
@@ -238,13 +237,3 @@ def _packaged_starter(kernel_type: str) -> str:
 
     return starter_path(kernel_type).read_text(encoding="utf-8")
 
-
-def run_summary(state: RunState) -> list[str]:
-    """A few lines per target for the end of `autokernel run` (the report adds the rest)."""
-    lines = []
-    for t in state.targets:
-        best = t.best
-        figures = speedups_text(best) if best is not None else "no passing kernel"
-        lines.append(f"{t.tag}: {t.status}, {t.experiments} experiments, {t.keeps} kept, "
-                     f"{figures}" + (f" — {t.stop_reason}" if t.stop_reason else ""))
-    return lines

@@ -67,9 +67,22 @@ def begin_visit(state: RunState, target: TargetState, budget_seconds: float | No
     state.current = position_of(state, target)
 
 
+def primary_reason(decision: Decision) -> str:
+    """The first rule's reason, naming any other rule that fired with it, rather than every
+    reason run together ("plateau: …; time: …")."""
+    reason = decision.reason
+    others = decision.fired[1:]
+    if others:
+        # Each rule's reason starts with "rule: " and they are joined with "; ".
+        reason = reason.split(f"; {others[0]}: ", 1)[0]
+        reason += f" (also: {', '.join(others)})"
+    return reason
+
+
 def note_stop(state: RunState, target: TargetState, decision: Decision) -> None:
-    """Record why the target's visit ended (revisit rounds read this)."""
-    target.stop_rule, target.stop_reason = decision.rule, decision.reason
+    """Record why the target's visit ended (revisit rounds read this); the visit's entry keeps
+    every fired rule's reason."""
+    target.stop_rule, target.stop_reason = decision.rule, primary_reason(decision)
     target.stops.append({
         "round": state.visit_round, "visit": target.visits, "rule": decision.rule,
         "reason": decision.reason, "experiments": target.experiments,

@@ -1,0 +1,105 @@
+"""The end of `autokernel run`/`resume`: one summary, with results.tsv's figures, and one resume
+hint; a target the run never reached reads as not started, not as a failure.
+
+Driven on the fake harness of test_workspace (seconds); tests/test_report.py checks the same on
+the output of a real `autokernel run`.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from rich.console import Console
+from test_workspace import FakeBench, PlainDashboard, loop_config, new_run, runner_for
+
+from autokernel.agents.tuner import TunerAgent
+from autokernel.integrate.report import _us, _x
+from autokernel.loop.results import read_rows
+from autokernel.loop.schedule import primary_reason
+from autokernel.loop.state import RunState, TargetState
+from autokernel.loop.summary import print_end_of_run
+from autokernel.loop.workspace import RUN_FILE, Workspace
+from autokernel.orchestrate import Decision
+
+
+class StopAfterFirstTarget(PlainDashboard):
+    """Ctrl-C as the first target finishes: the second target is never reached."""
+
+    def __init__(self, stop: Any) -> None:
+        super().__init__(stream=io.StringIO())
+        self.stop = stop
+
+    def target_finished(self, state: RunState, target: TargetState) -> None:
+        super().target_finished(state, target)
+        self.stop()
+
+
+def interrupted_run(tmp_path: Path) -> tuple[Workspace, RunState, str]:
+    ws, state, plan = new_run(tmp_path)
+    runner = runner_for(ws, state, plan, TunerAgent(seed=0), FakeBench(),
+                        loop_config(max_experiments=3))
+    runner.dashboard = StopAfterFirstTarget(lambda: setattr(runner.signals, "requested", True))
+    reason = runner.run()
+    info = json.loads((ws.root / RUN_FILE).read_text())
+    info.update(model_copy="model/model.py",
+                config={"device": "cpu", "dtype": "fp32", "agent": "tuner"})
+    (ws.root / RUN_FILE).write_text(json.dumps(info))
+    return ws, state, reason
+
+
+def end_of_run_output(ws: Workspace, state: RunState, reason: str, width: int) -> str:
+    out = io.StringIO()
+    print_end_of_run(ws, state, reason, Console(file=out, width=width, color_system=None))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("width", [200, 100])  # the report's table, or one line per target
+def test_the_end_of_an_interrupted_run_says_everything_once(tmp_path: Path, width: int) -> None:
+    ws, state, reason = interrupted_run(tmp_path)
+    assert not state.finished and reason == "interrupted"
+    done, pending = state.targets
+    assert done.status == "done" and pending.status == "pending"
+
+    output = end_of_run_output(ws, state, reason, width)
+    lines = output.splitlines()
+    assert [line for line in lines if line.startswith("stopped:")] == ["stopped: interrupted"]
+    assert output.count("autokernel resume") == 1, output
+    assert output.rstrip().endswith(f"continue with: autokernel resume {ws.root}")
+    assert output.count("primary profiled shape") == 1, output  # the figures are labelled once
+    assert output.count(f"{done.tag}") == 1 and output.count(f"{pending.tag}") == 1, output
+    pending_line = next(line for line in output.splitlines() if pending.tag in line)
+    assert "not started yet" in pending_line
+    assert "no passing kernel" not in pending_line and "0 kept" not in pending_line
+
+    # The summary's figures are results.tsv's: the best row's latency and speedups.
+    best = next(r for r in read_rows(ws.results_path)
+                if int(r["experiment"]) == done.best.experiment)
+    done_line = next(line for line in output.splitlines() if done.tag in line)
+    for figure in (_x(float(best["speedup_vs_pytorch"])), _x(float(best["speedup_vs_compile"]))):
+        assert figure in done_line, (figure, done_line)
+    if width >= 150:
+        assert _us(float(best["latency_us"])) in done_line
+    assert (ws.root / "report.md").is_file()
+
+
+def test_a_finished_run_ends_without_a_resume_hint(tmp_path: Path) -> None:
+    ws, state, reason = interrupted_run(tmp_path)
+    state.finished = True
+    output = end_of_run_output(ws, state, reason, 200)
+    assert "autokernel resume" not in output
+    assert sum(line.startswith("stopped:") for line in output.splitlines()) == 1
+
+
+def test_a_target_that_stops_on_several_rules_names_the_first_and_lists_the_others() -> None:
+    decision = Decision(True, "plateau", "plateau: 5 consecutive experiments not kept (limit 5); "
+                        "time: 2.0 h on this target (limit 2.0 h)", ("plateau", "time"))
+    reason = primary_reason(decision)
+    assert reason == "plateau: 5 consecutive experiments not kept (limit 5) (also: time)"
+    assert not re.search(r"; time:", reason)
+    single = Decision(True, "time", "time: 2.0 h on this target (limit 2.0 h)", ("time",))
+    assert primary_reason(single) == single.reason
