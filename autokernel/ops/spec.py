@@ -77,6 +77,17 @@ class AdversarialCase:
 
 
 @dataclass(frozen=True)
+class AtenRule:
+    """How the profiler reads a call of one aten op as a call of this kernel type."""
+
+    extract: Callable[..., Any]
+    """(op call, profiling.callsites.Context) -> ({dim: size}, {param: value}), or None when the
+    shape cannot be read (the call is still this type's, at no shape)."""
+    root_only: bool = False
+    """Only when Python called the op itself, not inside another op (aten::mean's inner sum)."""
+
+
+@dataclass(frozen=True)
 class OpSpec:
     name: str
     dims: tuple[str, ...]
@@ -108,6 +119,12 @@ class OpSpec:
     liger: Callable[[], Callable[..., torch.Tensor] | None] | None = None
     """The op in Liger-Kernel (the best open-source Triton kernels), with the reference's
     signature: a third baseline, timed when `liger-kernel` is installed (None: not installed)."""
+    aten_ops: Mapping[str, AtenRule] = field(default_factory=dict)
+    """The aten ops the profiler classifies as this kernel type (the first nine types' are in
+    autokernel/profiling/op_rules.py)."""
+    patterns: tuple[Callable[..., None], ...] = ()
+    """Multi-op patterns, (profiling.callsites.Context) -> None, that claim ops as calls of this
+    type; they run after the first nine types' (autokernel/profiling/patterns.py)."""
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return self.tolerances[dtype]
