@@ -68,7 +68,7 @@ def print_summary(result: Any, kernel_path: Path) -> None:
     if result.timings:
         meaningful = result.timing_meaningful
         title = "Device time (median ± IQR, µs; L2 flushed, fresh inputs, interleaved rounds)" \
-            if meaningful else "Timing (host clock, Triton interpreter: NOT meaningful)"
+            if meaningful else "Timing (host clock, Triton interpreter)"
         timing = Table(title=title, title_justify="left")
         paired = any(t.vs_incumbent is not None for t in result.timings)
         columns = [("shape", "left"), ("dtype", "left"), ("kernel", "right"),
@@ -105,11 +105,14 @@ def print_summary(result: Any, kernel_path: Path) -> None:
             console.print("[yellow]Timings on the CPU interpreter are not meaningful;[/] run on "
                           "a GPU (--device cuda) to measure.", highlight=False)
 
+    meaningful_timing = not result.timings or result.timing_meaningful
     footer = [f"harness {result.harness_seconds:.1f} s" if result.harness_seconds else ""]
     if result.peak_vram_mb is not None:
         footer.append(f"peak VRAM {result.peak_vram_mb:,.1f} MB")
     console.print("  ".join(part for part in footer if part), style="dim", highlight=False)
     for note in result.notes:
+        if not meaningful_timing and "not meaningful" in note:
+            continue  # the harness's own CPU caveat: said once above, in words with the way out
         console.print(f"  note: {note}", style="dim", highlight=False, soft_wrap=True)
 
 

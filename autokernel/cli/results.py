@@ -56,9 +56,7 @@ def verify(
     )
     log = VerifyLog(emit=lambda line: console.print(line, highlight=False))
     if not options.compile:
-        log.note("torch.compile not timed (--compile to time it"
-                 + ("; on cpu its figures would say nothing about a GPU)" if resolved == "cpu"
-                    else ")"))
+        log.note("torch.compile not timed (--compile to time it)")
     if run.device != resolved:
         log.note(f"the run optimized its kernels on {run.device}; this check runs on {resolved}")
     try:
