@@ -64,7 +64,7 @@ def roofline(
     is None without ceilings (and, for dtypes other than bf16, without a spec to scale by).
     """
     if not latency_us > 0:
-        raise ValueError(f"latency must be positive, got {latency_us} us")
+        raise ValueError(f"latency must be positive, got {latency_us} µs")
     flops = float(spec.flops(shape))
     nbytes = float(spec.bytes(shape, dtype))
     seconds = latency_us * 1e-6
