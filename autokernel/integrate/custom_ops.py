@@ -124,11 +124,13 @@ def _recompute_backward(recompute: Callable[..., torch.Tensor]) -> Callable[...,
 
 
 def backward_for(integration: Integration,
-                 reference: Callable[..., torch.Tensor]) -> Callable[..., Any]:
-    if integration.backward == "analytic":
-        assert integration.gradient is not None, "an analytic backward needs its gradient"
+                 reference: Callable[..., torch.Tensor] | None) -> Callable[..., Any]:
+    if integration.backward == "analytic" and integration.gradient is not None:
         return integration.gradient
-    return _recompute_backward(integration.recompute or reference)
+    recompute = integration.recompute or reference
+    if integration.backward != "recompute" or recompute is None:
+        raise ValueError(f"no backward: {integration.backward!r} needs a gradient or a reference")
+    return _recompute_backward(recompute)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -178,7 +180,7 @@ def _unaliased(out: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
 
 def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], source: str,
                     integration: Integration,
-                    reference: Callable[..., torch.Tensor]) -> KernelOp:
+                    reference: Callable[..., torch.Tensor] | None) -> KernelOp:
     """Register `kernel_fn` as `autokernel::<type>_<digest>` with the op entry's schema, fake
     and backward (`integration`).
 

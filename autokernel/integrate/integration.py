@@ -63,5 +63,3 @@ class Integration:
     """Torch-function routes by kernel role ("" for kernel types without roles)."""
     function_routes: bool = False
     """The model's own functions are routed too (rotary: rope(x, cos, sin), function_routes.py)."""
-    reference: Callable[..., torch.Tensor] | None = None
-    """The oracle, for kernel types whose reference lives in the op entry, not reference.py."""

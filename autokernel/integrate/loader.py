@@ -258,8 +258,7 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     import torch
 
     from autokernel.integrate.patch import KernelLoadError, build_kernels
-    from autokernel.ops import get_integration
-    from autokernel.reference import REFERENCES
+    from autokernel.ops import get_integration, get_spec
 
     targets = run.require_finished()
     if device is None:
@@ -268,8 +267,10 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
     sources = read_sources(run, targets)
     filenames = {t.tag: str(run.root / str(t.kernel_file)) for t in targets}
     try:
-        integrations = {t.kernel_type: get_integration(t.kernel_type) for t in targets}
-        kernels = build_kernels(manifest, sources, REFERENCES, integrations, device,
+        types = {t.kernel_type for t in targets}
+        references = {t: get_spec(t).reference for t in types}
+        integrations = {t: get_integration(t) for t in types}
+        kernels = build_kernels(manifest, sources, references, integrations, device,
                                 MODULE_PREFIX, filenames)
     except KernelLoadError as exc:
         raise RunError(str(exc)) from None

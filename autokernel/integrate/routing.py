@@ -46,7 +46,7 @@ class RoutedKernel:
     tag: str  # "01_rmsnorm"
     kernel_type: str
     op: KernelOp
-    reference: Callable[..., torch.Tensor]  # the op's oracle, for probes
+    reference: Callable[..., torch.Tensor] | None  # the op's oracle, for probes
     dtypes: frozenset[torch.dtype]  # dtypes the harness verified
     params: dict[str, Any] = field(default_factory=dict)  # e.g. {"causal": True}
     sites: tuple[str, ...] = ()  # module paths of the profiled calls
@@ -67,7 +67,7 @@ class RoutedKernel:
 
     @classmethod
     def from_manifest(cls, entry: Mapping[str, Any], op: KernelOp,
-                      reference: Callable[..., torch.Tensor]) -> RoutedKernel:
+                      reference: Callable[..., torch.Tensor] | None) -> RoutedKernel:
         return cls(
             tag=entry["tag"],
             kernel_type=entry["kernel_type"],

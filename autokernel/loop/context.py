@@ -56,9 +56,9 @@ class Briefing:
 
     def reference_source(self, kernel_type: str) -> str:
         if kernel_type not in self._reference_sources:
-            from autokernel import reference
+            from autokernel.ops import get_spec
 
-            function = reference.REFERENCES[kernel_type]
+            function = get_spec(kernel_type).reference
             self._reference_sources[kernel_type] = inspect.getsource(function)
         return self._reference_sources[kernel_type]
 

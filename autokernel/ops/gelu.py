@@ -1,0 +1,190 @@
+"""gelu: y = x·Φ(x) elementwise over x[M, N] (approximate="tanh": GPT-2's tanh form).
+
+The tenth kernel type, and the pattern for adding one: this file (reference, inputs, shapes,
+formulas, what the profiler maps to it, and below the marker how a finished kernel joins a
+model), its starter `autokernel/kernels/gelu.py`, and its tests.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from autokernel.integrate.custom_ops import saved_inputs
+from autokernel.integrate.integration import CallRoute, Integration
+from autokernel.integrate.routing import (
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _refusal,
+)
+from autokernel.ops.rowwise import (
+    ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
+)
+from autokernel.ops.spec import (
+    AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
+)
+from autokernel.profiling.callsites import Context, Extracted, _arg, _numel, _shape
+from autokernel.profiling.events import OpCall
+
+DIMS = ("M", "N")
+APPROXIMATIONS = ("none", "tanh")
+
+
+def gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    """GELU in float32 (float64 for float64 inputs), returned in x's dtype: x·Φ(x) with the
+    exact normal CDF, or with approximate="tanh" 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    xc = x.to(compute)
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (xc + 0.044715 * xc.pow(3))
+        return (0.5 * xc * (1.0 + torch.tanh(inner))).to(x.dtype)
+    return (0.5 * xc * (1.0 + torch.erf(xc * math.sqrt(0.5)))).to(x.dtype)
+
+
+def stock_gelu(x: torch.Tensor, approximate: str = "none") -> torch.Tensor:
+    return F.gelu(x, approximate=approximate)
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+    approximate: str = "none",
+) -> Inputs:
+    # GELU is finite for every finite input; 1e3 keeps 7-sigma draws inside fp16's range.
+    return (sample(shape, dtype, device, generator, distribution, large_scale=1e3), approximate)
+
+
+def flops(shape: Shape) -> float:
+    # About 8 per element: scale, erf (or cube and tanh), add one, two multiplies.
+    m, n = shape
+    return 8.0 * m * n
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    m, n = shape
+    return 2.0 * m * n * element_size(dtype)  # x read once, y written once
+
+
+def _saturating(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", approximate: str = "none",
+) -> Inputs:
+    # ±6e4 (near fp16 max): x³ overflows fp16 unless computed in fp32, and a tanh written as
+    # exp(2u) overflows to inf; the answer is x or 0.
+    x = 6.0e4 * sample(shape, torch.float32, device, generator, "uniform")
+    return (x.to(dtype), approximate)
+
+
+def _tiny(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", approximate: str = "none",
+) -> Inputs:
+    # GELU(x) ≈ x/2 near 0: a kernel that flushes or rounds early loses every digit here.
+    x = 1.0e-3 * sample(shape, torch.float32, device, generator, "normal")
+    return (x.to(dtype), approximate)
+
+
+def _negative_tail(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", approximate: str = "none",
+) -> Inputs:
+    # x in [-12, -3]: 1 + erf(x/√2) cancels to (nearly) 0; the result must be tiny, never NaN.
+    x = -3.0 - 9.0 * sample(shape, torch.float32, device, generator, "positive")
+    return (x.to(dtype), approximate)
+
+
+ADVERSARIAL = (
+    AdversarialCase("saturating", "uniform in ±6e4: x³ and exp(2u) overflow unless the kernel "
+                    "computes in fp32 and saturates tanh", _saturating),
+    AdversarialCase("tiny", "1e-3·N(0, 1): GELU ≈ x/2, relative error shows", _tiny),
+    AdversarialCase("negative_tail", "x in [-12, -3]: 1 + erf cancels; tiny outputs, no NaN",
+                    _negative_tail),
+)
+
+
+def _gelu_call_shape(op: OpCall, ctx: Context) -> Extracted:
+    """aten::gelu(self, approximate): the rows and the last dim of x, and the approximation
+    where the profile kept it (torch.profiler records no string arguments today, so a site
+    usually has none: the kernel is then verified for the exact form, and the route leaves
+    tanh-form calls to PyTorch)."""
+    x = _shape(op, 0)
+    if not x or not x[-1]:
+        return None
+    approximate = _arg(op, 1)
+    params = {"approximate": approximate} if approximate in APPROXIMATIONS else {}
+    return {"M": _numel(x) // x[-1], "N": x[-1]}, params
+
+
+SPEC = OpSpec(
+    name="gelu",
+    dims=DIMS,
+    reference=gelu,
+    stock=stock_gelu,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=False,
+    smoke_shape=(4, 37),
+    sweep=ROW_SWEEP + ((8192, 14336), (4096, 16384)),  # MLP widths: LLaMA-3 8B, GPT-2 XL
+    cpu_sweep=ROW_CPU_SWEEP,
+    edge_shapes=ROW_EDGE_SHAPES,
+    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES,
+    bench_shapes=ROW_BENCH_SHAPES,
+    adversarial=ADVERSARIAL,
+    # F.gelu and nn.GELU (which calls it) reach the profiler as aten::gelu.
+    aten_ops={"aten::gelu": AtenRule(_gelu_call_shape)},
+    notes="elementwise GELU of x[M, N] (exact erf form unless approximate='tanh'); FLOPs = 8·M·N; "
+    "bytes = read x + write y.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _gelu_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    """PyTorch's closed-form GELU derivative, in float32, at the saved input."""
+    (x, approximate), _ = saved_inputs(ctx)
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    grad_x = torch.ops.aten.gelu_backward(grad.to(compute), x.to(compute),
+                                          approximate=approximate)
+    return grad_x.to(x.dtype), None
+
+
+GELU_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
+    F.gelu: (("input", "approximate"), (_REQUIRED, "none")),
+}
+
+
+def _gelu_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+    """F.gelu(x, approximate=...), which nn.GELU's forward calls too."""
+    bound = _bind(args, kwargs, *GELU_SIGNATURES[func])
+    if bound is None:
+        return None, "arguments"
+    x, approximate = bound["input"], bound["approximate"]
+    if not isinstance(x, torch.Tensor) or x.numel() == 0:
+        return None, "arguments"
+    verified = kernel.params.get("approximate", "none")
+    if approximate != verified:
+        return None, f"approximate={approximate!r} (verified: {verified!r})"
+    why = _refusal(kernel, x)
+    if why:
+        return None, why
+    return _call_kernel(kernel, x, approximate)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x, str approximate) -> Tensor",
+    fake=lambda x, approximate: torch.empty_like(x, memory_format=torch.contiguous_format),
+    backward="analytic",
+    gradient=_gelu_gradient,
+    call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), _gelu_call),)},
+)
