@@ -172,8 +172,9 @@ class Spinner:
         _spin(int(min(MAX_SPIN_US, max(MIN_SPIN_US, microseconds)) * self.cycles_per_us))
 
 
-def rounds_per_batch(calls_per_round: int, input_bytes: int) -> int:
-    by_queue = max(1, MAX_CALLS_PER_BATCH // max(1, calls_per_round))
+def rounds_per_batch(calls_per_round: int, input_bytes: int,
+                     max_calls: int = MAX_CALLS_PER_BATCH) -> int:
+    by_queue = max(1, max_calls // max(1, calls_per_round))
     by_memory = max(1, BATCH_INPUT_BYTES // max(1, calls_per_round * input_bytes))
     return min(by_queue, by_memory)
 
@@ -198,11 +199,16 @@ class DeviceTimer:
     (round -1: its checks run, its times are dropped) finds contestants that wait for the device,
     sizes the spin and the calls per round, and says what a round costs, so the caller can fit the
     rounds to its time budget before `run`.
+
+    `max_calls_per_batch` bounds the calls queued behind one spin; a contestant that is a whole
+    model's forward launches many kernels per call, and the launch queue holds ~1000 entries.
     """
 
     def __init__(self, contestants: Sequence[Contestant], prepare: Prepare, after: After,
                  device: torch.device, flush: torch.Tensor | None, input_bytes: int = 0,
-                 spinner: Spinner | None = None) -> None:
+                 spinner: Spinner | None = None,
+                 max_calls_per_batch: int = MAX_CALLS_PER_BATCH) -> None:
+        self.max_calls_per_batch = max_calls_per_batch
         self.contestants = list(contestants)
         self.prepare, self.after = prepare, after
         self.device, self.flush, self.input_bytes = device, flush, input_bytes
@@ -241,7 +247,7 @@ class DeviceTimer:
         if self.device.type != "cuda":
             return self._run_on_host(rounds)
         per_batch = rounds_per_batch(len(self.contestants) * self.timed.calls_per_round,
-                                     self.input_bytes)
+                                     self.input_bytes, self.max_calls_per_batch)
         for first in range(0, rounds, per_batch):
             rounds_here = list(range(first, min(rounds, first + per_batch)))
             batches = self._batches(rounds_here, self.timed.calls_per_round)
@@ -410,7 +416,8 @@ def time_synchronous_calls(contestants: Sequence[Contestant], rounds: int,
                            device: torch.device,
                            flush: torch.Tensor | None) -> dict[str, Samples]:
     """Wall time per call, each call alone and synchronized (host launch cost included), rotating
-    the order every round: the figure a model pays per forward in eager mode (autokernel verify)."""
+    the order every round: what one synchronized eager forward costs (autokernel verify's wall
+    figure, reported beside its device time, never in place of it)."""
     samples = {name: Samples() for name, _ in contestants}
     for r in range(rounds):
         for name, fn in _rotated(contestants, r):

@@ -15,14 +15,14 @@
    in this dtype", whatever the depth. A broken kernel is off by O(1), far outside. The same rule
    checks the parameter gradients of a random projection of the outputs, through each kernel's
    backward.
-3. Latency: eager, torch.compile, patched eager and patched torch.compile, each the median wall
-   time of one forward bracketed by synchronize, over interleaved rounds
-   (`autokernel.harness.timing.time_synchronous_calls`: rotating order, L2 flushed between
-   calls). This is what an eager model pays per forward, host launch time included: the
-   real-model effect of the kernels' device time and their launch cost together. The measured end-to-end speedup is
-   printed next to the Amdahl estimate from the plan's shares and the kernels' measured speedups,
-   and a disagreement larger than the noise (the combined relative IQR of the two timings) is
-   called out.
+3. Latency: eager, torch.compile, patched eager and patched torch.compile, each timed twice
+   (`end_to_end.py`): device time per forward (CUDA-graph replays timed by the harness's
+   device-time protocol; plain forwards queued ahead where a forward cannot be captured) and
+   wall time per synchronized forward (host launch included). Two figures, reported side by
+   side and never mixed: the device-time speedup is the one compared with the Amdahl estimate
+   from the plan's shares and the kernels' device-time speedups (a disagreement larger than the
+   combined relative IQR is called out); the wall time says what an eager caller waiting for
+   each forward pays, which in a host-bound forward is mostly launch cost.
 
 Everything lands in `verify.json` in the workspace (which `autokernel report` reads). Verify never
 ends in a traceback: a patched model whose forward raises is a FAIL with the reason; what stops
@@ -35,11 +35,40 @@ import json
 import math
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.integrate.accuracy import (  # noqa: F401 - verify's API, re-exported
+    ERROR_FLOOR,
+    ERROR_GROWTH,
+    GRADIENT_FLOOR,
+    Agreement,
+    agreement,
+    cast_inputs,
+    full_precision,
+    oracle_dtype,
+    output_tensors,
+    parameter_gradients,
+    projection_loss,
+    relative_error,
+)
+from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-exported
+    CPU_TIMING_NOTE,
+    DEVICE,
+    SCHEMA,
+    WALL,
+    Timing,
+    amdahl_check,
+    combined_amdahl,
+    end_to_end_lines,
+    host_cost,
+    host_cost_line,
+    speedup_figure,
+    speedups,
+    time_device,
+    time_wall,
+)
 from autokernel.versions import software_versions
 
 # How verify patches its model, as patch() does by default: under torch.compile the kernels step
@@ -47,7 +76,6 @@ from autokernel.versions import software_versions
 PATCH_UNDER_COMPILE = "inductor"
 
 if TYPE_CHECKING:
-    import torch
     from rich.console import Console
     from torch import nn
 
@@ -55,173 +83,8 @@ if TYPE_CHECKING:
     from autokernel.integrate.patch import PatchReport
 
 VERIFY_FILE = "verify.json"
-ERROR_GROWTH = 2.0
-# Relative-error floor per dtype: 4 units of roundoff for fp16 (2^-11) and bf16 (2^-8); for fp32,
-# where the original's own error can be ~1e-7, 1e-6 absorbs summation-order differences.
-ERROR_FLOOR = {"fp16": 2e-3, "bf16": 1.6e-2, "fp32": 1e-6}
-GRADIENT_FLOOR = {"fp16": 1e-2, "bf16": 6e-2, "fp32": 1e-5}
 WARMUP_CALLS = 3  # on a GPU; one on the CPU, where timings mean nothing anyway
 DEFAULT_BUDGET_S = 20.0
-CPU_TIMING_NOTE = ("device cpu: the kernels run in the Triton interpreter, so these latencies say "
-                   "nothing about a GPU")
-
-
-# ---------------------------------------------------------------------------------------------
-# Accuracy
-
-
-def output_tensors(output: Any) -> list[torch.Tensor]:
-    """The floating-point tensors of a forward's output (tensor, tuple, dict, ModelOutput...)."""
-    import torch
-    from torch.utils._pytree import tree_leaves
-
-    return [t for t in tree_leaves(output)
-            if isinstance(t, torch.Tensor) and t.is_floating_point()]
-
-
-def relative_error(values: list[torch.Tensor], exact: list[torch.Tensor]) -> float:
-    """max over tensors of ||values - exact||₂ / ||exact||₂ (absolute where exact is all 0)."""
-    import torch
-
-    if len(values) != len(exact):
-        return math.inf
-    worst = 0.0
-    for a, b in zip(values, exact):
-        if a.shape != b.shape:
-            return math.inf
-        a64, b64 = a.detach().double(), b.detach().double()
-        if not torch.isfinite(a64).all():
-            return math.inf if torch.isfinite(b64).all() else math.nan
-        scale = b64.norm().item()
-        error = (a64 - b64).norm().item()
-        worst = max(worst, error / scale if scale > 0 else error)
-    return worst
-
-
-@dataclass
-class Agreement:
-    """The patched model's error against the oracle's, next to the original model's."""
-
-    error_original: float
-    error_patched: float
-    bound: float
-    difference: float  # patched vs original, relative
-    max_abs_difference: float
-    oracle: str
-
-    @property
-    def passed(self) -> bool:
-        return self.error_patched <= self.bound
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"error_original": self.error_original, "error_patched": self.error_patched,
-                "bound": self.bound, "difference": self.difference,
-                "max_abs_difference": self.max_abs_difference, "oracle": self.oracle,
-                "rule": f"error_patched <= {ERROR_GROWTH:g} x error_original + floor",
-                "passed": self.passed}
-
-
-def agreement(original: list[torch.Tensor], patched: list[torch.Tensor],
-              oracle: list[torch.Tensor], floor: float, oracle_name: str) -> Agreement:
-    error_original = relative_error(original, oracle)
-    error_patched = relative_error(patched, oracle)
-    max_abs = max(((a.double() - b.double()).abs().max().item()
-                   for a, b in zip(patched, original) if a.shape == b.shape and a.numel()),
-                  default=0.0)
-    return Agreement(error_original, error_patched, ERROR_GROWTH * error_original + floor,
-                     relative_error(patched, original), max_abs, oracle_name)
-
-
-def oracle_dtype(dtype: torch.dtype) -> torch.dtype:
-    import torch
-
-    return torch.float64 if dtype in (torch.float32, torch.float64) else torch.float32
-
-
-@contextmanager
-def full_precision() -> Any:
-    """Matmuls in true fp32 (no TF32) while the oracle runs, whatever the user's setting."""
-    import torch
-
-    previous = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(previous)
-
-
-def cast_inputs(inputs: Any, dtype: torch.dtype) -> Any:
-    import torch
-    from torch.utils._pytree import tree_map
-
-    return tree_map(lambda t: t.to(dtype) if isinstance(t, torch.Tensor)
-                    and t.is_floating_point() else t, inputs)
-
-
-def projection_loss(output: Any, weights: list[torch.Tensor]) -> torch.Tensor:
-    """Σ <output_i, w_i>: every output element gets a gradient (a random direction)."""
-    tensors = output_tensors(output)
-    return sum((t.double() * w).sum() for t, w in zip(tensors, weights))
-
-
-def parameter_gradients(model: nn.Module, inputs: Any, weights: list[torch.Tensor]
-                        ) -> list[torch.Tensor]:
-    import torch
-
-    from autokernel.profiling.model_loader import call_forward
-
-    model.zero_grad(set_to_none=True)
-    with torch.enable_grad():
-        projection_loss(call_forward(model, inputs), weights).backward()
-    grads = [p.grad.detach().clone() for p in model.parameters()
-             if p.requires_grad and p.grad is not None]
-    model.zero_grad(set_to_none=True)
-    return grads
-
-
-# ---------------------------------------------------------------------------------------------
-# Timing
-
-
-@dataclass
-class Timing:
-    name: str
-    median_us: float
-    iqr_us: float
-    samples: int
-
-    @property
-    def relative_iqr(self) -> float:
-        return self.iqr_us / self.median_us if self.median_us else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"median_us": self.median_us, "iqr_us": self.iqr_us, "samples": self.samples}
-
-
-def time_contestants(contestants: dict[str, Callable[[], Any]], device: torch.device,
-                     rounds: int | None, budget_s: float) -> tuple[dict[str, Timing], int]:
-    """Median and IQR of each contestant with the harness's interleaved protocol."""
-    from autokernel.harness.timing import (
-        host_seconds, make_flush_buffer, rounds_for, time_synchronous_calls,
-    )
-
-    if rounds is None:
-        round_s = sum(host_seconds(fn, device) for fn in contestants.values())
-        rounds = rounds_for(budget_s, round_s, device, quick=False)
-    samples = time_synchronous_calls([(name, fn) for name, fn in contestants.items()], rounds,
-                                     device, make_flush_buffer(device))
-    return {name: Timing(name, s.median_us, s.iqr_us, len(s.latency_us))
-            for name, s in samples.items()}, rounds
-
-
-def combined_amdahl(parts: list[tuple[float, float]]) -> float | None:
-    """End-to-end speedup when each share s of the time runs k× faster: 1/((1-Σs) + Σ s/k)."""
-    if not parts or any(k is None or k <= 0 for _, k in parts):
-        return None
-    shares = sum(s for s, _ in parts)
-    remaining = max(0.0, 1.0 - shares) + sum(s / k for s, k in parts)
-    return 1.0 / remaining if remaining > 0 else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,70 +130,6 @@ def _kernel_rows(run: FinishedRun, manifest: list[dict[str, Any]], report: Patch
             "best_experiment": entry["best_experiment"],
         })
     return rows
-
-
-def host_cost(run: FinishedRun, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The host time the routed calls add per forward, from the harness's launch figures of each
-    best kernel (one synchronous call's wall time minus its device time) against eager PyTorch's.
-
-    A separate figure from the device-time speedups the Amdahl estimate uses: in a forward that
-    is host-bound (eager's launches take longer than its kernels), this is what a kernel that is
-    faster on the device can still cost. The routing's own Python is not in it."""
-    best = {t.tag: t.best_result or {} for t in run.state.targets}
-    parts, total = [], 0.0
-    for row in rows:
-        verdict = best.get(row["tag"], {})
-        launch, eager = verdict.get("launch_us"), verdict.get("eager_launch_us")
-        if row["calls_per_forward"] <= 0 or launch is None or eager is None:
-            continue
-        added = row["calls_per_forward"] * (launch - eager)
-        total += added
-        parts.append({"tag": row["tag"], "calls": row["calls_per_forward"],
-                      "launch_us": launch, "eager_launch_us": eager, "added_us": added})
-    return {"added_us_per_forward": total if parts else None, "parts": parts}
-
-
-def host_cost_line(host: dict[str, Any]) -> str | None:
-    if host.get("added_us_per_forward") is None:
-        return None
-    detail = "; ".join(f"{p['tag']}: {p['calls']} × ({p['launch_us']:.1f} − "
-                       f"{p['eager_launch_us']:.1f}) µs" for p in host["parts"])
-    return (f"host launch cost of the routed calls vs eager's: "
-            f"{host['added_us_per_forward']:+.1f} µs per forward ({detail}; the harness's launch "
-            "figures, routing not included): where eager's forward is host-bound, this is paid "
-            "in full")
-
-
-def amdahl_check(parts: list[dict[str, Any]], measured: float | None, noise: float | None,
-                 meaningful: bool) -> dict[str, Any]:
-    """The Amdahl estimate from the routed kernels' shares and speedups, against the measured
-    end-to-end speedup: they agree when they differ by no more than the noise (relative IQR)."""
-    estimate = combined_amdahl([(p["share"], p["kernel_speedup"]) for p in parts])
-    result: dict[str, Any] = {"estimate_vs_eager": estimate, "parts": parts,
-                              "measured_vs_eager": measured, "noise": noise, "agrees": None,
-                              "message": ""}
-    if estimate is None or measured is None:
-        result["message"] = "no Amdahl estimate: " + (
-            "no kernel was routed" if not parts else "no end-to-end timing" if measured is None
-            else "a routed kernel has no measured speedup")
-        return result
-    difference = measured / estimate - 1.0
-    result["difference"] = difference
-    if not meaningful:
-        result["message"] = "not compared on the CPU interpreter"
-        return result
-    noise = noise or 0.0
-    result["agrees"] = abs(difference) <= noise
-    if result["agrees"]:
-        result["message"] = (f"measured {measured:.3f}× agrees with the Amdahl estimate "
-                             f"{estimate:.3f}× within the noise (±{noise:.1%})")
-    else:
-        result["message"] = (
-            f"measured {measured:.3f}× differs from the Amdahl estimate {estimate:.3f}× by "
-            f"{difference:+.1%}, more than the noise (±{noise:.1%}): the kernels were timed "
-            "alone on cold-L2 inputs at the profiled shapes; in the model, routing overhead, "
-            "launch gaps, cache reuse and other shapes change that")
-    return result
 
 
 def one_line(exc: BaseException) -> str:
@@ -445,22 +244,11 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     timing = _time_models(model, patched, inputs, options, log)
     patch.report.reset_counts()
     rows = _kernel_rows(run, loaded_kernels.manifest, patch.report, calls)
-    contestants = timing["contestants"]
-    speedup: dict[str, Any] = {}
-    eager, patched_eager = contestants.get("eager"), contestants.get("patched")
-    if eager and patched_eager:
-        speedup["vs_eager"] = eager["median_us"] / patched_eager["median_us"]
-        speedup["noise"] = math.hypot(eager["iqr_us"] / eager["median_us"],
-                                      patched_eager["iqr_us"] / patched_eager["median_us"])
-    if contestants.get("compile") and patched_eager:
-        speedup["vs_compile"] = contestants["compile"]["median_us"] / patched_eager["median_us"]
-        speedup["compile_vs_eager"] = eager["median_us"] / contestants["compile"]["median_us"]
-    if contestants.get("compile") and contestants.get("patched_compile"):
-        speedup["patched_compile_vs_compile"] = (contestants["compile"]["median_us"]
-                                                 / contestants["patched_compile"]["median_us"])
+    speedup = {which: speedups(timing[which]["contestants"]) for which in (DEVICE, WALL)}
     parts = [{"tag": r["tag"], "share": r["share"], "kernel_speedup": r["speedup_vs_eager"]}
              for r in rows if r["calls_per_forward"] > 0]
-    amdahl = amdahl_check(parts, speedup.get("vs_eager"), speedup.get("noise"),
+    measured = speedup[DEVICE]
+    amdahl = amdahl_check(parts, measured.get("vs_eager"), measured.get("noise"),
                           timing["meaningful"])
     if run.plan.device != device:
         amdahl["message"] += (f" (the plan's shares were profiled on {run.plan.device}, this "
@@ -484,6 +272,7 @@ def _result(run: FinishedRun, options: VerifyOptions, dtype_label: str,
 
     device = options.device
     return {
+        "schema": SCHEMA,
         "run": run.state.run_tag,
         "directory": str(run.root),
         "model": str(run.model_file.relative_to(run.root)),
@@ -516,8 +305,9 @@ def _failed(run: FinishedRun, options: VerifyOptions, manifest: list[dict[str, A
     accuracy = {"error_original": math.nan, "error_patched": math.inf, "bound": math.nan,
                 "difference": math.inf, "max_abs_difference": math.inf, "oracle": "none",
                 "rule": failure, "passed": False}
-    timing = {"rounds": 0, "meaningful": options.device == "cuda", "contestants": {},
-              "errors": {}, "compile_seconds": {}, "compile_backend": None, "protocol": ""}
+    timing = {"meaningful": options.device == "cuda", DEVICE: {"contestants": {}},
+              WALL: {"contestants": {}}, "errors": {}, "compile_seconds": {},
+              "compile_backend": None}
     result = _result(run, options, dtype_label, rows, 0, accuracy, {"checked": False}, timing,
                      False, log, failure)
     patch.unpatch()
@@ -570,6 +360,8 @@ def _gradient_check(model: nn.Module, patched: nn.Module, oracle_model: nn.Modul
 
 def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: VerifyOptions,
                  log: VerifyLog) -> dict[str, Any]:
+    """Device time and wall time per forward of each contestant: two passes over the same
+    warmed-up forwards, each with half the time budget."""
     import torch
 
     from autokernel.profiling.model_loader import call_forward
@@ -586,6 +378,8 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
             compiled = torch.compile(target, backend=options.compile_backend)
             functions[name] = (lambda c=compiled: call_forward(c, inputs))
     ready: dict[str, Callable[[], Any]] = {}
+    empty: dict[str, Any] = {"contestants": {}}
+    figures: dict[str, dict[str, Any]] = {DEVICE: dict(empty), WALL: dict(empty)}
     with torch.no_grad():
         for name, fn in functions.items():
             begin = time.perf_counter()
@@ -601,21 +395,20 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
             if "compile" in name:
                 compile_seconds[name] = round(time.perf_counter() - begin, 2)
             ready[name] = fn
-        log.emit(f"timing {', '.join(ready)} (interleaved rounds, harness protocol)")
-        try:
-            timings, rounds = time_contestants(ready, device, options.iters, options.budget_s)
-        except Exception as exc:  # a contestant that ran once and then failed
-            errors["timing"] = one_line(exc)
-            log.note(f"timing failed: {errors['timing']}")
-            timings, rounds = {}, 0
+        log.emit(f"timing {', '.join(ready)}: device time per forward, then wall time per "
+                 "synchronized forward (interleaved rounds, harness protocol)")
+        budget_s = options.budget_s / 2
+        for which, measure in ((DEVICE, time_device), (WALL, time_wall)):
+            try:
+                figures[which] = measure(ready, device, options.iters, budget_s)
+            except Exception as exc:  # a contestant that ran once and then failed
+                errors[f"{which} timing"] = one_line(exc)
+                log.note(f"{which} timing failed: {errors[f'{which} timing']}")
     meaningful = device.type == "cuda"  # a CPU caveat is printed once, by end_to_end_lines
     return {
-        "rounds": rounds,
         "meaningful": meaningful,
-        "protocol": "autokernel.harness.timing.time_synchronous_calls: wall time of one "
-                    "synchronized forward (host launch included), rotating order, L2 flush; "
-                    "median and IQR",
-        "contestants": {name: t.to_dict() for name, t in timings.items()},
+        DEVICE: figures[DEVICE],
+        WALL: figures[WALL],
         "compile_backend": options.compile_backend if options.compile else None,
         "compile_seconds": compile_seconds,
         "under_compile": PATCH_UNDER_COMPILE if options.compile else None,
@@ -643,56 +436,6 @@ def read_result(root: Path) -> dict[str, Any] | None:
 # Presentation
 
 
-def _us(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} µs"
-
-
-def end_to_end_lines(result: dict[str, Any]) -> list[str]:
-    """The end-to-end figures in a few lines (verify's output, and the report's section)."""
-    lines = []
-    speedup, amdahl = result.get("speedup", {}), result.get("amdahl", {})
-    timing = result.get("timing", {})
-    contestants = timing.get("contestants", {})
-    labels = {"eager": "eager", "compile": "torch.compile", "patched": "patched eager",
-              "patched_compile": "patched torch.compile"}
-    for name, label in labels.items():
-        t = contestants.get(name)
-        if t:
-            lines.append(f"{label:<22} {_us(t['median_us']):>12}  (IQR {_us(t['iqr_us'])}, "
-                         f"{t['samples']} rounds)")
-    for name, error in timing.get("errors", {}).items():
-        lines.append(f"{labels.get(name, name):<22} failed: {error}")
-    parts = []
-    if speedup.get("vs_eager") is not None:
-        parts.append(f"{speedup['vs_eager']:.3f}× vs eager")
-    if speedup.get("vs_compile") is not None:
-        parts.append(f"{speedup['vs_compile']:.3f}× vs torch.compile")
-    if speedup.get("patched_compile_vs_compile") is not None:
-        parts.append(f"patched+compile {speedup['patched_compile_vs_compile']:.3f}× vs "
-                     "torch.compile")
-    if parts:
-        noise = speedup.get("noise")
-        lines.append("end-to-end speedup: " + ", ".join(parts)
-                     + (f" (noise ±{noise * 100:.1f}%)" if noise is not None else ""))
-    if timing.get("under_compile") == "inductor" and contestants.get("patched_compile"):
-        lines.append("patched torch.compile: the kernels step aside while torch.compile traces "
-                     "(Inductor compiles the original ops); patch(model, under_compile="
-                     "\"kernels\") puts them in the graph as custom ops")
-    if amdahl.get("estimate_vs_eager") is not None:
-        lines.append(f"Amdahl estimate (plan shares × kernel speedups vs eager): "
-                     f"{amdahl['estimate_vs_eager']:.3f}× vs eager")
-    if amdahl.get("message"):
-        lines.append(("DISAGREE: " if amdahl.get("agrees") is False else "") + amdahl["message"])
-    host_line = host_cost_line(result.get("host", {}))
-    if host_line and timing.get("meaningful", True):
-        lines.append(host_line)
-    if not timing.get("meaningful", True):
-        lines.append(CPU_TIMING_NOTE)
-    return lines
-
-
 def routed_where(row: dict[str, Any]) -> str:
     """Where a kernel was spliced in: modules, the model's own functions, call scopes."""
     parts = []
@@ -710,7 +453,7 @@ def print_result(result: dict[str, Any], console: Console) -> None:
 
     table = Table(title=f"verify {result['run']}: {result['dtype']} on "
                         f"{result['gpu'] or result['device']}", title_justify="left")
-    for column in ("kernel", "routed", "calls/fwd", "left to PyTorch", "kernel speedup",
+    for column in ("kernel", "routed", "calls/fwd", "left to PyTorch", "kernel speedup (device)",
                    "share", "backward"):
         table.add_column(column)
     for row in result["kernels"]:
