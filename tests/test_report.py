@@ -74,9 +74,10 @@ def test_report_shows_the_end_to_end_figures_of_verify(run_dir: Path) -> None:
     done = autokernel("report", str(run_dir))
     assert done.returncode == 0, done.stderr[-2000:]
     markdown = (run_dir / "report.md").read_text()
-    measured = f"{result['speedup']['vs_eager']:.3f}× vs eager"
+    measured = f"{result['speedup']['device']['vs_eager']:.3f}× vs eager"
+    wall = f"{result['speedup']['wall']['vs_eager']:.3f}× vs eager"
     estimate = f"{result['amdahl']['estimate_vs_eager']:.3f}× vs eager"
-    for text in (measured, estimate, "## End to end"):
+    for text in (measured, wall, estimate, "## End to end", "device time", "wall time"):
         assert text in markdown
     assert measured in done.stdout and "Amdahl estimate" in done.stdout
     assert "Stale" not in markdown

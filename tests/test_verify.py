@@ -65,12 +65,17 @@ def test_verify_splices_every_finished_kernel_and_matches_the_model(run_dir: Pat
     assert result["gradients"]["checked"] and result["gradients"]["passed"]
 
     timing = result["timing"]
-    assert set(timing["contestants"]) == {"eager", "patched"}  # compile is off by default on cpu
-    assert all(t["samples"] == 2 for t in timing["contestants"].values())
-    assert timing["meaningful"] is False
-    eager, patched = timing["contestants"]["eager"], timing["contestants"]["patched"]
-    assert result["speedup"]["vs_eager"] == pytest.approx(eager["median_us"]
-                                                          / patched["median_us"])
+    assert result["schema"] == 2 and timing["meaningful"] is False
+    assert timing["device"]["method"] == "host-clock" and "cpu" in timing["device"]["protocol"]
+    assert "synchronized forward" in timing["wall"]["protocol"]
+    for which in ("device", "wall"):  # both figures, each with its own speedups
+        contestants = timing[which]["contestants"]
+        assert set(contestants) == {"eager", "patched"}  # compile is off by default on cpu
+        assert all(t["samples"] == 2 for t in contestants.values())
+        eager, patched = contestants["eager"], contestants["patched"]
+        assert result["speedup"][which]["vs_eager"] == pytest.approx(eager["median_us"]
+                                                                     / patched["median_us"])
+    assert result["amdahl"]["measured_vs_eager"] == result["speedup"]["device"]["vs_eager"]
     amdahl = result["amdahl"]
     parts = [(p["share"], p["kernel_speedup"]) for p in amdahl["parts"]]
     assert amdahl["estimate_vs_eager"] == pytest.approx(combined_amdahl(parts))
@@ -115,6 +120,117 @@ def test_host_launch_cost_of_the_routed_calls_is_its_own_figure() -> None:
     assert host_cost_line(host_cost(run, rows[1:])) is None  # type: ignore[arg-type]
 
 
+def _figures(eager: float, compiled: float, patched: float, patched_compiled: float,
+             iqr: float = 1.0) -> dict:
+    return {name: {"median_us": us, "iqr_us": iqr, "samples": 20}
+            for name, us in (("eager", eager), ("compile", compiled), ("patched", patched),
+                             ("patched_compile", patched_compiled))}
+
+
+def _schema2_result() -> dict:
+    """The H100's 03_softmax_wide in verify.json's schema 2: kernels as fast as eager's on the
+    device, the forward host-bound, the routed call costing launch time."""
+    device = _figures(20.4, 26.5, 20.0, 26.4, iqr=0.2)
+    wall = _figures(60.3, 268.8, 184.7, 283.6, iqr=18.6)
+    timing = {"meaningful": True, "errors": {}, "under_compile": "inductor",
+              "device": {"method": "cuda-graph", "protocol": "...", "rounds": 40,
+                         "contestants": device, "notes": []},
+              "wall": {"protocol": "...", "rounds": 60, "contestants": wall}}
+    speedup = {"device": verify_module.speedups(device), "wall": verify_module.speedups(wall)}
+    parts = [{"tag": "01_softmax", "share": 0.9, "kernel_speedup": 1.02}]
+    return {"schema": 2, "timing": timing, "speedup": speedup,
+            "amdahl": amdahl_check(parts, speedup["device"]["vs_eager"],
+                                   speedup["device"]["noise"], True),
+            "host": {"added_us_per_forward": 22.4, "parts": [
+                {"tag": "01_softmax", "calls": 1, "launch_us": 40.8, "eager_launch_us": 18.4,
+                 "added_us": 22.4}]}}
+
+
+def test_end_to_end_lines_print_device_and_wall_figures_each_once_and_labelled() -> None:
+    result = _schema2_result()
+    lines = end_to_end_lines(result)
+    text = "\n".join(lines)
+    device, wall = result["speedup"]["device"], result["speedup"]["wall"]
+    for figure in (f"{device['vs_eager']:.3f}× vs eager", f"{device['vs_compile']:.3f}×",
+                   f"{wall['vs_eager']:.3f}× vs eager", f"{wall['vs_compile']:.3f}×",
+                   "20.4 µs", "60.3 µs", "184.7 µs", "20.0 µs",
+                   f"{result['amdahl']['estimate_vs_eager']:.3f}×", "+22.4 µs"):
+        assert text.count(figure) == 1, (figure, text)
+    device_line = next(line for line in lines if line.startswith("end to end, device time"))
+    wall_line = next(line for line in lines if line.startswith("wall time per synchronized"))
+    assert f"{device['vs_eager']:.3f}× vs eager" in device_line and "CUDA-graph" in device_line
+    assert f"{wall['vs_eager']:.3f}× vs eager" in wall_line
+    assert "host-bound here" in wall_line and "34%" in wall_line  # 20.4 of 60.3 µs
+    header = next(line for line in lines if "device time per forward" in line)
+    assert "wall time per synchronized forward" in header
+    assert result["amdahl"]["agrees"] is True  # the device figure, not the wall one
+
+
+def test_a_verify_json_from_before_device_times_is_still_read() -> None:
+    """Schema 1: only the wall figure, at timing.contestants and flat in speedup."""
+    from autokernel.integrate.end_to_end import figure, speedup_figure
+
+    wall = _figures(60.3, 268.8, 184.7, 283.6)
+    old = {"timing": {"rounds": 60, "meaningful": True, "protocol": "wall time ...",
+                      "contestants": wall, "errors": {}, "under_compile": "inductor"},
+           "speedup": verify_module.speedups(wall),
+           "amdahl": {"estimate_vs_eager": 1.01, "message": "measured 0.326× differs ..."}}
+    assert figure(old, "device") is None and speedup_figure(old, "device") == {}
+    assert figure(old, "wall")["contestants"] == wall
+    assert speedup_figure(old, "wall")["vs_eager"] == pytest.approx(60.3 / 184.7)
+    text = "\n".join(end_to_end_lines(old))
+    assert "device time: not measured" in text
+    assert text.count(f"{60.3 / 184.7:.3f}× vs eager") == 1  # on the wall line
+    assert "60.3 µs" in text and "wall time per synchronized forward" in text
+
+
+@pytest.mark.gpu
+def test_device_time_of_a_host_bound_forward_is_not_its_launch_cost() -> None:
+    """A patched model whose kernel is eager's own softmax, with 200 µs of host work per routed
+    call: the wall time per synchronized forward shows the host cost, the device time does not."""
+    import time
+
+    from torch import nn
+
+    from autokernel.integrate.custom_ops import KernelOp
+    from autokernel.integrate.end_to_end import speedups, time_device, time_wall
+    from autokernel.integrate.patch import patch_model
+    from autokernel.integrate.routing import RoutedKernel
+    from autokernel.ops.softmax import INTEGRATION
+
+    class Softmax(nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.softmax(x, dim=-1)
+
+    def slow_host_softmax(x: torch.Tensor) -> torch.Tensor:
+        until = time.perf_counter() + 200e-6
+        while time.perf_counter() < until:
+            pass
+        return torch.softmax(x, dim=-1)
+
+    op = KernelOp("softmax", "autokernel::same_as_eager", slow_host_softmax, "analytic", "cuda",
+                  slow_host_softmax, INTEGRATION)
+    kernel = RoutedKernel(tag="01_softmax", kernel_type="softmax", op=op, reference=None,
+                          dtypes=frozenset({torch.float16}))
+    eager, patched = Softmax(), Softmax()
+    patch = patch_model(patched, [kernel])
+    x = torch.randn(64, 4096, device="cuda", dtype=torch.float16)
+    contestants = {"eager": lambda: eager(x), "patched": lambda: patched(x)}
+    device = torch.device("cuda")
+    with torch.no_grad():
+        for fn in contestants.values():
+            fn()
+        patch.report.reset_counts()
+        device_figure = time_device(contestants, device, 30, 5.0)
+        wall_figure = time_wall(contestants, device, 30, 5.0)
+    assert patch.report.calls > 0  # the kernel was routed
+    assert device_figure["method"] == "cuda-graph"
+    on_device = speedups(device_figure["contestants"])["vs_eager"]
+    on_wall = speedups(wall_figure["contestants"])["vs_eager"]
+    assert on_device == pytest.approx(1.0, abs=0.1), device_figure
+    assert on_wall < 0.5, wall_figure  # 200 µs of host time against a few-µs forward
+
+
 def test_verify_fails_when_a_kernel_is_wrong_inside_the_model(run_dir: Path) -> None:
     state = json.loads((run_dir / "state.json").read_text())
     rmsnorm = next(t for t in state["targets"] if t["kernel_type"] == "rmsnorm")
@@ -137,14 +253,14 @@ def test_verify_times_torch_compile_of_the_original_and_the_patched_model(run_di
     result = verify_run(open_run(run_dir), VerifyOptions(
         device=DEVICE, iters=1, compile=True, gradients=False, compile_backend=backend))
     assert result["timing"]["errors"] == {}
-    assert set(result["timing"]["contestants"]) == {"eager", "compile", "patched",
-                                                    "patched_compile"}
     assert set(result["timing"]["compile_seconds"]) == {"compile", "patched_compile"}
-    speedup = result["speedup"]
-    contestants = result["timing"]["contestants"]
-    assert speedup["vs_compile"] == pytest.approx(contestants["compile"]["median_us"]
-                                                  / contestants["patched"]["median_us"])
-    assert "patched_compile_vs_compile" in speedup
+    for which in ("device", "wall"):
+        contestants = result["timing"][which]["contestants"]
+        assert set(contestants) == {"eager", "compile", "patched", "patched_compile"}
+        speedup = result["speedup"][which]
+        assert speedup["vs_compile"] == pytest.approx(contestants["compile"]["median_us"]
+                                                      / contestants["patched"]["median_us"])
+        assert "patched_compile_vs_compile" in speedup
     assert result["accuracy"]["passed"]
     # The patched model met torch.compile with its kernels stepping aside, and verify says so.
     assert result["timing"]["under_compile"] == "inductor"
@@ -236,9 +352,11 @@ def test_verify_on_the_gpu_with_inductor(run_dir: Path) -> None:
     result = json.loads((run_dir / "verify.json").read_text())
     assert result["gpu"] and result["timing"]["meaningful"] is True
     assert result["timing"]["errors"] == {}
-    assert set(result["timing"]["contestants"]) == {"eager", "compile", "patched",
-                                                    "patched_compile"}
-    assert all(t["samples"] >= 20 for t in result["timing"]["contestants"].values())
+    assert result["timing"]["device"]["method"] in ("cuda-graph", "queued-forward")
+    for which in ("device", "wall"):
+        contestants = result["timing"][which]["contestants"]
+        assert set(contestants) == {"eager", "compile", "patched", "patched_compile"}
+        assert all(t["samples"] >= 20 for t in contestants.values())
     assert result["accuracy"]["passed"] and result["gradients"]["passed"]
     assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
 

@@ -68,12 +68,14 @@ def _meta(device: str, dtype: str, minutes: float, agent: str) -> dict[str, Any]
 
 
 def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
-    from autokernel.kernelbench.table import optimized_cell, reason_cell, times
+    from autokernel.kernelbench.table import optimized_cell, reason_cell, times, with_figures
 
+    record = with_figures(record)
     figures = ""
     if record["correctness"] != "–":
-        figures = (f" {record['correctness']}, {times(record['speedup_vs_eager'])} vs eager, "
-                   f"{times(record['speedup_vs_compile'])} vs compile;")
+        figures = (f" {record['correctness']}, device time {times(record['speedup_vs_eager'])} "
+                   f"vs eager, {times(record['speedup_vs_compile'])} vs compile; wall "
+                   f"{times(record['wall_speedup_vs_eager'])} vs eager;")
     why = reason_cell(record)
     return (f"[{index + 1}/{total}] {record['problem']}: {record['status']};{figures} "
             f"{optimized_cell(record)}" + (f" — {why}" if why else "")
@@ -185,7 +187,8 @@ def kernelbench(
                       f"the set with the same command plus --out {out} --resume",
                       highlight=False, soft_wrap=True)
         raise typer.Exit(EXIT_INTERRUPTED) from None
-    console.print("fast_p (fraction of the problems correct with speedup > p):", highlight=False)
+    console.print("fast_p (fraction of the problems correct with a device-time speedup > p):",
+                  highlight=False)
     for baseline, *cells, measured in fast_p_rows(records):
         console.print(f"  vs {baseline}: fast_0 {cells[0]}, fast_1 {cells[1]}, fast_2 "
                       f"{cells[2]} ({measured} with a speedup)", highlight=False)

@@ -53,6 +53,9 @@ DEVICE_PROTOCOLS = {
                    "forward); median and IQR over rounds",
     HOST_CLOCK_METHOD: "cpu: host clock per forward (Triton interpreter; no device)",
 }
+METHOD_LABELS = {GRAPH_METHOD: "CUDA-graph replays timed by CUDA events",
+                 QUEUED_METHOD: "plain forwards queued ahead, timed by CUDA events",
+                 HOST_CLOCK_METHOD: "host clock, no device"}
 WALL_PROTOCOL = ("autokernel.harness.timing.time_synchronous_calls: wall time of one synchronized "
                  "forward (host launch included), rotating order, L2 flush; median and IQR")
 # Below this share of its wall time spent on the device, eager's forward is called host-bound.
@@ -359,8 +362,9 @@ def end_to_end_lines(result: dict[str, Any]) -> list[str]:
         lines.append(f"{LABELS.get(name, name):<22} failed: {error}")
     device_ratios = _ratios(speedup_figure(result, DEVICE))
     if device_ratios:
-        method = device.get("method", "") if device else ""
-        lines.append(f"end to end, device time ({method}): {device_ratios}")
+        method = (device or {}).get("method", "")
+        lines.append(f"end to end, device time ({METHOD_LABELS.get(method, method)}): "
+                     f"{device_ratios}")
     elif wall_times:
         lines.append("end to end, device time: not measured (a verify.json from before device "
                      "times were kept; run `autokernel verify` again)")

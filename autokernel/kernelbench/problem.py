@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from autokernel.profiling.plan import Plan
 
 CLASS_NAME = "Model"  # KernelBench's convention
+# What a record's speedup_vs_eager / speedup_vs_compile (and so fast_p) are: verify's end-to-end
+# device time per forward. wall_speedup_* are its wall time per synchronized forward, apart.
+DEVICE_FIGURE = "device time per forward"
 VERIFY_CPU_ROUNDS = 3  # interpreter timings mean nothing; a few rounds show that it runs
 
 # Statuses of a problem's record.
@@ -83,7 +86,9 @@ def new_record(job: ProblemJob) -> dict[str, Any]:
         "problem": Path(job.problem).stem, "file": str(job.problem), "status": ERROR,
         "stage": None, "reason": "", "correctness": "–", "correct": False,
         "speedup_vs_eager": None, "speedup_vs_compile": None, "compile_vs_eager": None,
-        "timing_meaningful": job.device == "cuda", "targets": [], "notes": [],
+        "speedup_figure": DEVICE_FIGURE, "wall_speedup_vs_eager": None,
+        "wall_speedup_vs_compile": None, "timing_meaningful": job.device == "cuda",
+        "targets": [], "notes": [],
         "workspace": str(job.workspace), "device": job.device, "dtype": job.dtype, "gpu": None,
         "seconds": None,
     }
@@ -220,14 +225,22 @@ def target_rows(state: RunState, plan: Plan, verified: dict[str, Any] | None
 
 
 def fill_from_verify(record: dict[str, Any], verified: dict[str, Any]) -> None:
-    speedup = verified.get("speedup", {})
+    """The record's verdict and speedups from a verify result: speedup_vs_* are device time per
+    forward (what fast_p uses), wall_speedup_vs_* wall time per synchronized forward."""
+    from autokernel.integrate.end_to_end import DEVICE, WALL, figure, speedup_figure
+
+    device, wall = speedup_figure(verified, DEVICE), speedup_figure(verified, WALL)
+    method = (figure(verified, DEVICE) or {}).get("method")
     record.update({
         "status": DONE, "stage": None, "reason": "",
         "correct": bool(verified["passed"]),
         "correctness": "PASS" if verified["passed"] else "FAIL",
-        "speedup_vs_eager": speedup.get("vs_eager"),
-        "speedup_vs_compile": speedup.get("vs_compile"),
-        "compile_vs_eager": speedup.get("compile_vs_eager"),
+        "speedup_vs_eager": device.get("vs_eager"),
+        "speedup_vs_compile": device.get("vs_compile"),
+        "compile_vs_eager": device.get("compile_vs_eager"),
+        "speedup_figure": f"{DEVICE_FIGURE} ({method})" if method else DEVICE_FIGURE,
+        "wall_speedup_vs_eager": wall.get("vs_eager"),
+        "wall_speedup_vs_compile": wall.get("vs_compile"),
         "timing_meaningful": verified.get("timing", {}).get("meaningful", False),
         "gpu": verified.get("gpu"),
     })
