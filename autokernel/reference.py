@@ -72,9 +72,9 @@ def fused_mlp(
     return (hidden @ w_down.to(ct).t()).to(x.dtype)
 
 
-def softmax(x: torch.Tensor) -> torch.Tensor:
-    """Softmax over the last dimension."""
-    return torch.softmax(x.to(_compute_dtype(x)), dim=-1).to(x.dtype)
+def softmax(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    """Softmax over dim `axis` (the last by default)."""
+    return torch.softmax(x.to(_compute_dtype(x)), dim=axis).to(x.dtype)
 
 
 def layernorm(
@@ -92,12 +92,16 @@ def layernorm(
     return out.to(x.dtype)
 
 
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    """RMSNorm over the last dimension: x / sqrt(mean(x²) + eps) * weight."""
+def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+            axis: int = -1) -> torch.Tensor:
+    """RMSNorm over dim `axis` (the last by default): x / sqrt(mean(x²) + eps) * weight, weight
+    [N] along that dim."""
     ct = _compute_dtype(x)
     xc = x.to(ct)
-    rstd = torch.rsqrt(xc.pow(2).mean(dim=-1, keepdim=True) + eps)
-    return (xc * rstd * weight.to(ct)).to(x.dtype)
+    rstd = torch.rsqrt(xc.pow(2).mean(dim=axis, keepdim=True) + eps)
+    # weight [N] broadcast along `axis`: one trailing 1 per dim after it.
+    gain = weight.to(ct).reshape(weight.shape + (1,) * (x.ndim - 1 - axis % x.ndim))
+    return (xc * rstd * gain).to(x.dtype)
 
 
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -124,9 +128,10 @@ def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
     return (xc * cos.to(ct) + rotated * sin.to(ct)).to(x.dtype)
 
 
-def reduce(x: torch.Tensor) -> torch.Tensor:
-    """Sum over the last dimension, accumulated in float32, returned in x's dtype."""
-    return x.to(_compute_dtype(x)).sum(dim=-1).to(x.dtype)
+def reduce(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    """Sum over dim `axis` (the last by default), accumulated in float32, returned in x's
+    dtype."""
+    return x.to(_compute_dtype(x)).sum(dim=axis).to(x.dtype)
 
 
 REFERENCES = {

@@ -27,8 +27,9 @@ SPEC = get_spec("reduce")
 KERNEL = load_starter("reduce")
 DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 # Many short rows (several rows per program), rows over a few blocks, and one row long enough
-# that split_n cuts it into many splits at every SPLIT_BLOCKS x BLOCK_N.
-TUNABLE_SHAPES = ((9, 37), (5, 1100), (1, 40000))
+# that split_n cuts it into many splits at every SPLIT_BLOCKS x BLOCK_N; then a sum over dim 1
+# with an inner run wider than the smallest AXIS_BLOCK_K and a reduced dim of several AXIS_BLOCK_R.
+TUNABLE_SHAPES = ((9, 37), (5, 1100), (1, 40000), (2, 70, 19))
 TUNABLE_COMBINATIONS = covering_sample(starter_space("reduce"), count=12, seed=0)
 
 
@@ -56,7 +57,7 @@ def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
     assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
 
 
-@pytest.mark.parametrize("shape", [(8, 37), (2, 5000), (1, 70000)], ids=str)
+@pytest.mark.parametrize("shape", [(8, 37), (2, 5000), (1, 70000), (2, 300, 5)], ids=str)
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, device) -> None:
@@ -91,6 +92,17 @@ def test_leading_dims_one_dim_and_non_contiguous_inputs(device) -> None:
     assert_matches_reference(SPEC, KERNEL.kernel_fn, (x[::2],), "every other row")
     assert_matches_reference(SPEC, KERNEL.kernel_fn, (x.view(2, 3, 40),), "3-d input")
     assert_matches_reference(SPEC, KERNEL.kernel_fn, (x[0],), "1-d input -> 0-d sum")
+
+
+def test_sums_over_any_dim_of_strided_inputs(device) -> None:
+    x = torch.randn(3, 7, 40, 5, generator=torch.Generator().manual_seed(3)).to(device)
+    for axis in (0, 1, 2, -4, -3):
+        assert_matches_reference(SPEC, KERNEL.kernel_fn, (x, axis), f"over dim {axis}")
+    transposed = x.transpose(1, 3)  # inner dims no longer contiguous: strides, not a copy
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (transposed, 1), "strided, over dim 1")
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (x[:, ::2], 2), "every other row")
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(x, 4)
 
 
 def test_rejects_empty_and_0d_inputs(device) -> None:

@@ -12,6 +12,9 @@
 5. edge_sizes: the registry's non-power-of-two and single-row/column shapes, then the same
    values in non-contiguous memory (LAYOUTS: rows padded apart, the last two dims transposed).
 
+The sweep and edge shapes over a dim that is not the last ((M, N, K > 1), `OpSpec.axis_dim`) are
+planned only for a target over such a dim, which is checked at last-dim shapes too.
+
 Every case gets its own seed, derived from the run's secret seed; the plan itself is public.
 `quick` trims the number of shapes (never a detector): on the interpreter, to keep the test
 suite fast; on a GPU, for the loop's screen, to the timed and model shapes.
@@ -60,12 +63,26 @@ def _unique(shapes: list[Shape]) -> list[Shape]:
     return list(seen)
 
 
+def _over_an_axis(spec: OpSpec, shape: Shape) -> bool:
+    return spec.inner(shape) > 1
+
+
+def _last_dim_shapes(spec: OpSpec, shapes: tuple[Shape, ...]) -> list[Shape]:
+    return [s for s in shapes if not _over_an_axis(spec, s)]
+
+
+def _middle_cpu_shape(spec: OpSpec) -> Shape:
+    """The middle of the CPU sweep's last-dim shapes (the axis shapes come after them)."""
+    shapes = _last_dim_shapes(spec, spec.cpu_sweep)
+    return shapes[len(shapes) // 2]
+
+
 def default_timing_shapes(spec: OpSpec, device: str) -> list[Shape]:
     """The registry's first bench shape on a GPU; on the interpreter, where a bench shape would
     take minutes, the middle of the CPU sweep."""
     if device == "cuda":
         return [spec.bench_shapes[0]]
-    return [spec.cpu_sweep[len(spec.cpu_sweep) // 2]]
+    return [_middle_cpu_shape(spec)]
 
 
 def default_timing_dtypes(spec: OpSpec, device: str) -> list[torch.dtype]:
@@ -84,6 +101,10 @@ def plan_cases(
     on_gpu = device == "cuda"
     sweep = list(spec.sweep if on_gpu else spec.cpu_sweep)
     edges = list(spec.edge_shapes if on_gpu else spec.cpu_edge_shapes)
+    if not any(_over_an_axis(spec, s) for s in (*timing_shapes, *model_shapes)):
+        # A target over the last dim is checked over the last dim only: its kernel is routed
+        # for such calls alone, and a kernel.py written before axes existed stays valid.
+        sweep, edges = _last_dim_shapes(spec, tuple(sweep)), _last_dim_shapes(spec, tuple(edges))
     if quick:
         # On a GPU each shape is one more compile of every new variant, and the quick sweep is
         # the loop's screen, whose would-be keeps all get the full sweep: the timed and model
@@ -112,7 +133,7 @@ def plan_cases(
     for shape in _unique(edges):
         cases.extend(Case("edge_sizes", shape, dtype) for dtype in correctness_dtypes)
     if not (quick and on_gpu):
-        layout_shape = timing_shapes[0] if on_gpu else spec.cpu_sweep[len(spec.cpu_sweep) // 2]
+        layout_shape = timing_shapes[0] if on_gpu else _middle_cpu_shape(spec)
         cases.extend(Case("edge_sizes", layout_shape, correctness_dtypes[0], f"layout:{layout}",
                           layout=layout) for layout in LAYOUTS)
     return cases

@@ -23,6 +23,7 @@ inlines it into a self-contained module.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import linecache
 import os
 import sys
@@ -178,6 +179,33 @@ def _unaliased(out: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
     return out
 
 
+# A trailing argument added to a schema after kernels were written for it (reduce, softmax and
+# rmsnorm's axis), at the value that means what those kernels already do (over the last dim).
+LEGACY_TRAILING_DEFAULT = -1
+
+
+def _positional_arity(kernel_fn: Callable[..., Any]) -> int | None:
+    """How many positional arguments kernel_fn takes; None when any number (*args) or unknown."""
+    try:
+        parameters = inspect.signature(kernel_fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) for p in parameters)
+
+
+def _fitted(args: tuple[Any, ...], arity: int | None) -> tuple[Any, ...]:
+    """The op's arguments for a kernel_fn written before its schema's trailing axis argument: a
+    kernel.py of an older run takes (x) where the op now passes (x, -1). Dropped only at the
+    value that kernel already computes; any other axis is a call it cannot make."""
+    if arity is None or len(args) <= arity:
+        return args
+    if any(a != LEGACY_TRAILING_DEFAULT for a in args[arity:]):
+        raise ValueError(f"this kernel_fn takes {arity} arguments, not an axis")
+    return args[:arity]
+
+
 def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], source: str,
                     integration: Integration,
                     reference: Callable[..., torch.Tensor] | None) -> KernelOp:
@@ -191,8 +219,10 @@ def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], so
     name = op_name(kernel_type, source, device_type)
     qualname = f"{OP_NAMESPACE}::{name}"
 
+    arity = _positional_arity(kernel_fn)
+
     def implementation(*args: Any) -> torch.Tensor:
-        return _unaliased(kernel_fn(*args), args)
+        return _unaliased(kernel_fn(*_fitted(args, arity)), args)
 
     existing = _existing_op(name)
     if existing is not None:

@@ -252,6 +252,39 @@ def _last_dim(dim: Any, ndim: int) -> bool:
     return isinstance(dim, int) and ndim > 0 and dim in (-1, ndim - 1)
 
 
+def _one_dim(dim: Any, ndim: int) -> int | None:
+    """The one dim a reduction's `dim` argument names, made non-negative; None for none (all
+    dims), several, or one out of range."""
+    if isinstance(dim, (list, tuple)) and len(dim) == 1:
+        dim = dim[0]
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -ndim <= dim < ndim:
+        return None
+    return dim % ndim
+
+
+def _verified_over_an_axis(kernel: RoutedKernel) -> bool:
+    """Was the kernel verified over a dim that is not the last (its target's `axis` param)?
+    Such a kernel passed the harness at (M, N, K > 1) shapes, so it sums/normalizes over any dim
+    given the [outer, N, inner] view; a last-dim kernel (and every kernel of a run made before
+    axes) is verified at K = 1 only."""
+    axis = kernel.params.get("axis", -1)
+    return isinstance(axis, int) and axis != -1
+
+
+def _axis_refusal(kernel: RoutedKernel, axis: int, ndim: int) -> str | None:
+    """Why a call over dim `axis` (non-negative) may not go to the kernel, or None."""
+    if axis == ndim - 1 or _verified_over_an_axis(kernel):
+        return None
+    return f"over dim {axis} of {ndim}; the kernel was verified over the last dim only"
+
+
+def _axis_view(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """x as [outer, N, inner] for an op over dim `axis`: the reference's axis 1 (a view when x's
+    dims after and before the axis each merge, a copy otherwise)."""
+    shape = x.shape
+    return x.reshape(math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
+
+
 def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:
     """Why a continuous parameter differs from the one the harness verified the kernel with (a
     tuned kernel may have baked that value in), or None. Unknown to the manifest: any value."""

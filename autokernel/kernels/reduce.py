@@ -1,6 +1,8 @@
 """Row-sum starter: out[m] = sum over n of x[m, n], accumulated in float32, returned in x's dtype.
 
 x may have any number of leading dims; they are flattened into rows (x[..., N] -> [M, N]).
+`kernel_fn(x, axis)` sums over dim `axis` instead (default -1, the last): x is viewed as
+[outer, N, inner] and out[o, k] = sum over n of x[o, n, k].
 
 Algorithm
 - One kernel, `_row_sums_kernel`: a program owns BLOCK_M rows and a contiguous range of columns.
@@ -26,6 +28,12 @@ Tunables
   MAX_SPLITS = 65535 splits, CUDA's grid limit on axis 1).
 - VARIANT: "auto", "row_loop" or "split_n", as above.
 
+Over a dim that is not the last (`_axis_sums_kernel`): a program owns AXIS_BLOCK_K adjacent
+inner positions of one outer index and walks N in AXIS_BLOCK_R steps, so every load is AXIS_BLOCK_K
+consecutive elements (coalesced along the inner dim, where the memory is contiguous), added into a
+[AXIS_BLOCK_R, AXIS_BLOCK_K] float32 accumulator reduced over its rows at the end. The programs
+are numbered along one grid axis (outer × inner blocks), which has no 65535 limit.
+
 Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
 (lru_cache) and compiles them ahead (`warmup`); a call then only allocates the sums (and partials)
 and launches the compiled kernel(s) through `CompiledKernel[grid]`, Triton's cheapest public launch
@@ -33,6 +41,7 @@ path.
 """
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import torch
@@ -47,12 +56,18 @@ BLOCK_N = 2048
 NUM_WARPS = 8
 SPLIT_BLOCKS = 8
 VARIANT = "auto"
+AXIS_BLOCK_R = 32
+AXIS_BLOCK_K = 64
+AXIS_NUM_WARPS = 4
 TUNABLE_SPACE = {
     "BLOCK_M": [1, 2, 4, 8],
     "BLOCK_N": [256, 512, 1024, 2048, 4096],
     "NUM_WARPS": [2, 4, 8, 16],
     "SPLIT_BLOCKS": [1, 4, 8, 16, 32],
     "VARIANT": ["auto", "row_loop", "split_n"],
+    "AXIS_BLOCK_R": [8, 16, 32, 64],
+    "AXIS_BLOCK_K": [16, 32, 64, 128, 256],
+    "AXIS_NUM_WARPS": [2, 4, 8],
 }
 
 MAX_TILE = 8192
@@ -94,6 +109,39 @@ def _row_sums_kernel(
     total = tl.sum(acc, axis=1)
     out_at = out_ptr + rows.to(tl.int64) * stride_out_row + split
     tl.store(out_at, total.to(out_ptr.dtype.element_ty), mask=row_in_bounds)
+
+
+@triton.jit
+def _axis_sums_kernel(
+    x_ptr,
+    out_ptr,
+    n_reduced,
+    n_inner,
+    k_blocks,
+    stride_x_outer,
+    stride_x_reduced,
+    stride_x_inner,
+    BLOCK_R: tl.constexpr,
+    BLOCK_K: tl.constexpr,
+):
+    """out[o, k] = sum over r of x[o, r, k], out contiguous [outer, n_inner]."""
+    pid = tl.program_id(0)
+    outer = pid // k_blocks
+    ks = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_in_bounds = ks < n_inner
+    column_starts = (x_ptr + outer.to(tl.int64) * stride_x_outer
+                     + ks.to(tl.int64)[None, :] * stride_x_inner)
+    offsets = tl.arange(0, BLOCK_R)
+
+    acc = tl.zeros([BLOCK_R, BLOCK_K], dtype=tl.float32)
+    for start in range(0, n_reduced, BLOCK_R):
+        rs = start + offsets
+        mask = (rs < n_reduced)[:, None] & k_in_bounds[None, :]
+        at = column_starts + rs.to(tl.int64)[:, None] * stride_x_reduced
+        acc += tl.load(at, mask=mask, other=0.0).to(tl.float32)
+    total = tl.sum(acc, axis=0)
+    out_at = out_ptr + outer.to(tl.int64) * n_inner + ks
+    tl.store(out_at, total.to(out_ptr.dtype.element_ty), mask=k_in_bounds)
 
 
 def _tile(n_rows: int, n_cols: int, block_m: int, block_n: int) -> tuple[int, int]:
@@ -199,5 +247,36 @@ def row_sums(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
-def kernel_fn(x: torch.Tensor) -> torch.Tensor:
-    return row_sums(x)
+@functools.lru_cache(maxsize=1024)
+def _axis_plan(n_outer: int, n_reduced: int, n_inner: int, strides: tuple[int, int, int],
+               dtype: torch.dtype, device: int) -> Launch:
+    """The launch summing x[n_outer, n_reduced, n_inner] (those strides) over its dim 1."""
+    block_k = max(2, min(AXIS_BLOCK_K, triton.next_power_of_2(n_inner)))
+    block_r = max(2, min(AXIS_BLOCK_R, triton.next_power_of_2(n_reduced)))
+    k_blocks = triton.cdiv(n_inner, block_k)
+    grid = (n_outer * k_blocks, 1, 1)
+    return _compile(_axis_sums_kernel, grid, (dtype, dtype),
+                    (n_reduced, n_inner, k_blocks, *strides, block_r, block_k),
+                    num_warps=AXIS_NUM_WARPS)
+
+
+def axis_sums(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """x summed over dim `axis` (non-negative, not the last)."""
+    shape = x.shape
+    n_outer, n_reduced = math.prod(shape[:axis]), shape[axis]
+    n_inner = math.prod(shape[axis + 1:])
+    view = x.reshape(n_outer, n_reduced, n_inner)  # a view unless x's strides forbid one
+    out = torch.empty(shape[:axis] + shape[axis + 1:], dtype=x.dtype, device=x.device)
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    launch = _axis_plan(n_outer, n_reduced, n_inner, tuple(view.stride()), x.dtype, device)
+    _launch(launch, view, out)
+    return out
+
+
+def kernel_fn(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    if x.ndim == 0 or x.numel() == 0:
+        raise ValueError(f"reduce needs a non-empty input of 1+ dims; got {tuple(x.shape)}")
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} out of range for {x.ndim} dims")
+    axis %= x.ndim
+    return row_sums(x) if axis == x.ndim - 1 else axis_sums(x, axis)

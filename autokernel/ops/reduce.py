@@ -1,4 +1,8 @@
-"""reduce: out[M] = x[M, N].sum(-1), accumulated in float32 and returned in x's dtype."""
+"""reduce: out[M] = x[M, N].sum(-1), accumulated in float32 and returned in x's dtype.
+
+Over a dim that is not the last, a shape (M, N, K) is out[M, K] = x[M, N, K].sum(1) (see
+`OpSpec.axis_dim`): the same sums, each over N elements K apart.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +16,8 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _last_dim, _refusal, _rows,
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _axis_refusal, _axis_view, _bind, _call_kernel,
+    _one_dim, _refusal, _rows,
 )
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
@@ -21,7 +26,9 @@ from autokernel.ops.spec import (
     OpSpec,
     Shape,
     Tolerance,
+    along_axis,
     element_size,
+    rows_and_width,
     sample,
 )
 
@@ -36,9 +43,9 @@ LARGE_SUM_SCALE = 4.0e3
 POSITIVE_SUM_SCALE = 16384.0
 
 
-def stock_sum(x: torch.Tensor) -> torch.Tensor:
+def stock_sum(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
     # torch.sum accumulates fp16/bf16 in float32 and returns x's dtype, like the reference.
-    return torch.sum(x, dim=-1)
+    return torch.sum(x, dim=axis)
 
 
 def _row_values(
@@ -52,7 +59,7 @@ def _row_values(
     return x
 
 
-def make_inputs(
+def _row_inputs(
     shape: Shape,
     dtype: torch.dtype,
     device: str | torch.device,
@@ -62,14 +69,17 @@ def make_inputs(
     return (_row_values(shape, device, generator, distribution).to(dtype),)
 
 
+make_inputs = along_axis(_row_inputs)
+
+
 def flops(shape: Shape) -> float:
     # One add per element.
-    m, n = shape
+    m, n = rows_and_width(shape)
     return float(m * n)
 
 
 def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
-    m, n = shape
+    m, n = rows_and_width(shape)
     return (m * n + m) * element_size(dtype)  # x read once, one sum per row written
 
 
@@ -121,19 +131,19 @@ ADVERSARIAL = (
         "cancelling_pairs",
         "big ±a pairs (a up to 2^14) cancel among small integers: the exact answer is small; a "
         "half-precision accumulator swamps or overflows",
-        _cancelling_pairs,
+        along_axis(_cancelling_pairs),
     ),
     AdversarialCase(
         "positive_long_rows",
         "positive values summing to ~8192 whatever N: a half-precision running sum stalls "
         "(swamping) on long rows",
-        _positive_long_rows,
+        along_axis(_positive_long_rows),
     ),
     AdversarialCase(
         "edge_columns",
         "zeros except the first and last column of each row: a dropped first/tail chunk, an "
         "off-by-one mask or a wrong row stride shows as a wrong integer",
-        _edge_columns,
+        along_axis(_edge_columns),
     ),
 )
 
@@ -158,6 +168,7 @@ SPEC = OpSpec(
         (2048, 50257),
         (8, 1 << 20),
         (1, 1 << 24),  # one long row: needs a split over the row to use the GPU
+        (32, 4096, 256),  # over dim 1 of x[32, 4096, 256] (KernelBench 47)
     ),
     cpu_sweep=(
         (1, 1),
@@ -167,11 +178,17 @@ SPEC = OpSpec(
         (64, 64),
         (3, 70000),  # over several split-sized chunks: exercises both stages of split_n
         (5, 2049),
+        # Over dim 1: a short inner run (masked lanes) and a wide one (several inner blocks).
+        (3, 40, 5),
+        (2, 300, 33),
     ),
-    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1023), (65537, 1), (1, 1 << 20)),
-    cpu_edge_shapes=((1, 3), (17, 1), (1, 4097), (13, 1537), (31, 1023)),
+    edge_shapes=((1023, 4097), (4097, 1537), (1537, 1023), (65537, 1), (1, 1 << 20),
+                 (16, 1023, 4097), (1, 65537, 3)),
+    cpu_edge_shapes=((1, 3), (17, 1), (1, 4097), (13, 1537), (31, 1023), (1, 1, 7),
+                     (2, 1537, 3)),
     bench_shapes=((8192, 8192), (16384, 8192), (1024, 32768)),
     adversarial=ADVERSARIAL,
+    axis_dim="K",
     tolerances={
         **DEFAULT_TOLERANCES,
         # A float32 row sum carries an absolute rounding error ~ eps·sigma·sqrt(N)·(a few), in
@@ -183,9 +200,9 @@ SPEC = OpSpec(
         # is caught).
         torch.float32: Tolerance(atol=1e-2, rtol=1e-4),
     },
-    notes="sum over the last dim, float32 accumulation, output in x's dtype; FLOPs = M·N (one "
-    "add per element); bytes = read x + write M sums. Inputs shrink with N so sums stay "
-    "finite in fp16.",
+    notes="sum over the last dim (or over dim 1 of x[M, N, K]), float32 accumulation, output in "
+    "x's dtype; FLOPs = M·N·K (one add per element); bytes = read x + write M·K sums. Inputs "
+    "shrink with N so sums stay finite in fp16.",
 )
 
 
@@ -195,13 +212,16 @@ SPEC = OpSpec(
 # uses only torch and the integrate modules' names above, because `autokernel export` ships it.
 
 
-def _fake_reduce(x: torch.Tensor) -> torch.Tensor:
-    return x.new_empty(x.shape[:-1])
+def _fake_reduce(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    kept = list(x.shape)
+    del kept[axis]
+    return x.new_empty(kept)
 
 
 def _reduce_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-    (x,), _ = saved_inputs(ctx)
-    return (grad.unsqueeze(-1).expand(x.shape).to(x.dtype),)
+    args, _ = saved_inputs(ctx)
+    x, axis = args[0], (args[1] if len(args) > 1 else -1)
+    return (grad.unsqueeze(axis).expand(x.shape).to(x.dtype), *[None] * (len(args) - 1))
 
 
 SUM_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
@@ -216,25 +236,34 @@ def _sum_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     if bound is None:
         return None, "arguments"
     x = bound["input"]
-    if not isinstance(x, torch.Tensor) or not _last_dim(bound["dim"], x.ndim):
-        return None, "not over the last dim"
+    if not isinstance(x, torch.Tensor) or x.ndim == 0:
+        return None, "arguments"
+    axis = _one_dim(bound["dim"], x.ndim)
+    if axis is None:
+        return None, "not over one dim"
     if bound["dtype"] not in (None, x.dtype) or not x.is_floating_point():
         return None, "dtype"
+    why = _axis_refusal(kernel, axis, x.ndim)
+    if why:
+        return None, why
     if x.numel() < kernel.limits.get("min_elements", 1) or \
-            x.shape[-1] < kernel.limits.get("min_row", 1):
+            x.shape[axis] < kernel.limits.get("min_row", 1):
         return None, "smaller than a reduce target"
     why = _refusal(kernel, x)
     if why:
         return None, why
-    out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
+    if axis == x.ndim - 1:
+        out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
+    else:
+        out, why = _call_kernel(kernel, _axis_view(x, axis), 1)
     if why:
         return None, why
-    out = out.reshape(x.shape[:-1])
-    return (out.unsqueeze(-1) if bound["keepdim"] else out), None
+    out = out.reshape(x.shape[:axis] + x.shape[axis + 1:])
+    return (out.unsqueeze(axis) if bound["keepdim"] else out), None
 
 
 INTEGRATION = Integration(
-    schema="(Tensor x) -> Tensor",
+    schema="(Tensor x, int axis=-1) -> Tensor",
     fake=_fake_reduce,
     backward="analytic",
     gradient=_reduce_gradient,

@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import functools
+
 import torch
 
 Shape = tuple[int, ...]
@@ -125,6 +127,21 @@ class OpSpec:
     patterns: tuple[Callable[..., None], ...] = ()
     """Multi-op patterns, (profiling.callsites.Context) -> None, that claim ops as calls of this
     type; they run after the first nine types' (autokernel/profiling/patterns.py)."""
+    axis_dim: str | None = None
+    """For ops that also run over a dim that is not the last (reduce, softmax, rmsnorm): the name
+    of an optional trailing shape dim, the inner size K. A shape (M, N, K) with K > 1 is x[M, N, K]
+    over dim 1 (any tensor over dim d, viewed as [prod(before d), size of d, prod(after d)]), and
+    the inputs end with the axis argument 1; (M, N) and (M, N, 1) are over the last dim, as
+    before. See `along_axis`."""
+
+    @property
+    def shape_dims(self) -> tuple[str, ...]:
+        """`dims`, and the axis dim where the op has one: every name a shape may use."""
+        return self.dims + ((self.axis_dim,) if self.axis_dim else ())
+
+    def inner(self, shape: Shape) -> int:
+        """K of a shape with an axis dim (1 when absent): 1 is over the last dim."""
+        return int(shape[len(self.dims)]) if len(shape) > len(self.dims) else 1
 
     def tolerance(self, dtype: torch.dtype) -> Tolerance:
         return self.tolerances[dtype]
@@ -136,15 +153,17 @@ class OpSpec:
             shape = tuple(int(p) for p in parts)
         else:
             shape = tuple(int(d) for d in text)
-        if len(shape) != len(self.dims) or any(d <= 0 for d in shape):
+        lengths = {len(self.dims), len(self.shape_dims)}
+        if len(shape) not in lengths or any(d <= 0 for d in shape):
+            optional = f", optionally x{self.axis_dim} (over dim 1)" if self.axis_dim else ""
             raise ValueError(
                 f"{self.name} shapes have {len(self.dims)} positive dims "
-                f"({'x'.join(self.dims)}); got {text!r}"
+                f"({'x'.join(self.dims)}{optional}); got {text!r}"
             )
         return shape
 
     def format_shape(self, shape: Shape) -> str:
-        return " ".join(f"{n}={d}" for n, d in zip(self.dims, shape))
+        return " ".join(f"{n}={d}" for n, d in zip(self.shape_dims, shape))
 
     def arithmetic_intensity(self, shape: Shape, dtype: torch.dtype) -> float:
         return self.flops(shape) / self.bytes(shape, dtype)
@@ -175,3 +194,31 @@ def sample(
     else:
         raise ValueError(f"unknown distribution {distribution!r}; choose from {DISTRIBUTIONS}")
     return t.to(dtype)
+
+
+def rows_and_width(shape: Shape) -> tuple[int, int]:
+    """(rows, N) of a row-wise op's (M, N[, K]) shape: M·K independent rows of N elements, laid
+    out contiguously (K = 1) or K apart (over dim 1 of x[M, N, K])."""
+    m, n = shape[0], shape[1]
+    return m * (shape[2] if len(shape) > 2 else 1), n
+
+
+def along_axis(maker: InputMaker) -> InputMaker:
+    """An (M, N) input maker extended to (M, N, K) shapes, for an OpSpec with an axis dim.
+
+    At K = 1 (or no K) it is `maker` itself. At K > 1 it makes `maker`'s inputs at (M·K, N) and
+    lays the first tensor's rows out as x[M, N, K], each row now strided K apart over dim 1, so
+    every row property a generator builds (an adversarial pattern, a scale) holds along the
+    reduced dim; the inputs gain the reference's trailing axis argument, 1.
+    """
+    @functools.wraps(maker)  # inspect.signature sees maker's named options (eps)
+    def make(shape: Shape, dtype: torch.dtype, device: str | torch.device,
+             generator: torch.Generator, distribution: str = "normal", **params: Any) -> Inputs:
+        if len(shape) < 3 or shape[2] == 1:
+            return maker(tuple(shape[:2]), dtype, device, generator, distribution, **params)
+        m, n, k = shape
+        inputs = maker((m * k, n), dtype, device, generator, distribution, **params)
+        x = inputs[0].view(m, k, n).transpose(1, 2).contiguous()
+        return (x, *inputs[1:], 1)
+
+    return make

@@ -104,8 +104,20 @@ def input_parameters(kernel_type: str) -> frozenset[str]:
     return frozenset(names)
 
 
+@lru_cache(maxsize=None)
+def axis_dim(kernel_type: str) -> str | None:
+    """The op's optional inner-size dim (OpSpec.axis_dim): K of an (M, N, K) call over dim 1."""
+    from autokernel.ops import get_spec
+
+    return get_spec(kernel_type).axis_dim
+
+
 def to_registry_shape(kernel_type: str, named: dict[str, int]) -> tuple[int, ...]:
-    return tuple(int(named[d]) for d in registry_dims(kernel_type))
+    shape = tuple(int(named[d]) for d in registry_dims(kernel_type))
+    inner = axis_dim(kernel_type)
+    if inner is not None and int(named.get(inner, 1)) > 1:  # K = 1 is over the last dim
+        shape += (int(named[inner]),)
+    return shape
 
 
 # ---------------------------------------------------------------------------------------------
@@ -143,6 +155,24 @@ def _rows_and_cols(x: Sequence[int], dim: Any = -1) -> tuple[int, int] | None:
         return None
     n = x[d]
     return (_numel(x) // n if n else 0), n
+
+
+def _single_axis(dim: Any, ndim: int) -> int | None:
+    """The one dim an op's `dim` argument names, made non-negative; None for none or several."""
+    if isinstance(dim, list) and len(dim) == 1:
+        dim = dim[0]
+    if not isinstance(dim, int) or isinstance(dim, bool) or not -ndim <= dim < ndim:
+        return None
+    return dim % ndim
+
+
+def _over_axis(x: Sequence[int], axis: int) -> tuple[dict[str, int], dict[str, Any]]:
+    """Registry dims and params of a row-wise op over dim `axis` of x: (M, N) over the last dim,
+    else M = the dims before, N = the axis, K = the dims after it, and the plan's `axis`."""
+    named = {"M": _numel(x[:axis]), "N": x[axis]}
+    if axis == len(x) - 1:
+        return named, {}
+    return {**named, "K": _numel(x[axis + 1:])}, {"axis": axis}
 
 
 def _maybe_last_dim(dim: Any, ndim: int) -> bool:

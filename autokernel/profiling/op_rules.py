@@ -12,7 +12,7 @@ from typing import Any
 
 from autokernel.profiling.callsites import (
     FINFO_EPS, Context, Extracted, Extractor, _arg, _broadcast_numel, _dtype, _four_dims,
-    _has_tensor, _is_last_dim, _numel, _rows_and_cols, _shape,
+    _has_tensor, _numel, _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import OpCall
 
@@ -171,12 +171,13 @@ def _attention_shape(op: OpCall, ctx: Context) -> Extracted:
 
 def _softmax_shape(op: OpCall, ctx: Context) -> Extracted:
     x = _shape(op, 0)
-    dim = _arg(op, 1)
-    mn = _rows_and_cols(x, dim if isinstance(dim, int) else -1)
-    if mn is None:
+    if not x:
         return None
-    params = {} if dim is None or _is_last_dim(dim, len(x)) else {"dim": dim}
-    return {"M": mn[0], "N": mn[1]}, params
+    dim = _arg(op, 1)
+    axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
+    if axis is None:
+        return None
+    return _over_axis(x, axis)
 
 
 def _norm_width(op: OpCall) -> int | None:
@@ -244,14 +245,16 @@ def _reduce_shape(op: OpCall, ctx: Context) -> Extracted:
     if not x:
         return None
     if len(op.shapes) <= 2:  # aten::sum(self, dtype): the whole tensor
-        m, n = 1, _numel(x)
+        named: dict[str, int] = {"M": 1, "N": _numel(x)}
+        params: dict[str, Any] = {}
     else:
-        if not _is_last_dim(_arg(op, 1), len(x)):
+        axis = _single_axis(_arg(op, 1), len(x))
+        if axis is None:  # several dims: not one row-wise sum
             return None
-        m, n = _numel(x) // x[-1], x[-1]
-    if m * n < REDUCE_MIN_ELEMENTS or n < REDUCE_MIN_ROW:
+        named, params = _over_axis(x, axis)
+    if _numel(x) < REDUCE_MIN_ELEMENTS or named["N"] < REDUCE_MIN_ROW:
         return None
-    return {"M": m, "N": n}, {}
+    return named, params
 
 
 @dataclass(frozen=True)

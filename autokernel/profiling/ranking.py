@@ -20,6 +20,7 @@ from autokernel.profiling.classify import (
     classify_profile,
     registry_dims,
 )
+from autokernel.profiling.callsites import axis_dim
 from autokernel.profiling.events import ModuleInfo, RecordedProfile
 from autokernel.profiling.plan import (
     NEGLIGIBLE_SHARE,
@@ -92,7 +93,7 @@ def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iteration
         cumulative_2x=1.0,
         call_sites=call_sites,
         params=params,
-        dims=list(registry_dims(kernel_type)),
+        dims=_shape_dims(kernel_type, shapes),
         role=role,
         route=target_route(site.route for site in call_sites),
     )
@@ -198,6 +199,15 @@ def build_plan(
         warmup=warmup,
         versions=dict(record.versions),
     )
+
+
+def _shape_dims(kernel_type: str, shapes: list[list[int]]) -> list[str]:
+    """The registry dims, and the axis dim K when a shape is over a dim that is not the last."""
+    dims = list(registry_dims(kernel_type))
+    inner = axis_dim(kernel_type)
+    if inner is not None and any(len(s) > len(dims) for s in shapes):
+        dims.append(inner)
+    return dims
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,122 @@
+"""Reduce, rmsnorm and softmax over a dim that is not the last (issue 13): the profiler files them
+under their kernel type with an (M, N, K) shape and an `axis` param, the harness checks a starter
+at those shapes, and a kernel verified over an axis is routed for such calls (a kernel verified
+over the last dim is not)."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+
+from autokernel.harness.cases import default_timing_shapes, plan_cases
+from autokernel.integrate.patch import patch_model
+from autokernel.ops import get_spec
+from conftest import DEVICE
+from test_patch import build, entry
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "kernelbench"
+
+
+def _profile(tmp_path: Path, problem: str, inputs: str, init: str = "[]"):
+    """The plan of a shipped KernelBench-style problem at a tiny input size."""
+    from autokernel.profiling.model_loader import load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    path = tmp_path / f"tiny_{problem}.py"
+    path.write_text(textwrap.dedent(f"""\
+        import importlib.util
+        import torch
+        _spec = importlib.util.spec_from_file_location("problem", {str(EXAMPLES / problem)!r})
+        _problem = importlib.util.module_from_spec(_spec)
+        _spec.loader.exec_module(_problem)
+        Model = _problem.Model
+
+        def get_inputs():
+            return [{inputs}]
+
+        def get_init_inputs():
+            return {init}
+        """))
+    loaded = load_model_file(path, device="cpu")
+    return build_plan(profile_model(loaded, warmup=1, iters=1), model=str(path),
+                      class_name="Model")
+
+
+# ---------------------------------------------------------------------------------------------
+# reduce: x.sum(dim=1)
+
+
+def test_a_sum_over_dim_1_is_a_reduce_target_with_its_axis(tmp_path: Path) -> None:
+    plan = _profile(tmp_path, "04_sum_over_dim1.py", "torch.randn(2, 512, 64)")
+    (target,) = plan.targets
+    assert target.kernel_type == "reduce" and target.params == {"axis": 1}
+    assert target.bench_shape == [2, 512, 64] and target.dims == ["M", "N", "K"]
+    assert target.call_sites[0].route == "call"
+
+
+def test_the_harness_checks_an_axis_target_at_axis_shapes_and_a_last_dim_one_without() -> None:
+    spec = get_spec("reduce")
+    dtypes = [torch.float32]
+    axis_cases = plan_cases(spec, "cpu", dtypes, [(2, 300, 33)], [(2, 512, 64)])
+    swept = {c.shape for c in axis_cases if c.stage in ("shape_sweep", "edge_sizes")}
+    assert {(3, 40, 5), (2, 1537, 3), (2, 512, 64)} <= swept
+    assert any(len(s) == 2 for s in swept)  # and over the last dim too
+    last_dim_cases = plan_cases(spec, "cpu", dtypes, default_timing_shapes(spec, "cpu"), [])
+    assert all(spec.inner(c.shape) == 1 for c in last_dim_cases)
+
+
+class ChannelSums(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.sum(dim=1, keepdim=True), torch.sum(x, 1), x.sum(-1), x.sum((0, 1))
+
+
+def test_a_reduce_kernel_verified_over_an_axis_takes_sums_over_dim_1() -> None:
+    (kernel,) = build(entry("reduce", params={"axis": 1}))
+    model = ChannelSums()
+    x = torch.randn(2, 40, 6, 3, device=DEVICE)
+    reference = model(x)
+    patch = patch_model(model, [kernel])
+    routed = model(x)
+    for a, b in zip(routed, reference):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    (stats,) = patch.report.kernels.values()
+    assert stats.calls == 3 and stats.fallbacks == {"not over one dim": 1}
+
+    leaf = x.clone().requires_grad_(True)
+    model(leaf)[0].square().sum().backward()
+    expected = (2 * x.sum(1, keepdim=True)).expand_as(x)
+    torch.testing.assert_close(leaf.grad, expected, atol=1e-4, rtol=1e-4)
+
+
+def test_a_last_dim_reduce_kernel_leaves_sums_over_dim_1_with_a_reason() -> None:
+    (kernel,) = build(entry("reduce"))
+    model = ChannelSums()
+    patch = patch_model(model, [kernel])
+    model(torch.randn(2, 40, 6, device=DEVICE))
+    (stats,) = patch.report.kernels.values()
+    assert stats.calls == 1
+    assert stats.fallbacks["over dim 1 of 3; the kernel was verified over the last dim only"] == 2
+
+
+def test_old_kernel_files_without_the_axis_argument_still_run_over_the_last_dim(
+        tmp_path: Path) -> None:
+    from autokernel.integrate.custom_ops import register_kernel
+    from autokernel.ops import get_integration
+    from autokernel.reference import REFERENCES
+
+    def old_kernel_fn(x: torch.Tensor) -> torch.Tensor:
+        return x.sum(-1)
+
+    op = register_kernel("reduce", old_kernel_fn, "def kernel_fn(x): ...  # test_axis_ops",
+                         get_integration("reduce"), REFERENCES["reduce"])
+    x = torch.randn(3, 5, device=DEVICE)
+    torch.testing.assert_close(op.op(x), x.sum(-1))
+    torch.testing.assert_close(op.direct(x), x.sum(-1))
+    with pytest.raises(ValueError, match="not an axis"):
+        op.direct(x.view(3, 5, 1), 1)
