@@ -21,12 +21,14 @@ from autokernel.kernelbench.problem import (
     NO_TARGET,
     TIMEOUT,
     ProblemJob,
+    fill_from_verify,
+    new_record,
 )
 from autokernel.kernelbench.scoring import fast_p, fast_p_table, is_fast
 from autokernel.kernelbench.suite import (
     SuiteError, discover_problems, finished_records, problem_names, run_one,
 )
-from autokernel.kernelbench.table import optimized_cell, target_summary
+from autokernel.kernelbench.table import optimized_cell, target_summary, write_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY_PROBLEMS = ROOT / "tests" / "fixtures" / "kernelbench_tiny"
@@ -290,8 +292,9 @@ def test_kernelbench_resume_runs_only_what_has_no_result(tmp_path: Path) -> None
     out.mkdir()
     (out / "results.json").write_text(json.dumps({"meta": meta, "problems": []}))
     earlier = {"status": DONE, "correct": True, "correctness": "PASS", "speedup_vs_eager": 1.5,
-               "speedup_vs_compile": None, "targets": [], "reason": "", "seconds": 1.0,
-               "marker": "from the earlier call"}
+               "speedup_vs_compile": None, "speedup_figure": "device time per forward",
+               "wall_speedup_vs_eager": 0.5, "wall_speedup_vs_compile": None, "targets": [],
+               "reason": "", "seconds": 1.0, "marker": "from the earlier call"}
     _write_record(out, "softmax_rows", **earlier)
     _write_record(out, "broken_problem", status=INTERRUPTED)
     (out / "broken_problem").mkdir()  # its partial workspace
@@ -373,3 +376,78 @@ def test_example_model_at_tiny_size_profiles_into_its_targets(
                       class_name="Model")
     assert {t.kernel_type for t in plan.targets} == expected
     sys.modules.pop(module, None)  # the wrapper imported it by its bare name
+
+
+# ---------------------------------------------------------------------------------------------
+# Device time and wall time, apart
+
+
+def _verified(device_vs_eager: float | None, wall_vs_eager: float, passed: bool = True) -> dict:
+    """A verify.json (schema 2) reduced to what fill_from_verify reads."""
+    device = {} if device_vs_eager is None else {"vs_eager": device_vs_eager,
+                                                 "vs_compile": device_vs_eager * 1.3,
+                                                 "compile_vs_eager": 0.77}
+    return {"passed": passed, "accuracy": {"passed": passed, "error_patched": 1e-4,
+                                           "bound": 2e-3},
+            "gradients": {"checked": False}, "notes": [], "gpu": "NVIDIA H100",
+            "timing": {"meaningful": True, "device": {"method": "cuda-graph", "contestants": {}},
+                       "wall": {"contestants": {}}},
+            "speedup": {"device": device, "wall": {"vs_eager": wall_vs_eager,
+                                                   "vs_compile": wall_vs_eager * 4.5}}}
+
+
+def _record(name: str) -> dict:
+    job = ProblemJob(problem=f"{name}.py", workspace=f"/tmp/{name}", result_path="r.json",
+                     device="cuda", dtype="fp16", minutes=1.0, agent="tuner")
+    record = new_record(job)
+    record["problem"] = name
+    return record
+
+
+def test_a_record_takes_device_time_speedups_and_wall_ones_apart() -> None:
+    """03_softmax_wide on the H100: the kernel as fast as eager's on the device, the forward
+    host-bound, so the wall figure is launch cost."""
+    record = _record("03_softmax_wide")
+    fill_from_verify(record, _verified(1.02, 0.326))
+    assert record["speedup_vs_eager"] == 1.02 and record["speedup_vs_compile"] == \
+        pytest.approx(1.326)
+    assert record["wall_speedup_vs_eager"] == 0.326
+    assert record["wall_speedup_vs_compile"] == pytest.approx(1.467)
+    assert record["speedup_figure"].startswith("device time per forward")
+    assert "cuda-graph" in record["speedup_figure"]
+
+
+def test_the_table_and_fast_p_use_device_time_and_label_the_wall_columns(tmp_path: Path) -> None:
+    fast_on_device = _record("03_softmax_wide")
+    fill_from_verify(fast_on_device, _verified(1.5, 0.4))
+    slow_on_device = _record("05_row_sum")
+    fill_from_verify(slow_on_device, _verified(0.9, 1.2))
+    # Written by an older autokernel: its speedup_vs_* were wall times; none for fast_p.
+    older = {**_record("07_layernorm"), "status": DONE, "correct": True, "correctness": "PASS",
+             "speedup_vs_eager": 2.5, "speedup_vs_compile": 2.5}
+    for key in ("speedup_figure", "wall_speedup_vs_eager", "wall_speedup_vs_compile"):
+        older.pop(key)
+    records = [fast_on_device, slow_on_device, older]
+    meta = {"device": "cuda", "gpu": "NVIDIA H100", "dtype": "fp16", "minutes_per_problem": 1,
+            "agent": "tuner", "commit": "abc1234", "created": "now",
+            "versions": {"autokernel": "0", "torch": "2", "triton": "3"}}
+    paths = write_tables(tmp_path, records, meta)
+    document = json.loads(paths["json"].read_text())
+    # fast_1: only the device-time speedup of 1.5 counts; the older record's 2.5 was wall time.
+    assert document["fast_p"]["eager"]["fast_1"] == pytest.approx(1 / 3)
+    assert document["fast_p"]["eager"]["fast_0"] == 1.0
+    assert document["fast_p"]["eager"]["measured"] == 2
+    rows = {r["problem"]: r for r in document["problems"]}
+    assert rows["07_layernorm"]["speedup_vs_eager"] is None
+    assert rows["07_layernorm"]["wall_speedup_vs_eager"] == 2.5
+    assert rows["07_layernorm"]["speedup_figure"].startswith("wall only")
+
+    markdown = paths["md"].read_text()
+    assert "| vs eager | vs compile | wall vs eager | wall vs compile |" in markdown
+    assert "device time per forward" in markdown and "wall time per synchronized forward" \
+        in markdown
+    assert "| 03_softmax_wide | done | PASS | 1.50× | 1.95× | 0.40× | 1.80× |" in markdown
+    assert "| 07_layernorm | done | PASS | – | – | 2.50× | 2.50× |" in markdown
+    header = paths["tsv"].read_text().splitlines()[0].split("\t")
+    assert header[3:8] == ["speedup_vs_eager", "speedup_vs_compile", "wall_speedup_vs_eager",
+                           "wall_speedup_vs_compile", "speedup_figure"]
