@@ -120,3 +120,49 @@ def test_old_kernel_files_without_the_axis_argument_still_run_over_the_last_dim(
     torch.testing.assert_close(op.direct(x), x.sum(-1))
     with pytest.raises(ValueError, match="not an axis"):
         op.direct(x.view(3, 5, 1), 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# rmsnorm: x / sqrt(mean(x * x, dim=1, keepdim=True) + eps) on NCHW (KernelBench 36)
+
+
+def _nchw_rmsnorm_model() -> nn.Module:
+    from autokernel.profiling.model_loader import import_model_file
+
+    return import_model_file(EXAMPLES / "06_rmsnorm_nchw.py").Model(1e-5)
+
+
+def test_a_composite_rmsnorm_over_channels_is_an_rmsnorm_target_with_its_axis(
+        tmp_path: Path) -> None:
+    plan = _profile(tmp_path, "06_rmsnorm_nchw.py", "torch.randn(2, 8, 16, 16)", "[1e-5]")
+    (target,) = plan.targets
+    assert target.kernel_type == "rmsnorm" and target.params == {"axis": 1, "eps": 1e-5}
+    assert target.bench_shape == [2, 8, 256]
+    (site,) = target.call_sites
+    assert site.notes == {"elementwise_affine": False} and site.route == "module"
+
+
+def test_an_rmsnorm_kernel_verified_over_an_axis_takes_the_weightless_module() -> None:
+    (kernel,) = build(entry("rmsnorm", params={"eps": 1e-5, "axis": 1}))
+    model = _nchw_rmsnorm_model()
+    x = torch.randn(2, 8, 5, 3, device=DEVICE)
+    reference = model(x)
+    patch = patch_model(model, [kernel])
+    routed = model(x)
+    torch.testing.assert_close(routed, reference, atol=1e-4, rtol=1e-4)
+    (stats,) = patch.report.kernels.values()
+    assert stats.modules == [""] and stats.calls == 1 and not stats.fallbacks
+
+    leaf = x.clone().requires_grad_(True)
+    model(leaf).square().sum().backward()
+    expected_leaf = x.clone().requires_grad_(True)
+    patch.unpatch()
+    model(expected_leaf).square().sum().backward()
+    torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=1e-4, rtol=1e-4)
+
+
+def test_a_last_dim_rmsnorm_kernel_refuses_the_channel_norm_after_its_probe() -> None:
+    (kernel,) = build(entry("rmsnorm", params={"eps": 1e-5}))
+    patch = patch_model(_nchw_rmsnorm_model(), [kernel])
+    (stats,) = patch.report.kernels.values()
+    assert stats.modules == [] and "over the last dim" in stats.skipped[""]

@@ -27,6 +27,8 @@ Tunables
 - SPLIT_BLOCKS: BLOCK_N chunks per split in split_n (widened when a row would need more than
   MAX_SPLITS = 65535 splits, CUDA's grid limit on axis 1).
 - VARIANT: "auto", "row_loop" or "split_n", as above.
+- AXIS_BLOCK_R, AXIS_BLOCK_K, AXIS_NUM_WARPS: the axis kernel's [N step, inner block] tile and
+  warps (clamped to next_pow2 of N and of inner).
 
 Over a dim that is not the last (`_axis_sums_kernel`): a program owns AXIS_BLOCK_K adjacent
 inner positions of one outer index and walks N in AXIS_BLOCK_R steps, so every load is AXIS_BLOCK_K

@@ -1,4 +1,4 @@
-"""RMSNorm over the last dimension of x[M, N], in Triton.
+"""RMSNorm over the last dimension of x[M, N] (or over any dim: see the axis kernel), in Triton.
 
     y[m, :] = x[m, :] / sqrt(mean(x[m, :]²) + eps) * weight
 
@@ -15,6 +15,8 @@ Two implementations (VARIANT):
 
 Tunables:
 - VARIANT: "single_pass" or "two_pass", as above.
+- AXIS_BLOCK_R, AXIS_BLOCK_K, AXIS_NUM_WARPS: the axis kernel's [N step, inner block] tile and
+  warps (clamped to next_pow2 of N and of inner).
 - ROWS_PER_PROGRAM: rows per program (short rows need several to keep the memory system busy).
   In "single_pass" the launcher lowers it until the tile holds at most SINGLE_PASS_MAX_N elements.
 - BLOCK_N: chunk width of the "two_pass" walk (clamped to next_pow2(N)); "single_pass" ignores it.
@@ -24,12 +26,20 @@ Tunables:
 - NUM_STAGES: software-pipelining depth of the "two_pass" loops; the launcher lowers it so the
   pipeline's buffers fit in PIPELINE_SHARED_BYTES of shared memory.
 
+Over a dim that is not the last (`kernel_fn(x, weight, eps, axis)`, x viewed as [outer, N, inner]
+and normalized over N), `rmsnorm_axis_kernel`: a program owns AXIS_BLOCK_K adjacent inner
+positions of one outer index, so its loads are AXIS_BLOCK_K consecutive elements (coalesced along
+the inner dim, which is contiguous). It walks N twice in AXIS_BLOCK_R steps, summing x² per inner
+position, then writing y; like "two_pass" it works for any N. Programs are numbered along one grid
+axis (outer × inner blocks).
+
 Host side: `_plan` turns shapes, strides, dtypes and the tunables into launches once per key
 (lru_cache) and compiles them ahead (`warmup`); a call then only allocates y and launches the
 compiled kernel through `CompiledKernel[grid]`, Triton's cheapest public launch path.
 """
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import torch
@@ -45,6 +55,9 @@ BLOCK_N = 4096
 SINGLE_PASS_MAX_N = 16384
 NUM_WARPS = 8
 NUM_STAGES = 2
+AXIS_BLOCK_R = 16
+AXIS_BLOCK_K = 64
+AXIS_NUM_WARPS = 4
 
 TUNABLE_SPACE = {
     "VARIANT": ["single_pass", "two_pass"],
@@ -53,6 +66,9 @@ TUNABLE_SPACE = {
     "SINGLE_PASS_MAX_N": [4096, 8192, 16384, 32768, 65536],
     "NUM_WARPS": [1, 2, 4, 8, 16, 32],
     "NUM_STAGES": [1, 2, 3, 4],
+    "AXIS_BLOCK_R": [4, 8, 16, 32],
+    "AXIS_BLOCK_K": [16, 32, 64, 128, 256],
+    "AXIS_NUM_WARPS": [2, 4, 8],
 }
 
 # Shared memory the "two_pass" loops' software pipeline may take: each stage past the first
@@ -112,6 +128,41 @@ def rmsnorm_two_pass_kernel(
         y = x * rstd[:, None] * weight[None, :]
         tl.store(y_ptr + y_rows[:, None] + (start + cols)[None, :], y.to(y_ptr.dtype.element_ty),
                  mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+@triton.jit
+def rmsnorm_axis_kernel(
+    x_ptr, weight_ptr, y_ptr, n_norm, n_inner, k_blocks, stride_x_outer, stride_x_norm,
+    stride_x_inner, eps, BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """y[o, :, k] = x[o, :, k] / sqrt(mean(x[o, :, k]²) + eps) * weight; y contiguous."""
+    pid = tl.program_id(0)
+    outer = (pid // k_blocks).to(tl.int64)
+    ks = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_in_range = ks < n_inner
+    x_columns = x_ptr + outer * stride_x_outer + ks.to(tl.int64)[None, :] * stride_x_inner
+    y_columns = y_ptr + outer * n_norm * n_inner + ks.to(tl.int64)[None, :]
+    offsets = tl.arange(0, BLOCK_R)
+
+    sum_sq = tl.zeros([BLOCK_R, BLOCK_K], tl.float32)
+    for start in range(0, n_norm, BLOCK_R):
+        rs = start + offsets
+        mask = (rs < n_norm)[:, None] & k_in_range[None, :]
+        x = tl.load(x_columns + rs.to(tl.int64)[:, None] * stride_x_norm, mask=mask,
+                    other=0.0).to(tl.float32)
+        sum_sq += x * x
+    rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_norm + eps)
+
+    for start in range(0, n_norm, BLOCK_R):
+        rs = start + offsets
+        r_in_range = rs < n_norm
+        mask = r_in_range[:, None] & k_in_range[None, :]
+        x = tl.load(x_columns + rs.to(tl.int64)[:, None] * stride_x_norm, mask=mask,
+                    other=0.0).to(tl.float32)
+        weight = tl.load(weight_ptr + rs, mask=r_in_range, other=0.0).to(tl.float32)
+        y = x * rstd[None, :] * weight[:, None]
+        tl.store(y_columns + rs.to(tl.int64)[:, None] * n_inner, y.to(y_ptr.dtype.element_ty),
+                 mask=mask)
 
 
 def _num_warps(tile_elements: int, requested: int) -> int:
@@ -192,5 +243,41 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return y
 
 
-def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6) -> torch.Tensor:
-    return rmsnorm(x, weight, eps)
+@functools.lru_cache(maxsize=1024)
+def _axis_plan(n_outer: int, n_norm: int, n_inner: int, strides: tuple[int, int, int],
+               eps: float, x_dtype: torch.dtype, weight_dtype: torch.dtype, device: int
+               ) -> Launch:
+    """The launch normalizing x[n_outer, n_norm, n_inner] (those strides) over its dim 1."""
+    block_k = max(2, min(AXIS_BLOCK_K, triton.next_power_of_2(n_inner)))
+    block_r = max(2, min(AXIS_BLOCK_R, triton.next_power_of_2(n_norm)))
+    k_blocks = triton.cdiv(n_inner, block_k)
+    return _compile(rmsnorm_axis_kernel, (n_outer * k_blocks, 1, 1),
+                    (x_dtype, weight_dtype, x_dtype),
+                    (n_norm, n_inner, k_blocks, *strides, eps, block_r, block_k),
+                    num_warps=AXIS_NUM_WARPS)
+
+
+def rmsnorm_over_axis(x: torch.Tensor, weight: torch.Tensor, eps: float,
+                      axis: int) -> torch.Tensor:
+    """RMSNorm over dim `axis` (non-negative, not the last), weight [x.shape[axis]]."""
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if y.numel() == 0:
+        return y
+    shape = x.shape
+    n_outer, n_norm, n_inner = math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:])
+    view = x.reshape(n_outer, n_norm, n_inner)  # a view unless x's strides forbid one
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    launch = _axis_plan(n_outer, n_norm, n_inner, tuple(view.stride()), float(eps), x.dtype,
+                        weight.dtype, device)
+    _launch(launch, view, weight.contiguous(), y)
+    return y
+
+
+def kernel_fn(x: torch.Tensor, weight: torch.Tensor, eps: float = 1e-6,
+              axis: int = -1) -> torch.Tensor:
+    if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} out of range for {x.ndim} dims")
+    axis %= x.ndim
+    if axis == x.ndim - 1:
+        return rmsnorm(x, weight, eps)
+    return rmsnorm_over_axis(x, weight, eps, axis)

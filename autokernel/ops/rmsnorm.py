@@ -1,4 +1,8 @@
-"""rmsnorm: y = x / sqrt(mean(x²) + eps) * weight over the last dimension of x[M, N]."""
+"""rmsnorm: y = x / sqrt(mean(x²) + eps) * weight over the last dimension of x[M, N].
+
+Over a dim that is not the last, a shape (M, N, K) normalizes x[M, N, K] over dim 1 (weight [N]
+along it; see `OpSpec.axis_dim`): an NCHW tensor's channels, as KernelBench's RMSNorm writes it.
+"""
 
 from __future__ import annotations
 
@@ -13,24 +17,37 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first
 from autokernel.integrate.integration import Integration, ModuleRoute
 from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, _call_kernel, _close, _only_argument, _ones_or, _positional_arity,
-    _probe_inputs, _probe_passes, _refusal, _rows, _unverified,
+    Outcome, RoutedKernel, _axis_view, _call_kernel, _close, _only_argument, _ones_or,
+    _positional_arity, _probe_inputs, _probe_passes, _refusal, _rows, _unverified,
+    _verified_over_an_axis,
 )
 from autokernel.ops.rowwise import (
+    AXIS_CPU_EDGE_SHAPES,
+    AXIS_CPU_SWEEP,
+    AXIS_EDGE_SHAPES,
+    AXIS_SWEEP,
     ROW_BENCH_SHAPES,
     ROW_CPU_EDGE_SHAPES,
     ROW_CPU_SWEEP,
     ROW_EDGE_SHAPES,
     ROW_SWEEP,
 )
-from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+from autokernel.ops.spec import (
+    AdversarialCase, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width, sample,
+)
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-6
 
 
-def stock_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
-    return F.rms_norm(x, (x.shape[-1],), weight, eps)
+def stock_rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS,
+                  axis: int = -1) -> torch.Tensor:
+    if axis % x.ndim == x.ndim - 1:
+        return F.rms_norm(x, (x.shape[-1],), weight, eps)
+    # F.rms_norm normalizes trailing dims only; over another dim, stock PyTorch is the formula.
+    rstd = torch.rsqrt(x.float().pow(2).mean(dim=axis, keepdim=True) + eps)
+    gain = weight.reshape(weight.shape + (1,) * (x.ndim - 1 - axis % x.ndim))
+    return (x * rstd).to(x.dtype) * gain
 
 
 def _with_weight(
@@ -41,7 +58,7 @@ def _with_weight(
     return (x.to(dtype), weight.to(dtype), eps)
 
 
-def make_inputs(
+def _row_inputs(
     shape: Shape,
     dtype: torch.dtype,
     device: str | torch.device,
@@ -55,15 +72,18 @@ def make_inputs(
     return _with_weight(x, dtype, generator, eps)
 
 
+make_inputs = along_axis(_row_inputs)
+
+
 def flops(shape: Shape) -> float:
     # 4 per element: square and add to the row sum, scale by 1/rms, multiply by weight.
     # Per-row divisions and the rsqrt are ignored.
-    m, n = shape
+    m, n = rows_and_width(shape)
     return 4.0 * m * n
 
 
 def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
-    m, n = shape
+    m, n = rows_and_width(shape)
     return (2.0 * m * n + n) * element_size(dtype)  # x and weight read; y written
 
 
@@ -111,22 +131,22 @@ ADVERSARIAL = (
         "near_zero_rows",
         "rows of 1e-4·N(0, 1) (mean x² ≈ 1e-8 ≪ eps) and exactly-zero rows: eps must sit inside "
         "the sqrt, and zero rows must give 0, not NaN",
-        _near_zero_rows,
+        along_axis(_near_zero_rows),
     ),
     AdversarialCase(
         "huge_magnitudes",
         "uniform in ±6e4 (near fp16 max): x² overflows fp16 unless squared in fp32",
-        _huge_magnitudes,
+        along_axis(_huge_magnitudes),
     ),
     AdversarialCase(
         "mixed_row_scales",
         "each row scaled by its own 10^k, k in -4..4: per-row statistics must not leak",
-        _mixed_row_scales,
+        along_axis(_mixed_row_scales),
     ),
     AdversarialCase(
         "spike_rows",
         "one 6e4 entry per row among 1e-2 noise: the row's rms is the spike's, the rest ≈ 0",
-        _spike_rows,
+        along_axis(_spike_rows),
     ),
 )
 
@@ -138,8 +158,13 @@ def liger_rmsnorm() -> Callable[..., torch.Tensor] | None:
     except ImportError:
         return None
 
-    def run(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS) -> torch.Tensor:
-        return LigerRMSNormFunction.apply(x, weight, eps)
+    def run(x: torch.Tensor, weight: torch.Tensor, eps: float = DEFAULT_EPS,
+            axis: int = -1) -> torch.Tensor:
+        if axis % x.ndim == x.ndim - 1:
+            return LigerRMSNormFunction.apply(x, weight, eps)
+        # Liger normalizes the last dim: move the axis there and back (two copies it pays for).
+        moved = x.movedim(axis, -1).contiguous()
+        return LigerRMSNormFunction.apply(moved, weight, eps).movedim(-1, axis)
 
     return run
 
@@ -155,14 +180,16 @@ SPEC = OpSpec(
     bytes=bytes_moved,
     compute_bound=False,
     smoke_shape=(4, 37),
-    sweep=ROW_SWEEP + ((8192, 2048), (2048, 16384),),
-    cpu_sweep=ROW_CPU_SWEEP,
-    edge_shapes=ROW_EDGE_SHAPES + ((1, 65537),),
-    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES,
+    sweep=ROW_SWEEP + ((8192, 2048), (2048, 16384), AXIS_SWEEP[0]),
+    cpu_sweep=ROW_CPU_SWEEP + AXIS_CPU_SWEEP,
+    edge_shapes=ROW_EDGE_SHAPES + ((1, 65537),) + AXIS_EDGE_SHAPES,
+    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES + AXIS_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
-    notes="rmsnorm over the last dim, x·rsqrt(mean(x²) + eps)·weight (eps 1e-6 unless the model "
-    "says otherwise); FLOPs = 4·M·N; bytes = read x, weight + write y.",
+    axis_dim="K",
+    notes="rmsnorm over the last dim (or over dim 1 of x[M, N, K]), x·rsqrt(mean(x²) + eps)·weight "
+    "(eps 1e-6 unless the model says otherwise); FLOPs = 4·M·N·K; bytes = read x, weight + write "
+    "y.",
 )
 
 
@@ -195,6 +222,30 @@ def _handwritten_rmsnorm(module: nn.Module) -> dict[str, Any] | None:
     return None if eps_attribute is None else {"eps_attribute": eps_attribute}
 
 
+def _weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
+    """A module with no parameters, no children, forward(x) and an eps attribute (KernelBench's
+    RMSNorm: x / sqrt(mean(x², dim=1) + eps)), probed over the dim the kernel was verified over."""
+    if any(True for _ in module.parameters()) or any(True for _ in module.children()):
+        return None
+    eps_attribute = _eps_attribute(module)
+    if eps_attribute is None or _positional_arity(module) != 1:
+        return None
+    axis = int(kernel.params["axis"]) if _verified_over_an_axis(kernel) else -1
+    return {"eps_attribute": eps_attribute, "axis": axis}
+
+
+def _computes_weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel,
+                                 details: dict[str, Any]) -> bool:
+    axis = details["axis"]
+    # The normalized dim (8 wide) at `axis`, with dims before and after it (NCHW at axis 1), or
+    # last of four: a probe of two dims would not tell dim 1 from the last.
+    shape = (2, 3, 2, 8) if axis == -1 else (2,) * axis + (8, 3, 2)
+    x = _probe_inputs(shape, torch.ones((), dtype=torch.float32, device=kernel.op.device_type))
+    eps = getattr(module, details["eps_attribute"])
+    ones = torch.ones(8, dtype=x.dtype, device=x.device)
+    return _close(kernel, module.forward(x), kernel.reference(x, ones, float(eps), axis))
+
+
 def _computes_rmsnorm(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
     """Does the module's own forward compute x·rsqrt(mean(x²) + eps)·weight on random inputs?"""
     weight = module.weight
@@ -215,7 +266,13 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
         return None
     details = _handwritten_rmsnorm(module)
     if details is None:
-        return None
+        weightless = _weightless_rmsnorm(module, kernel)
+        if weightless is None:
+            return None
+        if _probe_passes(lambda: _computes_weightless_rmsnorm(module, kernel, weightless)):
+            return weightless
+        where = "the last dim" if weightless["axis"] == -1 else f"dim {weightless['axis']}"
+        return f"probe: does not compute x·rsqrt(mean(x²) + eps) over {where}"
     if _probe_passes(lambda: _computes_rmsnorm(module, kernel, details)):
         return details
     return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight"
@@ -226,7 +283,11 @@ def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any
     if x is None or x.ndim == 0:
         return None, "arguments"
     module = route.module
-    width = x.shape[-1]
+    axis = route.details.get("axis", -1)
+    if not -x.ndim <= axis < x.ndim:
+        return None, "fewer dims than the verified axis"
+    axis %= x.ndim
+    width = x.shape[axis]
     weight = _ones_or(getattr(module, "weight", None), route, "weight", width, x, 1.0)
     if weight.shape != (width,):
         return None, "shape"
@@ -236,12 +297,15 @@ def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any
     why = _refusal(route.kernel, x, weight) or _unverified(route.kernel, "eps", eps)
     if why:
         return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, width), weight, float(eps))
+    if axis == x.ndim - 1:
+        out, why = _call_kernel(route.kernel, _rows(x, width), weight, float(eps))
+    else:
+        out, why = _call_kernel(route.kernel, _axis_view(x, axis), weight, float(eps), 1)
     return (None, why) if why else (out.reshape(x.shape), None)
 
 
 INTEGRATION = Integration(
-    schema="(Tensor x, Tensor weight, float eps) -> Tensor",
+    schema="(Tensor x, Tensor weight, float eps, int axis=-1) -> Tensor",
     fake=fake_like_first,
     backward="recompute",
     module_route=ModuleRoute(_recognize_rmsnorm, _rmsnorm_forward),

@@ -33,3 +33,11 @@ ROW_EDGE_SHAPES: tuple[Shape, ...] = ((1023, 4097), (4097, 1537), (1537, 1), (1,
 ROW_CPU_EDGE_SHAPES: tuple[Shape, ...] = ((1, 129), (1, 32769), (33, 1), (9, 257), (3, 1537),
                                           (1, 17000))
 ROW_BENCH_SHAPES: tuple[Shape, ...] = ((4096, 4096), (8192, 8192), (16384, 8192))
+
+# Over dim 1 of x[M, N, K] (OpSpec.axis_dim), planned only for targets over such a dim: channels of
+# an NCHW tensor (KernelBench's RMSNorm, 16x64x256x256), a middle dim of a 3-D tensor, a long
+# reduced dim over a short inner one, and inner runs narrower and wider than one block.
+AXIS_SWEEP: tuple[Shape, ...] = ((16, 64, 65536), (32, 4096, 256))
+AXIS_CPU_SWEEP: tuple[Shape, ...] = ((2, 8, 33), (3, 300, 5))
+AXIS_EDGE_SHAPES: tuple[Shape, ...] = ((16, 1023, 4097), (1, 65537, 3))
+AXIS_CPU_EDGE_SHAPES: tuple[Shape, ...] = ((1, 1, 7), (2, 1537, 3))

@@ -214,6 +214,9 @@ def along_axis(maker: InputMaker) -> InputMaker:
     @functools.wraps(maker)  # inspect.signature sees maker's named options (eps)
     def make(shape: Shape, dtype: torch.dtype, device: str | torch.device,
              generator: torch.Generator, distribution: str = "normal", **params: Any) -> Inputs:
+        # A plan's `axis` (the model's dim) is the reference's argument; the shape's K already
+        # says which layout to make, so it is not the maker's.
+        params.pop("axis", None)
         if len(shape) < 3 or shape[2] == 1:
             return maker(tuple(shape[:2]), dtype, device, generator, distribution, **params)
         m, n, k = shape

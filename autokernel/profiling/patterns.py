@@ -11,7 +11,7 @@ from typing import Any
 
 from autokernel.profiling.callsites import (
     CAST_OPS, Context, _arg, _dtype, _four_dims, _has_tensor, _is_last_dim, _maybe_last_dim,
-    _numel, _shape, _significant_unclaimed, _span,
+    _numel, _over_axis, _shape, _significant_unclaimed, _single_axis, _span,
 )
 from autokernel.profiling.events import OpCall
 from autokernel.profiling.op_rules import _cross_entropy_shape
@@ -35,15 +35,26 @@ RMSNORM_OPS = frozenset({
 }) | CAST_OPS
 
 
+def _has_submodules(ctx: Context, path: str) -> bool:
+    prefix = f"{path}." if path else ""
+    return any(other != path and other.startswith(prefix) for other in ctx.record.modules)
+
+
 def _find_handwritten_rmsnorm(ctx: Context) -> None:
+    """A module of pow/mean/add/rsqrt-or-sqrt/div-or-mul with one 1-D weight (over the last dim),
+    or with no parameters at all, over any one dim (KernelBench's RMSNorm over NCHW channels)."""
     for scope, ops in ctx.in_scope.items():
         call = ctx.record.module_calls.get(scope)
         info = ctx.record.modules.get(call.path) if call else None
-        if info is None or len(info.params) != 1:
+        if info is None or len(info.params) > 1:
             continue
-        (weight_name, weight_shape), = info.params.items()
-        if len(weight_shape) != 1 or "bias" in weight_name:
-            continue
+        weight_shape: list[int] | None = None
+        if info.params:
+            (weight_name, weight_shape), = info.params.items()
+            if len(weight_shape) != 1 or "bias" in weight_name:
+                continue
+        elif _has_submodules(ctx, call.path):
+            continue  # a model of several norms, each a module of its own
         work = [op for op in ops if ctx.significant(op)]
         if not work or any(op.id in ctx.claims for op in ops):
             continue
@@ -53,13 +64,21 @@ def _find_handwritten_rmsnorm(ctx: Context) -> None:
         if "aten::mean" not in names or not names & {"aten::rsqrt", "aten::sqrt",
                                                        "aten::reciprocal"}:
             continue
-        if not any(_is_square(op) for op in work):
+        if not any(_is_square(op) for op in work) or \
+                sum(op.name == "aten::mean" for op in work) != 1:
             continue
         mean = next(op for op in work if op.name == "aten::mean")
         x = _shape(mean, 0)
-        if not x or x[-1] != weight_shape[0] or not _maybe_last_dim(_arg(mean, 1), len(x)):
+        if not x:
             continue
-        params: dict[str, Any] = {}
+        dim = _arg(mean, 1)
+        axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
+        if axis is None or (weight_shape is not None and (
+                axis != len(x) - 1 or x[-1] != weight_shape[0])):
+            continue
+        named, params = _over_axis(x, axis)
+        if weight_shape is None:
+            params["elementwise_affine"] = False
         eps = ctx.module_eps(mean)
         if eps is None:
             add = next((op for op in work if op.name in ("aten::add", "aten::add_")), None)
@@ -69,7 +88,6 @@ def _find_handwritten_rmsnorm(ctx: Context) -> None:
         if eps is not None:
             params["eps"] = eps
         label = "rmsnorm(" + ", ".join(sorted(names - CAST_OPS)) + ")"
-        named = {"M": _numel(x) // x[-1], "N": x[-1]}
         site = ctx.site("rmsnorm", call.path, label, named, params,
                         _dtype(work[0], ctx.record.dtype))
         ctx.claim(ops, "rmsnorm", ("rmsnorm-module", scope), site)
