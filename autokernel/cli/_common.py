@@ -88,9 +88,21 @@ def plain(choice: ChoiceValue | None) -> str | None:
 
 # Where a default is worked out at run time, help shows it as typer's "[default: (…)]" too, so
 # every default reads the same way.
-DEVICE_HELP = "cuda, or cpu (the Triton interpreter)."
 DEVICE_DEFAULT = "cuda when a GPU is visible, else cpu"
 DTYPE_DEFAULT = "fp16 on cuda, fp32 on cpu"
+
+DEVICE_HELP = "cuda, or cpu (the Triton interpreter)."
+
+# Options several commands share, declared once (typer reads these as defaults, never mutates them).
+DEVICE_OPTION: Any = typer.Option(None, "--device", help=DEVICE_HELP,
+                                  show_default=DEVICE_DEFAULT)
+DTYPE_OPTION: Any = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
+                                 show_default=DTYPE_DEFAULT)
+MODEL_FILE_ARGUMENT: Any = typer.Argument(..., metavar="MODEL.py", help="Model file: class "
+                                          "Model, get_inputs(), optional get_init_inputs() "
+                                          "(KernelBench convention).")
+CLASS_NAME_OPTION: Any = typer.Option("Model", "--class-name",
+                                      help="The nn.Module class to build.")
 
 # Help panels of `run`, `resume` and `kernelbench` (options without one stay under "Options").
 PANEL_BUDGET = "Budget"

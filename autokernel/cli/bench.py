@@ -14,8 +14,8 @@ from typing import Any
 
 import typer
 
-from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, Device, console,
-                                    device_or_fail, fail, plain)
+from autokernel.cli._common import (DEVICE_OPTION, DTYPE_DEFAULT, Device, console, device_or_fail,
+                                    fail, plain)
 
 STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "REJECTED": "bold magenta",
                 "CRASH": "bold red", "TIMEOUT": "bold yellow"}
@@ -118,8 +118,7 @@ def print_summary(result: Any, kernel_path: Path) -> None:
 
 def bench(
     kernel: Path = typer.Argument(..., metavar="KERNEL.py", help="The kernel file to judge."),
-    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
-                                  show_default=DEVICE_DEFAULT),
+    device: Device = DEVICE_OPTION,
     shapes: str = typer.Option(None, "--shapes",
                                help="Timed shapes, primary first, e.g. 4096x4096,1024x50257.",
                                show_default="the op's first bench shape"),

@@ -10,9 +10,9 @@ from typing import Any
 
 import typer
 
-from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, PANEL_AGENT,
-                                    PANEL_BUDGET, PANEL_OUTPUT, AgentChoice, Device, Dtype,
-                                    console, device_or_fail, fail, plain)
+from autokernel.cli._common import (DEVICE_OPTION, DTYPE_OPTION, PANEL_AGENT, PANEL_BUDGET,
+                                    PANEL_OUTPUT, AgentChoice, Device, Dtype, console,
+                                    device_or_fail, fail, plain)
 
 DEFAULT_RUNS_DIR = Path("autokernel_runs")
 EXIT_INTERRUPTED = 130
@@ -91,10 +91,8 @@ def kernelbench(
                                               rich_help_panel=PANEL_BUDGET, help="Time "
                                               "budget of each problem's optimization loop "
                                               "(profiling and verify come on top)."),
-    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
-                                  show_default=DEVICE_DEFAULT),
-    dtype: Dtype = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
-                                show_default=DTYPE_DEFAULT),
+    device: Device = DEVICE_OPTION,
+    dtype: Dtype = DTYPE_OPTION,
     out: Path = typer.Option(None, "--out", rich_help_panel=PANEL_OUTPUT, help="The set's "
                              "directory (new): one workspace per problem, logs/, "
                              "results.md/.json/.tsv.",

@@ -7,8 +7,9 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, Device, Dtype,
-                                    console, device_or_fail, fail, plain)
+from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTION,
+                                    MODEL_FILE_ARGUMENT, Device, Dtype, console, device_or_fail,
+                                    fail, plain)
 
 if TYPE_CHECKING:
     from autokernel.profiling.plan import Plan
@@ -20,14 +21,10 @@ def _check_writable(path: Path | None, what: str) -> None:
 
 
 def profile(
-    model_file: Path = typer.Argument(..., metavar="MODEL.py", help="Model file: class Model, "
-                                      "get_inputs(), optional get_init_inputs() (KernelBench "
-                                      "convention)."),
-    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
-                                  show_default=DEVICE_DEFAULT),
-    dtype: Dtype = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
-                                show_default=DTYPE_DEFAULT),
-    class_name: str = typer.Option("Model", "--class-name", help="The nn.Module class to build."),
+    model_file: Path = MODEL_FILE_ARGUMENT,
+    device: Device = DEVICE_OPTION,
+    dtype: Dtype = DTYPE_OPTION,
+    class_name: str = CLASS_NAME_OPTION,
     top: int = typer.Option(None, "--top", help="Show the N highest-ranked targets "
                             "(the JSON plan lists them all, so shares add up to 100%)."),
     json_path: Path = typer.Option(None, "--json", help="Write the plan as JSON here."),

@@ -11,16 +11,14 @@ from pathlib import Path
 
 import typer
 
-from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, Device, console, device_or_fail,
-                                    fail, plain)
+from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain)
 
 DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
 
 
 def verify(
     directory: Path = typer.Argument(..., metavar="DIR", help=DIRECTORY_HELP),
-    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
-                                  show_default=DEVICE_DEFAULT),
+    device: Device = DEVICE_OPTION,
     iters: int = typer.Option(None, "--iters", help="Timed rounds per model (interleaved).",
                               show_default="as many as --budget allows, at least 20 on a GPU"),
     budget: float = typer.Option(20.0, "--budget", help="Seconds of timing, when --iters is "

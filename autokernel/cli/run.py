@@ -9,10 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 
-from autokernel.cli._common import (DEVICE_DEFAULT, DEVICE_HELP, DTYPE_DEFAULT, PANEL_AGENT,
-                                    PANEL_BUDGET, PANEL_HARNESS, PANEL_MOVE_ON, PANEL_OUTPUT,
-                                    PANEL_SPEEDUP, AgentChoice, Device, Dtype, SpeedupBaseline,
-                                    console, device_or_fail, fail, plain)
+from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTION,
+                                    MODEL_FILE_ARGUMENT, PANEL_AGENT, PANEL_BUDGET, PANEL_HARNESS,
+                                    PANEL_MOVE_ON, PANEL_OUTPUT, PANEL_SPEEDUP, AgentChoice,
+                                    Device, Dtype, SpeedupBaseline, console, device_or_fail, fail,
+                                    plain)
 from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
@@ -146,14 +147,10 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
 
 
 def run(
-    model_file: Path = typer.Argument(..., metavar="MODEL.py", help="Model file: class Model, "
-                                      "get_inputs(), optional get_init_inputs() (KernelBench "
-                                      "convention)."),
-    device: Device = typer.Option(None, "--device", help=DEVICE_HELP,
-                                  show_default=DEVICE_DEFAULT),
-    dtype: Dtype = typer.Option(None, "--dtype", help="Parameters and floating inputs.",
-                                show_default=DTYPE_DEFAULT),
-    class_name: str = typer.Option("Model", "--class-name", help="The nn.Module class to build."),
+    model_file: Path = MODEL_FILE_ARGUMENT,
+    device: Device = DEVICE_OPTION,
+    dtype: Dtype = DTYPE_OPTION,
+    class_name: str = CLASS_NAME_OPTION,
     top: int = typer.Option(5, "--top", help="Optimize the N highest-ranked targets."),
     only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
                              "(others are skipped)."),
