@@ -224,6 +224,10 @@ def _only_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Te
 
 
 def _rows(x: torch.Tensor, width: int) -> torch.Tensor:
+    # A 2-D input already is its rows: the same tensor, without the ~1.5 µs of host time a view
+    # costs on every routed call.
+    if x.dim() == 2 and x.shape[1] == width:
+        return x
     return x.reshape(-1, width)
 
 
