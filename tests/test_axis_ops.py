@@ -166,3 +166,54 @@ def test_a_last_dim_rmsnorm_kernel_refuses_the_channel_norm_after_its_probe() ->
     patch = patch_model(_nchw_rmsnorm_model(), [kernel])
     (stats,) = patch.report.kernels.values()
     assert stats.modules == [] and "over the last dim" in stats.skipped[""]
+
+
+# ---------------------------------------------------------------------------------------------
+# softmax over dim 1
+
+
+class ChannelSoftmax(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return torch.softmax(x, dim=1), x.softmax(-1)
+
+
+def test_a_softmax_over_dim_1_is_a_softmax_target_with_its_axis(tmp_path: Path) -> None:
+    path = tmp_path / "channel_softmax.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.softmax(x, dim=1)
+
+        def get_inputs():
+            return [torch.randn(2, 16, 4, 8)]
+        """))
+    from autokernel.profiling.model_loader import load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    plan = build_plan(profile_model(load_model_file(path, device="cpu"), warmup=1, iters=1),
+                      model=str(path), class_name="Model")
+    (target,) = plan.targets
+    assert target.kernel_type == "softmax" and target.params == {"axis": 1}
+    assert target.bench_shape == [2, 16, 32]
+
+
+def test_a_softmax_kernel_verified_over_an_axis_takes_softmax_over_dim_1() -> None:
+    (kernel,) = build(entry("softmax", params={"axis": 1}))
+    model = ChannelSoftmax()
+    x = torch.randn(2, 9, 5, 3, device=DEVICE)
+    reference = model(x)
+    patch = patch_model(model, [kernel])
+    for a, b in zip(model(x), reference):
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    (stats,) = patch.report.kernels.values()
+    assert stats.calls == 2 and not stats.fallbacks
+
+    leaf = x.clone().requires_grad_(True)
+    (model(leaf)[0] * torch.arange(x.numel()).view_as(x)).sum().backward()
+    expected_leaf = x.clone().requires_grad_(True)
+    (torch.softmax(expected_leaf, 1) * torch.arange(x.numel()).view_as(x)).sum().backward()
+    torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=1e-4, rtol=1e-4)

@@ -275,7 +275,8 @@ def test_unsupported_calls_fall_back_with_reasons_and_probes_reject_lookalikes(
                                                   "is_causal=False (verified: True)": 1,
                                                   "scale=0.5 (verified: 0.25)": 1}
     assert stats["layernorm"].fallbacks == {"eps=0.001 (verified: 1e-05)": 1}
-    assert stats["softmax"].fallbacks == {"not over the last dim": 1}
+    assert stats["softmax"].fallbacks == {
+        "over dim 0 of 3; the kernel was verified over the last dim only": 1}
     assert stats["reduce"].fallbacks == {
         "over dim 0 of 3; the kernel was verified over the last dim only": 1}
     assert stats["cross_entropy"].fallbacks == {"weight, smoothing or legacy arguments": 1}

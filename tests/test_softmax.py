@@ -31,13 +31,16 @@ KERNEL = load_starter("softmax")
 DTYPE_TOLERANCES = dtype_tolerance_params(SPEC)
 # Short rows with several rows per program, a row over one online block, a row over the largest
 # single-pass limit: every tunable combination meets all three code paths.
-TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000))
+TUNABLE_SHAPES = ((7, 37), (3, 1100), (2, 40000), (2, 70, 19))  # the last over dim 1
 TUNABLE_COMBINATIONS = corner_combinations(starter_space("softmax")) + covering_sample(
     starter_space("softmax"), count=12, seed=0)
 TUNABLE_IDS = ["-".join(map(str, t.values())) for t in TUNABLE_COMBINATIONS]
 # Each distinct row length of the GPU sweep and edge shapes, with a few rows (compiling depends on
 # N; 1-row inputs stay 1-row because Triton specializes an argument equal to 1).
-GPU_ROW_SHAPES = sorted({(min(m, 16), n) for m, n in SPEC.sweep + SPEC.edge_shapes})
+# Shapes over dim 1 keep their kernel's distinct launch properties at interpretable sizes.
+GPU_ROW_SHAPES = sorted({(min(s[0], 16), s[1]) if len(s) == 2
+                         else (2, min(s[1], 300), min(s[2], 130))
+                         for s in SPEC.sweep + SPEC.edge_shapes})
 # On a GPU machine the GPU tests compile for real; these checks record launches interpreted.
 NEEDS_INTERPRETER = pytest.mark.skipif(torch.cuda.is_available(), reason="checked by GPU tests")
 
@@ -62,7 +65,7 @@ def test_matches_reference_gpu(shape, dtype, atol, rtol, distribution) -> None:
     assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
 
 
-@pytest.mark.parametrize("shape", [(8, 37), (3, 20000)], ids=str)
+@pytest.mark.parametrize("shape", [(8, 37), (3, 20000), (2, 300, 5)], ids=str)
 @pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
 @pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
 def test_adversarial(case, dtype, shape, device) -> None:

@@ -1,4 +1,4 @@
-"""Softmax over the last dimension of x[M, N], in Triton.
+"""Softmax over the last dimension of x[M, N] (or over any dim: see the axis kernel), in Triton.
 
     y[m, :] = exp(x[m, :] - max(x[m, :])) / sum(exp(x[m, :] - max(x[m, :])))
 
@@ -34,6 +34,7 @@ compiled kernel through `CompiledKernel[grid]`, Triton's cheapest public launch 
 """
 
 import functools
+import math
 from typing import Any, NamedTuple
 
 import torch
@@ -50,6 +51,13 @@ SINGLE_PASS_MAX_N = 16384
 NUM_WARPS = 8
 NUM_STAGES = 2
 MIN_TILE_ELEMENTS = 512
+# Over a dim that is not the last (kernel_fn(x, axis), x viewed as [outer, N, inner]):
+# `softmax_axis_kernel`, a program per AXIS_BLOCK_K adjacent inner positions of one outer index
+# (loads coalesced along the contiguous inner dim), three walks over N in AXIS_BLOCK_R steps: the
+# max, the sum of exp(x - max), then y. Correct for any N; x is read three times.
+AXIS_BLOCK_R = 16
+AXIS_BLOCK_K = 64
+AXIS_NUM_WARPS = 4
 
 TUNABLE_SPACE = {
     "VARIANT": ["single_pass", "online"],
@@ -59,6 +67,9 @@ TUNABLE_SPACE = {
     "NUM_WARPS": [1, 2, 4, 8, 16, 32],
     "NUM_STAGES": [1, 2, 3, 4],
     "MIN_TILE_ELEMENTS": [1, 256, 512, 1024, 2048],
+    "AXIS_BLOCK_R": [4, 8, 16, 32],
+    "AXIS_BLOCK_K": [16, 32, 64, 128, 256],
+    "AXIS_NUM_WARPS": [2, 4, 8],
 }
 
 # Shared memory the "online" loops' software pipeline may take: each stage past the first buffers a
@@ -127,6 +138,50 @@ def softmax_online_kernel(
         y = tl.exp(x - running_max[:, None]) * inv_sum[:, None]
         tl.store(y_ptr + y_rows[:, None] + (start + cols)[None, :], y.to(y_ptr.dtype.element_ty),
                  mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+@triton.jit
+def softmax_axis_kernel(
+    x_ptr, y_ptr, n_reduced, n_inner, k_blocks, stride_x_outer, stride_x_reduced, stride_x_inner,
+    BLOCK_R: tl.constexpr, BLOCK_K: tl.constexpr,
+):
+    """y[o, :, k] = softmax(x[o, :, k]); y contiguous."""
+    pid = tl.program_id(0)
+    outer = (pid // k_blocks).to(tl.int64)
+    ks = (pid % k_blocks) * BLOCK_K + tl.arange(0, BLOCK_K)
+    k_in_range = ks < n_inner
+    x_columns = x_ptr + outer * stride_x_outer + ks.to(tl.int64)[None, :] * stride_x_inner
+    y_columns = y_ptr + outer * n_reduced * n_inner + ks.to(tl.int64)[None, :]
+    offsets = tl.arange(0, BLOCK_R)
+
+    running_max = tl.full([BLOCK_R, BLOCK_K], float("-inf"), tl.float32)
+    for start in range(0, n_reduced, BLOCK_R):
+        rs = start + offsets
+        mask = (rs < n_reduced)[:, None] & k_in_range[None, :]
+        x = tl.load(x_columns + rs.to(tl.int64)[:, None] * stride_x_reduced, mask=mask,
+                    other=float("-inf")).to(tl.float32)
+        running_max = tl.maximum(running_max, x)
+    column_max = tl.max(running_max, axis=0)
+    # Dead lanes (past n_inner) see only -inf: 0 keeps their exp finite; their stores are masked.
+    column_max = tl.where(k_in_range, column_max, 0.0)
+
+    running_sum = tl.zeros([BLOCK_R, BLOCK_K], tl.float32)
+    for start in range(0, n_reduced, BLOCK_R):
+        rs = start + offsets
+        mask = (rs < n_reduced)[:, None] & k_in_range[None, :]
+        x = tl.load(x_columns + rs.to(tl.int64)[:, None] * stride_x_reduced, mask=mask,
+                    other=float("-inf")).to(tl.float32)
+        running_sum += tl.exp(x - column_max[None, :])
+    inverse_sum = 1.0 / tl.sum(running_sum, axis=0)
+
+    for start in range(0, n_reduced, BLOCK_R):
+        rs = start + offsets
+        mask = (rs < n_reduced)[:, None] & k_in_range[None, :]
+        x = tl.load(x_columns + rs.to(tl.int64)[:, None] * stride_x_reduced, mask=mask,
+                    other=float("-inf")).to(tl.float32)
+        y = tl.exp(x - column_max[None, :]) * inverse_sum[None, :]
+        tl.store(y_columns + rs.to(tl.int64)[:, None] * n_inner, y.to(y_ptr.dtype.element_ty),
+                 mask=mask)
 
 
 def _num_warps(tile_elements: int, requested: int) -> int:
@@ -206,5 +261,35 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
-def kernel_fn(x: torch.Tensor) -> torch.Tensor:
-    return softmax(x)
+@functools.lru_cache(maxsize=1024)
+def _axis_plan(n_outer: int, n_reduced: int, n_inner: int, strides: tuple[int, int, int],
+               dtype: torch.dtype, device: int) -> Launch:
+    """The launch taking softmax over dim 1 of x[n_outer, n_reduced, n_inner] (those strides)."""
+    block_k = max(2, min(AXIS_BLOCK_K, triton.next_power_of_2(n_inner)))
+    block_r = max(2, min(AXIS_BLOCK_R, triton.next_power_of_2(n_reduced)))
+    k_blocks = triton.cdiv(n_inner, block_k)
+    return _compile(softmax_axis_kernel, (n_outer * k_blocks, 1, 1), (dtype, dtype),
+                    (n_reduced, n_inner, k_blocks, *strides, block_r, block_k),
+                    num_warps=AXIS_NUM_WARPS)
+
+
+def softmax_over_axis(x: torch.Tensor, axis: int) -> torch.Tensor:
+    """Softmax over dim `axis` (non-negative, not the last)."""
+    y = torch.empty_like(x, memory_format=torch.contiguous_format)
+    if y.numel() == 0:
+        return y
+    shape = x.shape
+    n_outer, n_reduced = math.prod(shape[:axis]), shape[axis]
+    n_inner = math.prod(shape[axis + 1:])
+    view = x.reshape(n_outer, n_reduced, n_inner)  # a view unless x's strides forbid one
+    device = torch.cuda.current_device() if x.is_cuda else -1
+    _launch(_axis_plan(n_outer, n_reduced, n_inner, tuple(view.stride()), x.dtype, device),
+            view, y)
+    return y
+
+
+def kernel_fn(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+    if x.ndim == 0 or not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"axis {axis} out of range for {x.ndim} dims")
+    axis %= x.ndim
+    return softmax(x) if axis == x.ndim - 1 else softmax_over_axis(x, axis)

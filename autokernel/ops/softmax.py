@@ -1,4 +1,8 @@
-"""softmax: y = softmax(x) over the last dimension of x[M, N]."""
+"""softmax: y = softmax(x) over the last dimension of x[M, N].
+
+Over a dim that is not the last, a shape (M, N, K) is softmax over dim 1 of x[M, N, K] (see
+`OpSpec.axis_dim`), e.g. torch.softmax(x, dim=1) of an NCHW tensor.
+"""
 
 from __future__ import annotations
 
@@ -12,26 +16,33 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _last_dim, _refusal, _rows,
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _axis_refusal, _axis_view, _bind, _call_kernel,
+    _one_dim, _refusal, _rows,
 )
 from autokernel.ops.rowwise import (
+    AXIS_CPU_EDGE_SHAPES,
+    AXIS_CPU_SWEEP,
+    AXIS_EDGE_SHAPES,
+    AXIS_SWEEP,
     ROW_BENCH_SHAPES,
     ROW_CPU_EDGE_SHAPES,
     ROW_CPU_SWEEP,
     ROW_EDGE_SHAPES,
     ROW_SWEEP,
 )
-from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+from autokernel.ops.spec import (
+    AdversarialCase, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width, sample,
+)
 
 DIMS = ("M", "N")
 
 
-def stock_softmax(x: torch.Tensor) -> torch.Tensor:
+def stock_softmax(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
     # torch.softmax accumulates fp16/bf16 in fp32 and returns x's dtype, like the reference.
-    return torch.softmax(x, dim=-1)
+    return torch.softmax(x, dim=axis)
 
 
-def make_inputs(
+def _row_inputs(
     shape: Shape,
     dtype: torch.dtype,
     device: str | torch.device,
@@ -42,14 +53,17 @@ def make_inputs(
     return (sample(shape, dtype, device, generator, distribution, large_scale=1e3),)
 
 
+make_inputs = along_axis(_row_inputs)
+
+
 def flops(shape: Shape) -> float:
     # 5 per element: max-compare, subtract max, exp, add to the row sum, scale by 1/sum.
-    m, n = shape
+    m, n = rows_and_width(shape)
     return 5.0 * m * n
 
 
 def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
-    m, n = shape
+    m, n = rows_and_width(shape)
     return 2.0 * m * n * element_size(dtype)  # x read once, y written once
 
 
@@ -119,29 +133,29 @@ ADVERSARIAL = (
         "equal_large",
         "every entry of a row equal to ±1e4 (6e4 in fp16): exp overflows unless the row max is "
         "subtracted; the answer is exactly 1/N",
-        _equal_large,
+        along_axis(_equal_large),
     ),
     AdversarialCase(
         "wide_range",
         "uniform in ±1e4: near one-hot rows, exp overflows without the max subtraction",
-        _wide_range,
+        along_axis(_wide_range),
     ),
     AdversarialCase(
         "negative_offset",
         "normal values around -1e4: every exp underflows to 0 (0/0 = NaN) without the max "
         "subtraction",
-        _negative_offset,
+        along_axis(_negative_offset),
     ),
     AdversarialCase(
         "masked_neg_inf",
         "about half the entries -inf (attention masks), some rows -inf except their last column, "
         "never a fully -inf row: catches exp(-inf - -inf) = NaN in online/blocked max tracking",
-        _masked_neg_inf,
+        along_axis(_masked_neg_inf),
     ),
     AdversarialCase(
         "one_hot",
         "one huge entry per row among normal values: the output must be one-hot, the rest 0",
-        _one_hot,
+        along_axis(_one_hot),
     ),
 )
 
@@ -156,13 +170,15 @@ SPEC = OpSpec(
     bytes=bytes_moved,
     compute_bound=False,
     smoke_shape=(4, 37),
-    sweep=ROW_SWEEP + ((2048, 50257), (4096, 128256),),
-    cpu_sweep=ROW_CPU_SWEEP,
-    edge_shapes=ROW_EDGE_SHAPES + ((1, 128256),),
-    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES,
+    sweep=ROW_SWEEP + ((2048, 50257), (4096, 128256), AXIS_SWEEP[1]),
+    cpu_sweep=ROW_CPU_SWEEP + AXIS_CPU_SWEEP,
+    edge_shapes=ROW_EDGE_SHAPES + ((1, 128256),) + AXIS_EDGE_SHAPES,
+    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES + AXIS_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
+    axis_dim="K",
     adversarial=ADVERSARIAL,
-    notes="softmax over the last dim; FLOPs = 5·M·N (max, subtract, exp, sum, scale); "
+    notes="softmax over the last dim (or over dim 1 of x[M, N, K]); FLOPs = 5·M·N·K (max, "
+    "subtract, exp, sum, scale); "
     "bytes = read x + write y.",
 )
 
@@ -174,10 +190,11 @@ SPEC = OpSpec(
 
 
 def _softmax_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-    (x,), y = saved_inputs(ctx)
+    args, y = saved_inputs(ctx)
+    x, axis = args[0], (args[1] if len(args) > 1 else -1)
     y32, g32 = y.float(), grad.float()
-    grad_x = y32 * (g32 - (g32 * y32).sum(dim=-1, keepdim=True))
-    return (grad_x.to(x.dtype),)
+    grad_x = y32 * (g32 - (g32 * y32).sum(dim=axis, keepdim=True))
+    return (grad_x.to(x.dtype), *[None] * (len(args) - 1))
 
 
 SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
@@ -193,8 +210,14 @@ def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     if bound is None:
         return None, "arguments"
     x = bound["input"]
-    if not _last_dim(bound["dim"], x.ndim):
-        return None, "not over the last dim"
+    if not isinstance(x, torch.Tensor) or x.ndim == 0:
+        return None, "arguments"
+    axis = _one_dim(bound["dim"], x.ndim)
+    if axis is None:
+        return None, "not over one dim"
+    why = _axis_refusal(kernel, axis, x.ndim)
+    if why:
+        return None, why
     if bound["dtype"] not in (None, x.dtype):
         return None, "dtype argument"
     if x.numel() == 0:
@@ -202,14 +225,15 @@ def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     why = _refusal(kernel, x)
     if why:
         return None, why
-    out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
-    if why:
-        return None, why
-    return (out if out.shape == x.shape else out.reshape(x.shape)), None
+    if axis == x.ndim - 1:
+        out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
+    else:
+        out, why = _call_kernel(kernel, _axis_view(x, axis), 1)
+    return (None, why) if why else (out.reshape(x.shape), None)
 
 
 INTEGRATION = Integration(
-    schema="(Tensor x) -> Tensor",
+    schema="(Tensor x, int axis=-1) -> Tensor",
     fake=fake_like_first,
     backward="analytic",
     gradient=_softmax_gradient,
