@@ -1,8 +1,7 @@
 """Sum over the middle dim: x.sum(dim=1, keepdim=True) for x [32, 4096, 256].
 
-Op family: reduce, over a dim that is not the last. The reduce kernel type sums the last dim
-only, so the profiler files this sum under "other" and the problem has no optimizable target
-today; the kernelbench table says so.
+Op family: reduce, over a dim that is not the last: the profiler files it as a reduce target at
+(M, N, K) = (32, 4096, 256) with axis 1, and verify routes the sum to a kernel verified over it.
 """
 
 import torch
