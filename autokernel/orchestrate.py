@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from autokernel.text import format_duration
+
 RULES: tuple[str, ...] = ("exhausted", "peak", "speedup", "plateau", "time", "experiments")
 SPEEDUP_BASELINES: tuple[str, ...] = ("best", "eager", "compile")
 
@@ -86,14 +88,6 @@ def baseline_speedup(record: TargetRecord, baseline: str) -> float | None:
     return min(measured) if measured else None
 
 
-def _format_duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.0f} s"
-
-
 def should_move_on(record: TargetRecord, config: MoveOnConfig) -> Decision:
     """Decide whether the loop leaves this target now, and why."""
     reasons: dict[str, str] = {}
@@ -132,16 +126,16 @@ def should_move_on(record: TargetRecord, config: MoveOnConfig) -> Decision:
 
     if config.target_seconds is not None and record.seconds >= config.target_seconds:
         reasons["time"] = (
-            f"time: {_format_duration(record.seconds)} on this target "
-            f"(limit {_format_duration(config.target_seconds)})"
+            f"time: {format_duration(record.seconds)} on this target "
+            f"(limit {format_duration(config.target_seconds)})"
         )
     elif (
         record.visit_budget_seconds is not None
         and record.visit_seconds >= record.visit_budget_seconds
     ):
         reasons["time"] = (
-            f"time: {_format_duration(record.visit_seconds)}, this target's share of the "
-            f"run's remaining hours ({_format_duration(record.visit_budget_seconds)})"
+            f"time: {format_duration(record.visit_seconds)}, this target's share of the "
+            f"run's remaining hours ({format_duration(record.visit_budget_seconds)})"
         )
 
     if config.max_experiments is not None and record.experiments >= config.max_experiments:

@@ -703,7 +703,7 @@ def test_dashboards_show_targets_results_and_time_left(tmp_path: Path) -> None:
     assert runner.run() == "every target is done"
     text = console.export_text()
     assert "every target is done" not in text
-    for words in ("01_softmax", "02_rmsnorm", "time left 1:5", "experiments 8", "baseline",
+    for words in ("01_softmax", "02_rmsnorm", "time left 2.0 h", "experiments 8", "baseline",
                   "last experiments", "cpu: timings not meaningful", "Ctrl-C", "tuner: "):
         assert words in text, words
     assert not isinstance(make_dashboard(Console(file=io.StringIO()), title="t", device="cpu",

@@ -9,13 +9,13 @@ never touch), so a resumed run goes on counting from there.
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from autokernel.agents.claude_errors import ClaudeConfigError
+from autokernel.files import atomic_write_text
 
 LEDGER_FILE = ".cache/claude_usage.json"  # the workspace's .cache/ survives reverts and resume
 
@@ -210,9 +210,7 @@ class RunBudget:
             return
         try:
             self._ledger.parent.mkdir(parents=True, exist_ok=True)
-            scratch = self._ledger.with_suffix(".tmp")
-            scratch.write_text(json.dumps(self.total.to_dict(), indent=1) + "\n")
-            os.replace(scratch, self._ledger)
+            atomic_write_text(self._ledger, json.dumps(self.total.to_dict(), indent=1) + "\n")
         except OSError:
             pass  # the caps still hold for this session; only a resume would forget the spend
 

@@ -181,7 +181,7 @@ def bench(
     except BenchInputError as exc:
         fail(str(exc))
     if json_out is not None:
-        from autokernel.loop.state import atomic_write_text
+        from autokernel.files import atomic_write_text
 
         atomic_write_text(json_out, result.to_json() + "\n")
     if json_output:

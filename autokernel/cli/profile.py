@@ -10,6 +10,7 @@ import typer
 from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTION,
                                     MODEL_FILE_ARGUMENT, Device, Dtype, console, device_or_fail,
                                     fail, plain)
+from autokernel.text import error_summary
 
 if TYPE_CHECKING:
     from autokernel.profiling.plan import Plan
@@ -58,8 +59,7 @@ def profile(
         try:
             record = profile_model(loaded, warmup=warmup, iters=iters, trace_path=trace_path)
         except Exception as exc:  # the forward ran once already, so this is the machine's trouble
-            first = (str(exc).strip().splitlines() or [""])[0]
-            fail(f"profiling {model_file} failed: {type(exc).__name__}: {first}", code=1)
+            fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
     plan = build_plan(record, model=str(model_file), class_name=class_name, warmup=warmup)
 
     print_plan(plan, top)

@@ -14,6 +14,7 @@ from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTI
                                     PANEL_MOVE_ON, PANEL_OUTPUT, PANEL_SPEEDUP, AgentChoice,
                                     Device, Dtype, SpeedupBaseline, console, device_or_fail, fail,
                                     plain)
+from autokernel.text import error_summary
 from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
@@ -58,8 +59,7 @@ def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) ->
         except KeyboardInterrupt:
             fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input
-            first = (str(exc).strip().splitlines() or [""])[0]
-            fail(f"profiling {model_file} failed: {type(exc).__name__}: {first}", code=1)
+            fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
     plan = build_plan(record, model=str(model_file), class_name=class_name)
     del loaded, record
     _release_device_memory()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from autokernel.files import atomic_write_text
 from autokernel.gpu.database import GPUSpec, peak_tflops
 
 CACHE_ENV = "AUTOKERNEL_CACHE_DIR"
@@ -88,14 +88,7 @@ def write_cache(entries: dict[str, Ceilings], path: Path | None = None) -> None:
     path = path or cache_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps({k: asdict(v) for k, v in entries.items()}, indent=2, sort_keys=True)
-    fd, tmp = tempfile.mkstemp(prefix=".ceilings-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_text(path, text + "\n")
 
 
 def _best_round_ms(run: Callable[[], object], warmup: int, repeats: int, rounds: int,

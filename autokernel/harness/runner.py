@@ -38,6 +38,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from autokernel.files import atomic_write_text
 from autokernel.harness.forkserver import RESULT_FD, ForkServer, ForkServerError
 from autokernel.harness.sandbox import (
     TREE_MARKER_ENV, hide_from_candidates, kill_process_tree, new_tree_marker,
@@ -306,14 +307,8 @@ def write_baseline_cache(cache_dir: Path, new_entries: dict[str, dict[str, Any]]
     cache_dir.mkdir(parents=True, exist_ok=True)
     entries = read_baseline_cache(cache_dir)
     entries.update(new_entries)
-    fd, tmp = tempfile.mkstemp(prefix=".baselines-", suffix=".tmp", dir=cache_dir)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(entries, handle, indent=1, sort_keys=True)
-        os.replace(tmp, cache_dir / BASELINE_CACHE_FILE)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    text = json.dumps(entries, indent=1, sort_keys=True)
+    atomic_write_text(cache_dir / BASELINE_CACHE_FILE, text)
 
 
 # -- turning a report into a BenchResult ----------------------------------------------------------

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import traceback
 
+from autokernel.text import error_summary
+
 NO_LAUNCH = ("kernel_fn launched no Triton kernel (a launch-free shortcut is refused even where "
              "it is exact, as for N == 1: the harness judges the kernel, not the shortcut)")
 # The candidate process does not know which case it is called on: its reasons say WHERE, and the
@@ -49,6 +51,5 @@ def exception_summary(exc: BaseException, kernel_path: str) -> str:
         for frame, lineno in traceback.walk_tb(cause.__traceback__):
             if frame.f_code.co_filename == kernel_path:
                 line = lineno
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     where = f" (kernel.py line {line})" if line is not None else ""
-    return f"{type(exc).__name__}: {message[:400]}{where}"
+    return error_summary(exc, limit=400) + where

@@ -30,6 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autokernel.text import error_summary
+
 if TYPE_CHECKING:
     import torch
 
@@ -130,12 +132,11 @@ def capture_all(contestants: Contestants, device: torch.device
         try:
             replays[name] = capture_forward(forward, device)
         except Exception as exc:  # a forward that synchronizes or copies to the host
-            first = (str(exc).strip().splitlines() or [""])[0][:200]
             try:
                 torch.cuda.synchronize(device)
             except Exception:
                 pass
-            return None, f"{LABELS.get(name, name)}: {type(exc).__name__}: {first}"
+            return None, f"{LABELS.get(name, name)}: {error_summary(exc, limit=200)}"
     return replays, None
 
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.text import format_duration
+
 if TYPE_CHECKING:
     import pandas as pd
     from rich.console import Console
@@ -224,14 +226,6 @@ def _us(value: float | None) -> str:
     return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"
 
 
-def _duration(seconds: float) -> str:
-    if seconds >= 3600:
-        return f"{seconds / 3600:.1f} h"
-    if seconds >= 60:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds:.0f} s"
-
-
 def _peak(t: TargetReport) -> str:
     if t.pct_peak is None and t.pct_peak_measured is None:
         return "–"
@@ -256,15 +250,16 @@ def _table_row(t: TargetReport) -> list[str]:
     return [t.tag, f"{t.share * 100:.1f}%", _us(t.baseline_us),
             _us(t.best_us) + (f" (exp {t.best_experiment})" if t.best_experiment else ""),
             _x(t.improvement), _x(t.speedup_vs_eager), _x(t.speedup_vs_compile), _peak(t),
-            str(t.experiments), str(t.keeps), str(t.failed), stop, _duration(t.seconds)]
+            str(t.experiments), str(t.keeps), str(t.failed), stop, format_duration(t.seconds)]
 
 
 def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
     rate = report.experiments_per_hour
     where = report.gpu or report.device
     state = "finished" if report.finished else "not finished"
-    text = (f"{report.model} ({report.class_name}), {report.dtype} on {where}, agent "
-            f"{report.agent}: {report.experiments} experiments in {_duration(report.run_seconds)}"
+    text = (f"{report.model} ({report.class_name}), {report.dtype} on {where}, "
+            f"agent {report.agent}: {report.experiments} experiments in "
+            f"{format_duration(report.run_seconds)}"
             + (f" ({rate:.0f}/h)" if rate else "") + f"; {state}")
     if report.stop_reason and with_stop_reason:
         text += f" ({report.stop_reason})"
@@ -356,7 +351,7 @@ def _target_line(t: TargetReport) -> str:
     peak = f", {_peak(t)} of peak" if _peak(t) != "–" else ""
     stop = f"; stopped: {t.stop_reason}" if t.stop_reason else f"; {t.status}"
     return (f"{t.tag} ({t.share * 100:.1f}% of the model): {best}{peak}; {t.experiments} "
-            f"experiments, {t.keeps} kept, {t.failed} failed; {_duration(t.seconds)}{stop}")
+            f"experiments, {t.keeps} kept, {t.failed} failed; {format_duration(t.seconds)}{stop}")
 
 
 WIDE_CONSOLE = 150  # the full table fits; narrower terminals get one line per target

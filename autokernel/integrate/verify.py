@@ -69,6 +69,7 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
     time_device,
     time_wall,
 )
+from autokernel.text import error_summary
 from autokernel.versions import software_versions
 
 # How verify patches its model, as patch() does by default: under torch.compile the kernels step
@@ -134,8 +135,7 @@ def _kernel_rows(run: FinishedRun, manifest: list[dict[str, Any]], report: Patch
 
 def one_line(exc: BaseException) -> str:
     """`Type: first line of the message`, at most 300 characters: how verify names a failure."""
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first[:300]}" if first else type(exc).__name__
+    return error_summary(exc, limit=300)
 
 
 def verify_run(run: FinishedRun, options: VerifyOptions, log: VerifyLog | None = None

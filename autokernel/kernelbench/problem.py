@@ -21,6 +21,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.text import error_summary
+
 if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
     from autokernel.loop.state import RunState
@@ -76,8 +78,7 @@ class StageFailure(Exception):
 
 
 def one_line(exc: BaseException) -> str:
-    first = (str(exc).strip().splitlines() or [""])[0]
-    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
+    return error_summary(exc, limit=300)
 
 
 def new_record(job: ProblemJob) -> dict[str, Any]:
@@ -289,7 +290,7 @@ def _write_report(root: Path) -> None:
 
 
 def write_record(record: dict[str, Any], path: Path) -> None:
-    from autokernel.loop.state import atomic_write_text
+    from autokernel.files import atomic_write_text
 
     atomic_write_text(path, json.dumps(record, indent=2, default=str) + "\n")
 

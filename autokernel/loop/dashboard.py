@@ -15,6 +15,8 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
+from autokernel.text import format_duration
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -53,13 +55,8 @@ def latency_text(us: float | None) -> str:
     return f"{us:.1f} µs"
 
 
-def _duration(seconds: float | None) -> str:
-    if seconds is None:
-        return "no limit"
-    seconds = max(0.0, seconds)
-    hours, rest = divmod(int(seconds), 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}"
+def _time_left(seconds: float | None) -> str:
+    return "no limit" if seconds is None else format_duration(max(0.0, seconds))
 
 
 def phase_text(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
@@ -125,7 +122,7 @@ class PlainDashboard:
     def start(self, state: RunState) -> None:
         left = state.remaining_seconds
         self._print(f"run {state.run_tag}: {len(state.targets)} targets, "
-                    f"time left {_duration(left)}, next experiment {state.next_experiment}")
+                    f"time left {_time_left(left)}, next experiment {state.next_experiment}")
 
     def stop(self) -> None:
         return None
@@ -135,7 +132,7 @@ class PlainDashboard:
 
     def target_started(self, state: RunState, target: TargetState) -> None:
         visit = f" (visit {target.visits})" if target.visits > 1 else ""
-        budget = (f", up to {_duration(target.visit_budget_seconds)}"
+        budget = (f", up to {format_duration(target.visit_budget_seconds)}"
                   if target.visit_budget_seconds is not None else "")
         self._print(f"target {target.tag}{visit}{budget}")
 
@@ -220,7 +217,7 @@ class LiveDashboard:
             f"   experiments {state.next_experiment}",
             f" ({rate:.0f}/h)" if rate is not None else "",
             "   time left ",
-            (_duration(state.remaining_seconds), "bold"),
+            (_time_left(state.remaining_seconds), "bold"),
         )
         from rich import box
 
@@ -245,7 +242,7 @@ class LiveDashboard:
                 times(eager) if eager else "–",
                 times(compiled) if compiled else "–",
                 _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
-                _duration(t.seconds), t.stop_rule or "",
+                format_duration(t.seconds), t.stop_rule or "",
                 style=style,
             )
         recent = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True,

@@ -220,7 +220,7 @@ class ResultsLog:
     def upgrade_columns(self) -> bool:
         """Rewrite a results.tsv written by an older version with today's columns (new columns
         empty in old rows), so a resumed run appends rows that line up. True if it rewrote."""
-        from autokernel.loop.state import atomic_write_text
+        from autokernel.files import atomic_write_text
 
         text = self.path.read_text(encoding="utf-8")
         header = text.split("\n", 1)[0].split("\t")

@@ -19,41 +19,15 @@ and `autokernel resume` picks up from whichever point it reached (see `runner.re
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autokernel.files import atomic_write_text
+
 STATE_VERSION = 1
 TARGET_STATUSES: tuple[str, ...] = ("pending", "reopening", "active", "finishing", "done")
 PHASES: tuple[str, ...] = ("written", "benchmarked", "committed")
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Replace `path` with `text` so that a crash leaves either the old or the new content."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would make the file private to this user
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    try:  # make the rename itself durable
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:  # e.g. platforms without directory file descriptors
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 @dataclass

@@ -31,6 +31,8 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.files import atomic_write_text
+
 if TYPE_CHECKING:
     import git
 
@@ -321,9 +323,7 @@ class Workspace:
     def write_kernel(self, source: str) -> None:
         # A plain write (no fsync): the journal holds the source, so a torn kernel.py is rewritten
         # on resume, and the harness reads the file right after this.
-        tmp = self.kernel_path.with_suffix(".py.tmp")
-        tmp.write_text(source, encoding="utf-8")
-        os.replace(tmp, self.kernel_path)
+        atomic_write_text(self.kernel_path, source, durable=False)
 
     def read_kernel(self) -> str:
         return self.kernel_path.read_text(encoding="utf-8")

@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from autokernel.ops.spec import dtype_name, parse_dtype
+from autokernel.text import error_summary
 
 DEFAULT_SEED = 0
 
@@ -46,11 +47,6 @@ class LoadedModel:
     @property
     def dtype_name(self) -> str:
         return dtype_name(self.dtype)
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
 
 @contextmanager
@@ -75,7 +71,7 @@ def import_model_file(path: str | Path) -> ModuleType:
     try:
         source = file.read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ModelLoadError(f"cannot read {file}: {_one_line(exc)}") from None
+        raise ModelLoadError(f"cannot read {file}: {error_summary(exc)}") from None
     try:
         compile(source, str(file), "exec")
     except SyntaxError as exc:
@@ -95,7 +91,7 @@ def import_model_file(path: str | Path) -> ModuleType:
             spec.loader.exec_module(module)
     except (Exception, SystemExit) as exc:
         sys.modules.pop(module_name, None)
-        raise ModelLoadError(f"importing {file} failed: {_one_line(exc)}") from None
+        raise ModelLoadError(f"importing {file} failed: {error_summary(exc)}") from None
     return module
 
 
@@ -111,7 +107,7 @@ def _call_user_function(module: ModuleType, name: str, file: Path) -> Any:
     try:
         return getattr(module, name)()
     except (Exception, SystemExit) as exc:
-        raise ModelLoadError(f"{name}() in {file} raised {_one_line(exc)}") from None
+        raise ModelLoadError(f"{name}() in {file} raised {error_summary(exc)}") from None
 
 
 def _as_arguments(value: Any, what: str, file: Path) -> list[Any] | dict[str, Any]:
@@ -199,7 +195,8 @@ def load_model_file(
             model = cls(**init_args) if isinstance(init_args, dict) else cls(*init_args)
         except (Exception, SystemExit) as exc:
             raise ModelLoadError(
-                f"building {class_name} in {file} from get_init_inputs() failed: {_one_line(exc)}"
+                f"building {class_name} in {file} from get_init_inputs() failed: "
+                f"{error_summary(exc)}"
             ) from None
         torch.manual_seed(seed + 1)
         raw_inputs = _as_arguments(
@@ -209,7 +206,8 @@ def load_model_file(
     try:
         model = model.to(device=device, dtype=torch_dtype).eval()
     except (Exception, SystemExit) as exc:
-        raise ModelLoadError(f"moving {class_name} to {device} failed: {_one_line(exc)}") from None
+        raise ModelLoadError(
+            f"moving {class_name} to {device} failed: {error_summary(exc)}") from None
     inputs = _prepare(raw_inputs, torch_dtype, device)
     loaded = LoadedModel(model, inputs, file, class_name, device, torch_dtype)
 
@@ -219,6 +217,6 @@ def load_model_file(
         except (Exception, SystemExit) as exc:
             raise ModelLoadError(
                 f"the inputs from get_inputs() do not fit {class_name}.forward in {file}: "
-                f"{_one_line(exc)}"
+                f"{error_summary(exc)}"
             ) from None
     return loaded

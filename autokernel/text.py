@@ -1,0 +1,21 @@
+"""How figures and failures are written for people: durations and one-line error summaries."""
+
+from __future__ import annotations
+
+
+def format_duration(seconds: float) -> str:
+    """A duration in the largest unit it reaches: '2.0 h', '3.5 min', '12 s'."""
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s"
+
+
+def error_summary(exc: BaseException, limit: int | None = None) -> str:
+    """'TypeName: first line of the message', the line cut to `limit` characters; just
+    'TypeName' for an exception without a message."""
+    first = (str(exc).strip().splitlines() or [""])[0]
+    if limit is not None:
+        first = first[:limit]
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
