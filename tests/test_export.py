@@ -206,3 +206,25 @@ def test_an_export_routes_functions_chains_and_batched_products(name: str, calls
     assert outcome["autokernel_modules"] == []
     assert {labels[tag]: n for tag, n in outcome["calls"].items()} == calls
     assert outcome["max_abs_error"] < 1e-5
+
+
+def test_inlined_modules_define_each_top_level_name_once() -> None:
+    """The export puts the inlined modules in one namespace: a helper defined in two of them
+    would silently replace the first (custom_ops' and routing's `_positional_arity` did)."""
+    from autokernel.integrate.export import INLINED_MODULES
+
+    package = Path(__file__).resolve().parents[1] / "autokernel"
+    homes: dict[str, list[str]] = {}
+    for name in INLINED_MODULES:
+        for node in ast.parse((package / name).read_text(encoding="utf-8")).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                defined = [node.name]
+            elif isinstance(node, ast.Assign):
+                defined = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+                defined = [node.target.id]
+            else:
+                defined = []
+            for defined_name in defined:
+                homes.setdefault(defined_name, []).append(name)
+    assert {n: m for n, m in homes.items() if len(m) > 1} == {}

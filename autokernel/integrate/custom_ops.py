@@ -184,7 +184,7 @@ def _unaliased(out: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
 LEGACY_TRAILING_DEFAULT = -1
 
 
-def _positional_arity(kernel_fn: Callable[..., Any]) -> int | None:
+def _kernel_fn_arity(kernel_fn: Callable[..., Any]) -> int | None:
     """How many positional arguments kernel_fn takes; None when any number (*args) or unknown."""
     try:
         parameters = inspect.signature(kernel_fn).parameters.values()
@@ -219,7 +219,7 @@ def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], so
     name = op_name(kernel_type, source, device_type)
     qualname = f"{OP_NAMESPACE}::{name}"
 
-    arity = _positional_arity(kernel_fn)
+    arity = _kernel_fn_arity(kernel_fn)
 
     def implementation(*args: Any) -> torch.Tensor:
         return _unaliased(kernel_fn(*_fitted(args, arity)), args)
