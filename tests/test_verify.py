@@ -453,7 +453,7 @@ EXAMPLES = {
     "vit_encoder": ("examples/models/vit_encoder.py",
                     "def get_inputs(): return example.inputs_for(example.TINY, 2)\n"
                     "def get_init_inputs(): return example.init_inputs_for(example.TINY)",
-                    "fp32", {"matmul (linear)": 9, "flash_attention": 2, "layernorm": 5}),
+                    "fp32", {"matmul (linear)": 9, "flash_attention": 2, "layernorm": 5, "gelu": 2}),
     "mini_gpt_block": ("examples/kernelbench/11_mini_gpt_block.py",
                        "def get_inputs(): return [torch.randn(2, 16, 64)]\n"
                        "def get_init_inputs(): return [64, 4, 16]",
