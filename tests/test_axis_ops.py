@@ -212,8 +212,9 @@ def test_a_softmax_kernel_verified_over_an_axis_takes_softmax_over_dim_1() -> No
     (stats,) = patch.report.kernels.values()
     assert stats.calls == 2 and not stats.fallbacks
 
+    weights = torch.arange(x.numel(), device=DEVICE).view_as(x)
     leaf = x.clone().requires_grad_(True)
-    (model(leaf)[0] * torch.arange(x.numel()).view_as(x)).sum().backward()
+    (model(leaf)[0] * weights).sum().backward()
     expected_leaf = x.clone().requires_grad_(True)
-    (torch.softmax(expected_leaf, 1) * torch.arange(x.numel()).view_as(x)).sum().backward()
+    (torch.softmax(expected_leaf, 1) * weights).sum().backward()
     torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=1e-4, rtol=1e-4)
