@@ -13,6 +13,9 @@ import sys
 import torch
 
 DEVICES = ("cuda", "cpu")
+# Said once by every command that prints a figure measured on the CPU.
+CPU_TIMING_NOTE = ("device cpu: kernels run in the Triton interpreter; timings are host-clock "
+                   "figures that say nothing about a GPU")
 
 
 class DeviceError(RuntimeError):

@@ -103,6 +103,7 @@ def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
     assert "not verified yet" in tail
     assert tail.count("primary profiled shape") == 1  # one summary, its figures labelled once
     assert "autokernel resume" not in output  # a finished run has nothing to resume
+    assert output.count("say nothing about a GPU") == 1, output  # the CPU caveat, said once
     rows = read_rows(made_run.path / "results.tsv")
     for saved in json.loads((made_run.path / "state.json").read_text())["targets"]:
         line = next(line for line in tail.splitlines() if saved["tag"] in line)
@@ -111,6 +112,16 @@ def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
         assert _x(number(best["speedup_vs_pytorch"])) in line
         assert _x(number(best["speedup_vs_compile"])) in line
     assert (made_run.path / "report.md").is_file() and (made_run.path / "progress.png").is_file()
+
+
+def test_report_says_the_cpu_caveat_once(run_dir: Path) -> None:
+    from autokernel.integrate.end_to_end import end_to_end_lines
+
+    assert autokernel("report", str(run_dir)).stdout.count("say nothing about a GPU") == 1
+    cpu_verify = {"timing": {"meaningful": False}}
+    assert any("say nothing about a GPU" in line for line in end_to_end_lines(cpu_verify))
+    assert not any("say nothing about a GPU" in line
+                   for line in end_to_end_lines(cpu_verify, cpu_note=False))
 
 
 def test_report_refuses_a_directory_that_is_not_a_run(tmp_path: Path) -> None:

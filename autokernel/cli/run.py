@@ -115,7 +115,7 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
            agent_note: str, live: bool | None, new_hours: float | None = None) -> None:
     """Run the loop with a dashboard, print the summary, exit with the run's status."""
     from autokernel.loop.dashboard import make_dashboard
-    from autokernel.loop.config import CPU_TIMING_NOTE
+    from autokernel.loop.config import CPU_LOOP_NOTE
     from autokernel.loop.journal import RunInconsistent
     from autokernel.loop.runner import Runner
     from autokernel.loop.summary import print_end_of_run
@@ -130,7 +130,7 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
                       f"{shape} {planned.dtype} — {target.status}", highlight=False)
     dashboard = make_dashboard(
         console, title=f"autokernel {state.run_tag}", device=config.device, agent=config.agent,
-        timing_note=CPU_TIMING_NOTE if config.device == "cpu" else "", live=live,
+        timing_note=CPU_LOOP_NOTE if config.device == "cpu" else "", live=live,
     )
     runner = Runner(workspace, plan, state, config, agent, dashboard=dashboard)
     if new_hours is not None:

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from autokernel.device import CPU_TIMING_NOTE
 from autokernel.text import error_summary
 
 if TYPE_CHECKING:
@@ -62,8 +63,6 @@ WALL_PROTOCOL = ("autokernel.harness.timing.time_synchronous_calls: wall time of
                  "forward (host launch included), rotating order, L2 flush; median and IQR")
 # Below this share of its wall time spent on the device, eager's forward is called host-bound.
 HOST_BOUND_DEVICE_SHARE = 0.5
-CPU_TIMING_NOTE = ("device cpu: the kernels run in the Triton interpreter, so these latencies say "
-                   "nothing about a GPU")
 
 
 @dataclass
@@ -343,8 +342,9 @@ def _ratios(speedup: dict[str, Any]) -> str:
     return ", ".join(parts) + (f" (noise ±{noise * 100:.1f}%)" if noise is not None else "")
 
 
-def end_to_end_lines(result: dict[str, Any]) -> list[str]:
-    """The end-to-end figures, each printed once (verify's output, and the report's section)."""
+def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[str]:
+    """The end-to-end figures, each printed once (verify's output, and the report's section).
+    `cpu_note=False` where the caller says the CPU caveat itself."""
     timing = result.get("timing", {})
     device, wall = figure(result, DEVICE), figure(result, WALL)
     device_times = (device or {}).get("contestants", {})
@@ -393,6 +393,6 @@ def end_to_end_lines(result: dict[str, Any]) -> list[str]:
     host_line = host_cost_line(result.get("host", {}))
     if host_line and timing.get("meaningful", True):
         lines.append(host_line)
-    if not timing.get("meaningful", True):
+    if cpu_note and not timing.get("meaningful", True):
         lines.append(CPU_TIMING_NOTE)
     return lines

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.device import CPU_TIMING_NOTE
 from autokernel.text import format_duration
 
 if TYPE_CHECKING:
@@ -268,8 +269,6 @@ def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
     return text
 
 
-CPU_NOTE = ("This run used the CPU (Triton interpreter): latencies and speedups are host-clock "
-            "figures that say nothing about a GPU.")
 
 
 def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
@@ -277,7 +276,7 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
 
     lines = [f"# autokernel report: {report.run_tag}", "", _headline(report) + ".", ""]
     if not report.timing_meaningful:
-        lines += [f"> {CPU_NOTE}", ""]
+        lines += [f"> {CPU_TIMING_NOTE}.", ""]
     lines += [
         "## Targets", "",
         "Latencies at each target's primary profiled shape; speedups are the best kernel's "
@@ -299,7 +298,7 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
                      f"{v['routed_calls_per_forward']} kernel calls routed per forward.")
         if report.stale_verify:
             lines += ["", f"> **Stale:** {report.stale_verify}."]
-        lines += ["", "```"] + end_to_end_lines(v) + ["```"]
+        lines += ["", "```"] + end_to_end_lines(v, cpu_note=False) + ["```"]
         lines += ["", "| kernel | routed | calls/forward | backward |", "|---|---|---|---|"]
         for row in v["kernels"]:
             lines.append(f"| {row['tag']} | {routed_where(row)} | {row['calls_per_forward']} | "
@@ -361,16 +360,18 @@ PRIMARY_SHAPE_NOTE = ("per target, at its primary profiled shape (results.tsv's 
                       "speedups):")
 
 
-def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool = True) -> None:
+def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool = True,
+                  with_cpu_note: bool = True) -> None:
     """The report on the terminal: headline, per-target figures, end-to-end figures.
-    `with_stop_reason=False` where the caller has said why the run stopped already."""
+    `with_stop_reason=False` / `with_cpu_note=False` where the caller has said why the run
+    stopped / that its figures are CPU figures already."""
     from rich.table import Table
 
     from autokernel.integrate.verify import end_to_end_lines
 
     console.print(_headline(report, with_stop_reason=with_stop_reason), highlight=False)
-    if not report.timing_meaningful:
-        console.print(f"[yellow]{CPU_NOTE}[/]")
+    if with_cpu_note and not report.timing_meaningful:
+        console.print(f"[yellow]{CPU_TIMING_NOTE}[/]")
     console.print(PRIMARY_SHAPE_NOTE, highlight=False)
     if console.width >= WIDE_CONSOLE:
         table = Table(title_justify="left")
@@ -385,7 +386,7 @@ def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool
     if report.verify:
         if report.stale_verify:
             console.print(f"[yellow]stale: {report.stale_verify}[/]")
-        for line in end_to_end_lines(report.verify):
+        for line in end_to_end_lines(report.verify, cpu_note=False):
             console.print(line, highlight=False)
     else:
         console.print(f"end to end: not verified yet (autokernel verify {report.root})",

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from autokernel.device import CPU_TIMING_NOTE
 from autokernel.kernelbench.problem import DONE, NO_TARGET
 from autokernel.kernelbench.scoring import THRESHOLDS, fast_p_table
 
@@ -27,8 +28,7 @@ FIGURES_NOTE = (
     "the profiled shape.")
 OLDER_RECORD = "wall only (a record from before device times were kept)"
 BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile"}
-CPU_NOTE = ("device cpu: kernels ran in the Triton interpreter, so the speedups are host-clock "
-            "figures that say nothing about a GPU, and torch.compile was not timed")
+CPU_NOTE = f"{CPU_TIMING_NOTE}; torch.compile was not timed"
 
 
 def with_figures(record: dict[str, Any]) -> dict[str, Any]:

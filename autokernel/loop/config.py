@@ -7,10 +7,9 @@ from typing import Any
 
 from autokernel.orchestrate import MoveOnConfig
 
-CPU_TIMING_NOTE = (
-    "device cpu: kernels run in the Triton interpreter; timings are host-clock figures that say "
-    "nothing about a GPU (the keep rule still compares them; the %-of-peak rule is off)"
-)
+from autokernel.device import CPU_TIMING_NOTE
+
+CPU_LOOP_NOTE = f"{CPU_TIMING_NOTE} (the keep rule still compares them; the %-of-peak rule is off)"
 
 
 @dataclass

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from autokernel.agents.base import Agent, AgentStop, Proposal
 from autokernel.harness.result import BenchResult
 from autokernel.loop import repair as crash_repair
-from autokernel.loop.config import CPU_TIMING_NOTE, LoopConfig
+from autokernel.loop.config import CPU_LOOP_NOTE, LoopConfig
 from autokernel.loop.context import Briefing
 from autokernel.loop.dashboard import Dashboard, PlainDashboard
 from autokernel.loop.journal import Journal
@@ -89,7 +89,7 @@ class Runner:
         self.dashboard.start(self.state)
         try:
             if self.config.device == "cpu":
-                self.dashboard.message(CPU_TIMING_NOTE)
+                self.dashboard.message(CPU_LOOP_NOTE)
             self.repair()
             return self._loop()
         except KeyboardInterrupt:

@@ -39,7 +39,8 @@ def print_end_of_run(workspace: Workspace, state: RunState, reason: str, console
     except Exception as exc:  # the run itself is done and saved; say why the report is missing
         console.print(f"[yellow]report not written: {type(exc).__name__}: {exc}[/]")
     else:
-        print_summary(report, console, with_stop_reason=False)
+        # The run said at its start that a CPU run's figures are host-clock figures.
+        print_summary(report, console, with_stop_reason=False, with_cpu_note=False)
         written = f"report: {text}  ·  plot: {plot}  ·  "
     if llm_usage:
         console.print(f"LLM usage: {llm_usage}", highlight=False, soft_wrap=True)
