@@ -217,3 +217,12 @@ def test_the_plot_is_drawn_from_that_data_and_labelled(tmp_path: Path) -> None:
     path = plot_progress(report, tmp_path / "progress.png")  # type: ignore[arg-type]
     assert path.read_bytes().startswith(b"\x89PNG")
     assert "keep rule" in Y_LABEL and "paired" in CAPTION and "--min-gain" in CAPTION
+
+
+def test_the_numeric_columns_come_from_the_row_schema() -> None:
+    from autokernel.loop.results import COLUMNS, NUMERIC_COLUMNS
+
+    assert set(NUMERIC_COLUMNS) <= set(COLUMNS)
+    assert {"experiment", "latency_us", "speedup_vs_pytorch", "vs_best_lo", "cost_usd"} \
+        <= set(NUMERIC_COLUMNS)
+    assert not {"tag", "correctness", "description", "shape", "phase"} & set(NUMERIC_COLUMNS)

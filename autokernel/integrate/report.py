@@ -31,15 +31,13 @@ if TYPE_CHECKING:
 REPORT_FILE = "report.md"
 PLOT_FILE = "progress.png"
 FAILED_STATUSES = ("fail", "crash", "timeout", "rejected")
-NUMERIC_COLUMNS = ("experiment", "throughput_tflops", "latency_us", "pct_peak",
-                   "speedup_vs_pytorch", "peak_vram_mb", "target_rank", "speedup_vs_compile",
-                   "pct_peak_measured", "objective_us", "seconds", "harness_seconds",
-                   "input_tokens", "output_tokens", "cost_usd")
 
 
 def read_results(path: Path) -> pd.DataFrame:
     """results.tsv as a DataFrame: numbers as floats (blank = NaN), text as str."""
     import pandas as pd
+
+    from autokernel.loop.results import NUMERIC_COLUMNS
 
     frame = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str,
                         keep_default_na=False)

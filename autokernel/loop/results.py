@@ -35,7 +35,7 @@ import csv
 import io
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,11 @@ class ResultRow:
 
     def to_line(self) -> str:
         return "\t".join(_cell(getattr(self, name)) for name in COLUMNS) + "\n"
+
+
+# The columns a reader parses as numbers, from ResultRow's own annotations (one schema).
+NUMERIC_COLUMNS: tuple[str, ...] = tuple(
+    f.name for f in fields(ResultRow) if str(f.type).split(" |")[0] in ("int", "float"))
 
 
 def header_line() -> str:
