@@ -18,7 +18,11 @@ from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
     _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _refusal,
 )
-from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+from autokernel.ops.spec import (
+    AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
+)
+from autokernel.profiling.callsites import Context, Extracted, _arg, _has_tensor, _numel, _shape
+from autokernel.profiling.events import OpCall
 
 DIMS = ("M", "V")
 IGNORE_INDEX = -100
@@ -190,6 +194,26 @@ def liger_cross_entropy() -> Callable[..., torch.Tensor] | None:
     return run
 
 
+def _cross_entropy_shape(op: OpCall, ctx: Context) -> Extracted:
+    x = _shape(op, 0)
+    if not x:
+        return None
+    v = x[1] if len(x) >= 2 else x[0]
+    params: dict[str, Any] = {}
+    reduction = _arg(op, 3)
+    if isinstance(reduction, int):
+        params["reduction"] = {0: "none", 1: "mean", 2: "sum"}.get(reduction, reduction)
+    ignore_index = _arg(op, 4)
+    if isinstance(ignore_index, int):
+        params["ignore_index"] = ignore_index
+    smoothing = _arg(op, 5)
+    if isinstance(smoothing, float) and smoothing:
+        params["label_smoothing"] = smoothing
+    if _has_tensor(op, 2):
+        params["class_weights"] = True
+    return {"M": _numel(x) // v, "V": v}, params
+
+
 SPEC = OpSpec(
     name="cross_entropy",
     dims=DIMS,
@@ -225,6 +249,7 @@ SPEC = OpSpec(
     cpu_edge_shapes=((1, 1), (5, 1), (1, 3001), (17, 1023), (9, 1537)),
     bench_shapes=((4096, 32000), (8192, 50257), (4096, 128256)),
     adversarial=ADVERSARIAL,
+    aten_ops={"aten::cross_entropy_loss": AtenRule(_cross_entropy_shape)},
     # Defaults: the candidate's loss is float32 whatever the logits' dtype, but stock
     # F.cross_entropy rounds its loss to fp16/bf16 (relative 2^-11 / 2^-8), so the half-precision
     # tolerances stay at the defaults that both must meet.

@@ -29,12 +29,15 @@ from autokernel.integrate.routing import (
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
+    AtenRule,
     Inputs,
     OpSpec,
     Shape,
     element_size,
     sample,
 )
+from autokernel.profiling.callsites import Context, Extracted, _arg, _four_dims, _has_tensor, _shape
+from autokernel.profiling.events import OpCall
 
 # "large" multiplies q and k by this, so logits (q·k/sqrt(D)) are ~N(0, 9²) and softmax rows are
 # sharp; v keeps unit scale. Larger is not checkable at fp32's 1e-4: a logit of size L carries
@@ -173,6 +176,48 @@ def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
     return 4.0 * b * h * s * d * element_size(dtype)
 
 
+# (attn_mask index, is_causal index, scale index, q layout) per SDPA entry point.
+ATTENTION_OPS: dict[str, tuple[int | None, int | None, int | None, str]] = {
+    "aten::scaled_dot_product_attention": (3, 5, 6, "BHSD"),
+    "aten::_scaled_dot_product_attention_math": (3, 5, 7, "BHSD"),
+    "aten::_scaled_dot_product_flash_attention": (None, 4, 6, "BHSD"),
+    "aten::_scaled_dot_product_flash_attention_for_cpu": (5, 4, 6, "BHSD"),
+    "aten::_scaled_dot_product_efficient_attention": (3, 6, 7, "BHSD"),
+    "aten::_scaled_dot_product_cudnn_attention": (3, 6, 8, "BHSD"),
+    "aten::_flash_attention_forward": (None, 8, 10, "BSHD"),
+    "aten::_efficient_attention_forward": (3, None, 11, "BSHD"),
+    "aten::_cudnn_attention_forward": (3, 6, 8, "BHSD"),
+}
+
+
+def _attention_shape(op: OpCall, ctx: Context) -> Extracted:
+    mask_i, causal_i, scale_i, layout = ATTENTION_OPS[op.name]
+    q, k = _shape(op, 0), _shape(op, 1)
+    if len(q) < 3:
+        return None
+    if layout == "BSHD" and len(q) == 4:
+        named = {"B": q[0], "H": q[2], "S": q[1], "D": q[3]}
+        kv_heads, kv_len = (k[2], k[1]) if len(k) == 4 else (None, None)
+    else:
+        named = _four_dims(q)
+        kv_heads = k[-3] if len(k) >= 3 else None
+        kv_len = k[-2] if len(k) >= 2 else None
+    params: dict[str, Any] = {}
+    causal = _arg(op, causal_i) if causal_i is not None else None
+    if isinstance(causal, bool):
+        params["causal"] = causal
+    if mask_i is not None and _has_tensor(op, mask_i):
+        params["mask"] = True
+    scale = _arg(op, scale_i) if scale_i is not None else None
+    if isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        params["scale"] = scale
+    if kv_heads and kv_heads != named["H"]:
+        params["kv_heads"] = kv_heads
+    if kv_len and kv_len != named["S"]:
+        params["kv_len"] = kv_len
+    return named, params
+
+
 SPEC = OpSpec(
     name="flash_attention",
     dims=("B", "H", "S", "D"),
@@ -228,6 +273,8 @@ SPEC = OpSpec(
     ),
     bench_shapes=((1, 32, 2048, 128), (4, 32, 1024, 128), (1, 32, 4096, 128)),
     adversarial=ADVERSARIAL,
+    # SDPA and each backend it dispatches to, whichever the profile records outermost.
+    aten_ops={name: AtenRule(_attention_shape) for name in ATTENTION_OPS},
     # Defaults: fp16/bf16 error is dominated by rounding the probabilities to the input dtype
     # before the PV product (what every FlashAttention does), ~1/5 of the tolerance; fp32 with
     # ieee dots sits at ~1/5 of 1e-4 at the "large" distribution's sharp softmax.

@@ -22,7 +22,13 @@ from autokernel.ops.rowwise import (
     ROW_EDGE_SHAPES,
     ROW_SWEEP,
 )
-from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+from autokernel.ops.spec import (
+    AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
+)
+from autokernel.profiling.callsites import (
+    Context, Extracted, _arg, _has_tensor, _norm_width, _numel, _shape,
+)
+from autokernel.profiling.events import OpCall
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-5
@@ -165,6 +171,20 @@ def liger_layernorm() -> Callable[..., torch.Tensor] | None:
     return run
 
 
+def _layernorm_shape(op: OpCall, ctx: Context) -> Extracted:
+    x, n = _shape(op, 0), _norm_width(op)
+    if not x or not n:
+        return None
+    params: dict[str, Any] = {}
+    eps = _arg(op, 4)
+    if isinstance(eps, (int, float)) and not isinstance(eps, bool):
+        params["eps"] = eps
+    # Names the reference's arguments do not use, so these stay notes.
+    params["elementwise_affine"] = _has_tensor(op, 2)
+    params["with_bias"] = _has_tensor(op, 3)
+    return {"M": _numel(x) // n, "N": n}, params
+
+
 SPEC = OpSpec(
     name="layernorm",
     dims=DIMS,
@@ -182,6 +202,8 @@ SPEC = OpSpec(
     cpu_edge_shapes=ROW_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
+    aten_ops={name: AtenRule(_layernorm_shape)
+              for name in ("aten::layer_norm", "aten::native_layer_norm")},
     notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "
     "says otherwise); FLOPs = 7·M·N; bytes = read x, weight, bias + write y.",
 )

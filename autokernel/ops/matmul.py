@@ -34,12 +34,17 @@ from autokernel.integrate.routing import (
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
+    AtenRule,
     Inputs,
     OpSpec,
     Shape,
     element_size,
     sample,
 )
+from autokernel.profiling.callsites import (
+    Context, Extracted, _arg, _broadcast_numel, _has_tensor, _numel, _shape,
+)
+from autokernel.profiling.events import OpCall
 
 # "large" multiplies the activation A by this (B keeps its fan-in scale), so |C| ~ 32 and up to
 # ~200 in fp16/bf16. fp32 gets a smaller scale: a correct fp32 accumulation carries about
@@ -205,6 +210,112 @@ def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
     return float(batch * (m * k + k * n + m * n)) * element_size(dtype)
 
 
+def _matmul_shape(op: OpCall, ctx: Context) -> Extracted:
+    name = op.name
+    if name == "aten::linear":
+        x, w = _shape(op, 0), _shape(op, 1)
+        if not x or len(w) != 2:
+            return None
+        params = {"bias": True} if _has_tensor(op, 2) else {}
+        return {"B": 1, "M": _numel(x[:-1]), "N": w[0], "K": x[-1]}, params
+    params = {"b_transposed": True} if _b_is_transposed(op, ctx) else {}
+    if name in ("aten::addmm", "aten::_addmm_activation", "aten::mm"):
+        a_index = 0 if name == "aten::mm" else 1
+        a, b = _shape(op, a_index), _shape(op, a_index + 1)
+        if len(a) != 2 or len(b) != 2:
+            return None
+        if name != "aten::mm":
+            params["bias"] = True
+        return {"B": 1, "M": a[0], "N": b[1], "K": a[1]}, params
+    if name in ("aten::bmm", "aten::baddbmm"):
+        a_index = 0 if name == "aten::bmm" else 1
+        a, b = _shape(op, a_index), _shape(op, a_index + 1)
+        if len(a) != 3 or len(b) != 3:
+            return None
+        return {"B": a[0], "M": a[1], "N": b[2], "K": a[2]}, params
+    if name in ("aten::mv", "aten::addmv"):
+        a = _shape(op, 0 if name == "aten::mv" else 1)
+        if len(a) != 2:
+            return None
+        return {"B": 1, "M": a[0], "N": 1, "K": a[1]}, {}
+    if name == "aten::matmul":
+        a, b = _shape(op, 0), _shape(op, 1)
+        if not a or not b:
+            return None
+        if len(b) == 1:
+            return {"B": 1, "M": _numel(a[:-1]), "N": 1, "K": b[0]}, {}
+        if len(b) == 2:  # x @ W: every leading dim of x is a row of one GEMM
+            return {"B": 1, "M": _numel(a[:-1]), "N": b[1], "K": b[0]}, params
+        m = a[-2] if len(a) >= 2 else 1
+        batch = _broadcast_numel(a[:-2], b[:-2])
+        return {"B": batch, "M": m, "N": b[-1], "K": b[-2]}, params
+    return None
+
+
+def _is_column_major(strides: Any) -> bool:
+    return (isinstance(strides, list) and len(strides) >= 2
+            and all(isinstance(s, int) for s in strides) and strides[-2] == 1 and strides[-1] != 1)
+
+
+def _swaps_last_two(view: OpCall, b: list[int]) -> bool:
+    """Is `view` (transpose/t/permute) the op that made B by swapping its last two dims?"""
+    x = _shape(view, 0)
+    if len(x) != len(b) or len(b) < 2 or x[:-2] + [x[-1], x[-2]] != b:
+        return False
+    ndim = len(x)
+    if view.name == "aten::t":
+        return True
+    if view.name == "aten::transpose":
+        dims = [_arg(view, 1), _arg(view, 2)]
+        if all(isinstance(d, int) for d in dims):
+            return sorted(d % ndim for d in dims) == [ndim - 2, ndim - 1]
+        return x[-1] != x[-2]  # arguments not recorded: the shapes alone must tell
+    if view.name == "aten::permute":
+        order = _arg(view, 1)
+        return isinstance(order, list) and [d % ndim for d in order] == (
+            list(range(ndim - 2)) + [ndim - 1, ndim - 2])
+    return False
+
+
+def _b_is_transposed(op: OpCall, ctx: Context) -> bool:
+    """Did B reach the op as the transposed view of a contiguous tensor (Q @ Kᵀ, x @ W.t())?
+
+    aten::matmul records B's strides on the as_strided inside its own expand of B; otherwise
+    the view op just before the product, in program order, shows it.
+    """
+    b = _shape(op, 2 if op.name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm")
+               else 1)
+    if len(b) < 2 or b[-1] == 1:
+        return False
+    for child in ctx.children.get(op.id, []):
+        if child.name == "aten::expand" and _shape(child, 0) == b:
+            inner = ctx.children.get(child.id, [])
+            if inner and inner[0].name == "aten::as_strided":
+                return _is_column_major(_arg(inner[0], 2))
+    position = ctx.position.get(op.id)
+    if position is None or position == 0:
+        return False
+    return _swaps_last_two(ctx.roots[position - 1], b)
+
+
+def _matmul_role(op: OpCall, ctx: Context) -> str:
+    """Which matmul target a call belongs to. The roles follow how a model reaches the kernel:
+    nn.Linear modules (routed by module), products with batch dims and the remaining 2-D GEMMs
+    (both functional calls)."""
+    if op.name == "aten::linear":
+        return "linear"
+    if op.name in ("aten::bmm", "aten::baddbmm"):
+        return "batched"
+    if op.name == "aten::matmul" and len(_shape(op, 1)) >= 3:
+        return "batched"
+    return "gemm"
+
+
+# Every aten entry point of a GEMM (aten::linear: nn.Linear and F.linear).
+MATMUL_ATEN_OPS = ("aten::linear", "aten::addmm", "aten::_addmm_activation", "aten::mm",
+                   "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::mv", "aten::addmv")
+
+
 SPEC = OpSpec(
     name="matmul",
     dims=("B", "M", "N", "K"),
@@ -258,6 +369,7 @@ SPEC = OpSpec(
     ),
     bench_shapes=((1, 4096, 4096, 4096), (1, 16, 4096, 4096), (1024, 512, 512, 96)),
     adversarial=ADVERSARIAL,
+    aten_ops={name: AtenRule(_matmul_shape, role=_matmul_role) for name in MATMUL_ATEN_OPS},
     # Defaults hold at every K thanks to the fan-in scaling above (see the module docstring).
     tolerances=dict(DEFAULT_TOLERANCES),
     notes="FLOPs = 2*B*M*N*K. Shapes are BxMxNxK (B = 1: a 2-D GEMM, e.g. a linear layer). B is "

@@ -22,6 +22,7 @@ from autokernel.integrate.routing import (
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
+    AtenRule,
     Inputs,
     OpSpec,
     Shape,
@@ -31,6 +32,10 @@ from autokernel.ops.spec import (
     rows_and_width,
     sample,
 )
+from autokernel.profiling.callsites import (
+    Context, Extracted, _arg, _numel, _over_axis, _shape, _single_axis,
+)
+from autokernel.profiling.events import OpCall
 
 DIMS = ("M", "N")
 
@@ -148,6 +153,28 @@ ADVERSARIAL = (
 )
 
 
+# A sum is a reduce target only when it is big enough to be worth a kernel of its own.
+REDUCE_MIN_ELEMENTS = 1 << 16
+REDUCE_MIN_ROW = 32
+
+
+def _reduce_shape(op: OpCall, ctx: Context) -> Extracted:
+    x = _shape(op, 0)
+    if not x:
+        return None
+    if len(op.shapes) <= 2:  # aten::sum(self, dtype): the whole tensor
+        named: dict[str, int] = {"M": 1, "N": _numel(x)}
+        params: dict[str, Any] = {}
+    else:
+        axis = _single_axis(_arg(op, 1), len(x))
+        if axis is None:  # several dims: not one row-wise sum
+            return None
+        named, params = _over_axis(x, axis)
+    if _numel(x) < REDUCE_MIN_ELEMENTS or named["N"] < REDUCE_MIN_ROW:
+        return None
+    return named, params
+
+
 SPEC = OpSpec(
     name="reduce",
     dims=DIMS,
@@ -188,6 +215,8 @@ SPEC = OpSpec(
                      (2, 1537, 3)),
     bench_shapes=((8192, 8192), (16384, 8192), (1024, 32768)),
     adversarial=ADVERSARIAL,
+    # A sum inside another op (aten::mean's) is not a sum the model asked for.
+    aten_ops={"aten::sum": AtenRule(_reduce_shape, root_only=True)},
     axis_dim="K",
     tolerances={
         **DEFAULT_TOLERANCES,

@@ -33,8 +33,13 @@ from autokernel.ops.rowwise import (
     ROW_SWEEP,
 )
 from autokernel.ops.spec import (
-    AdversarialCase, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width, sample,
+    AdversarialCase, AtenRule, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width,
+    sample,
 )
+from autokernel.profiling.callsites import (
+    FINFO_EPS, Context, Extracted, _arg, _dtype, _has_tensor, _norm_width, _numel, _shape,
+)
+from autokernel.profiling.events import OpCall
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-6
@@ -169,6 +174,21 @@ def liger_rmsnorm() -> Callable[..., torch.Tensor] | None:
     return run
 
 
+def _rmsnorm_shape(op: OpCall, ctx: Context) -> Extracted:
+    x, n = _shape(op, 0), _norm_width(op)
+    if not x or not n:
+        return None
+    eps = _arg(op, 3)
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool):
+        eps = ctx.module_eps(op)
+    if eps is None:  # F.rms_norm's default
+        eps = FINFO_EPS.get(_dtype(op, ctx.record.dtype))
+    params: dict[str, Any] = {"eps": eps} if eps is not None else {}
+    if not _has_tensor(op, 2):
+        params["elementwise_affine"] = False
+    return {"M": _numel(x) // n, "N": n}, params
+
+
 SPEC = OpSpec(
     name="rmsnorm",
     dims=DIMS,
@@ -186,6 +206,8 @@ SPEC = OpSpec(
     cpu_edge_shapes=ROW_CPU_EDGE_SHAPES + AXIS_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
+    aten_ops={name: AtenRule(_rmsnorm_shape)
+              for name in ("aten::rms_norm", "aten::_fused_rms_norm")},
     axis_dim="K",
     notes="rmsnorm over the last dim (or over dim 1 of x[M, N, K]), x·rsqrt(mean(x²) + eps)·weight "
     "(eps 1e-6 unless the model says otherwise); FLOPs = 4·M·N·K; bytes = read x, weight + write "

@@ -31,8 +31,13 @@ from autokernel.ops.rowwise import (
     ROW_SWEEP,
 )
 from autokernel.ops.spec import (
-    AdversarialCase, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width, sample,
+    AdversarialCase, AtenRule, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width,
+    sample,
 )
+from autokernel.profiling.callsites import (
+    Context, Extracted, _arg, _over_axis, _shape, _single_axis,
+)
+from autokernel.profiling.events import OpCall
 
 DIMS = ("M", "N")
 
@@ -160,6 +165,17 @@ ADVERSARIAL = (
 )
 
 
+def _softmax_shape(op: OpCall, ctx: Context) -> Extracted:
+    x = _shape(op, 0)
+    if not x:
+        return None
+    dim = _arg(op, 1)
+    axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
+    if axis is None:
+        return None
+    return _over_axis(x, axis)
+
+
 SPEC = OpSpec(
     name="softmax",
     dims=DIMS,
@@ -177,6 +193,7 @@ SPEC = OpSpec(
     bench_shapes=ROW_BENCH_SHAPES,
     axis_dim="K",
     adversarial=ADVERSARIAL,
+    aten_ops={name: AtenRule(_softmax_shape) for name in ("aten::softmax", "aten::_softmax")},
     notes="softmax over the last dim (or over dim 1 of x[M, N, K]); FLOPs = 5·M·N·K (max, "
     "subtract, exp, sum, scale); "
     "bytes = read x + write y.",

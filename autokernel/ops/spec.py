@@ -87,6 +87,9 @@ class AtenRule:
     shape cannot be read (the call is still this type's, at no shape)."""
     root_only: bool = False
     """Only when Python called the op itself, not inside another op (aten::mean's inner sum)."""
+    role: Callable[..., str] | None = None
+    """(op call, Context) -> which of the type's targets the call belongs to, for a type with
+    several (matmul's "linear", "batched", "gemm"); None: the type has one."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +125,12 @@ class OpSpec:
     """The op in Liger-Kernel (the best open-source Triton kernels), with the reference's
     signature: a third baseline, timed when `liger-kernel` is installed (None: not installed)."""
     aten_ops: Mapping[str, AtenRule] = field(default_factory=dict)
-    """The aten ops the profiler classifies as this kernel type (the first nine types' are in
-    autokernel/profiling/op_rules.py)."""
+    """The aten ops the profiler classifies as this kernel type (one type per aten op)."""
     patterns: tuple[Callable[..., None], ...] = ()
     """Multi-op patterns, (profiling.callsites.Context) -> None, that claim ops as calls of this
-    type; they run after the first nine types' (autokernel/profiling/patterns.py)."""
+    type, run in this order. A type with patterns must be named in
+    autokernel/profiling/patterns.PATTERN_ORDER, which says when they run relative to the other
+    types' (an earlier pattern claims its ops first)."""
     axis_dim: str | None = None
     """For ops that also run over a dim that is not the last (reduce, softmax, rmsnorm): the name
     of an optional trailing shape dim, the inner size K. A shape (M, N, K) with K > 1 is x[M, N, K]

@@ -1,9 +1,9 @@
 """What the classifier's rules read: the profile indexed by op (`Context`), the call sites they
 name (`SiteKey`), and small readers of a recorded op call's shapes and arguments.
 
-The per-kernel-type rules that use them are in `op_rules.py` (one aten op), `patterns.py` (several
-ops of the first nine kernel types) and each later op entry's `aten_ops`/`patterns`
-(`autokernel/ops/<type>.py`); `classify.py` runs them over a profile.
+The per-kernel-type rules that use them are in each op entry's `aten_ops` (one aten op) and
+`patterns` (several ops) (`autokernel/ops/<type>.py`); `op_rules.py` and `patterns.py` gather
+them, in the order `patterns.PATTERN_ORDER` states, and `classify.py` runs them over a profile.
 """
 
 from __future__ import annotations
@@ -184,6 +184,19 @@ def _is_last_dim(dim: Any, ndim: int) -> bool:
     if isinstance(dim, list) and len(dim) == 1:
         dim = dim[0]
     return isinstance(dim, int) and dim in (-1, ndim - 1)
+
+
+def _norm_width(op: OpCall) -> int | None:
+    """The normalized width of a layer_norm / rms_norm call: its normalized_shape, else its
+    weight's size, else x's last dim (argument layouts the two norms share)."""
+    normalized = _arg(op, 1)
+    if isinstance(normalized, list) and normalized and all(isinstance(d, int) for d in normalized):
+        return _numel(normalized)
+    weight = _shape(op, 2)
+    if weight:
+        return _numel(weight)
+    x = _shape(op, 0)
+    return x[-1] if x else None
 
 
 def _broadcast_numel(a: Sequence[int], b: Sequence[int]) -> int:

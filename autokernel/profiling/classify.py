@@ -16,9 +16,10 @@ profiler could not tie to an op. In order:
      whose class is a rotary embedding → rotary_embedding;
    - log_softmax followed by nll_loss → cross_entropy.
 2. Otherwise the outermost op in the launch stack that is one of the kernel types' aten ops
-   (`OP_RULES`): aten::linear/addmm/mm/bmm/matmul → matmul (in one of three roles, below),
-   SDPA and its backends → flash_attention, aten::rms_norm/_fused_rms_norm → rmsnorm,
-   aten::layer_norm → layernorm, ...
+   (each op entry's `OpSpec.aten_ops`, gathered by `op_rules.op_rules`):
+   aten::linear/addmm/mm/bmm/matmul → matmul (in one of three roles, below), SDPA and its
+   backends → flash_attention, aten::rms_norm/_fused_rms_norm → rmsnorm, aten::layer_norm →
+   layernorm, ...
    Outermost, because the inner ops are an implementation detail: F.rms_norm on CUDA runs
    `vectorized_layer_norm_kernel`, which name-based rules call layernorm.
 3. A kernel with no op: cuBLAS/CUTLASS GEMM names (nvjet_*, *gemm*) → matmul, flash/fmha/sdpa →
@@ -44,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import lru_cache
+from typing import Any
 
 from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's API
     MATMUL_ROLES, OTHER, Attribution, Context, SiteKey, _dtype, input_parameters, registry_dims,
@@ -51,7 +53,7 @@ from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's AP
 )
 from autokernel.profiling.events import OpCall, RecordedProfile
 from autokernel.profiling.op_rules import (  # noqa: F401 - the classifier's API
-    OP_RULES, REDUCE_MIN_ELEMENTS, REDUCE_MIN_ROW, OpRule, classify_kernel_name,
+    OpRule, classify_kernel_name, op_rules,
 )
 from autokernel.profiling.patterns import (  # noqa: F401 - routable.py reads these
     NOT_ROTARY_MODULE, PATTERNS, ROTARY_MODULE,
@@ -62,16 +64,14 @@ from autokernel.profiling.patterns import (  # noqa: F401 - routable.py reads th
 # Classifying every row
 
 
-@lru_cache(maxsize=None)
-def _op_rules() -> dict[str, OpRule]:
-    """The first nine kernel types' rules, and each later op entry's `aten_ops`."""
-    from autokernel.ops import all_specs
+def __getattr__(name: str) -> Any:
+    # The reduce entry owns its size thresholds; they are still read here (integrate/loader.py),
+    # and importing the entry only on use keeps this module free of torch.
+    if name in ("REDUCE_MIN_ELEMENTS", "REDUCE_MIN_ROW"):
+        from autokernel.ops import reduce
 
-    rules = dict(OP_RULES)
-    for spec in all_specs().values():
-        for name, rule in spec.aten_ops.items():
-            rules[name] = OpRule(spec.name, rule.extract, root_only=rule.root_only)
-    return rules
+        return getattr(reduce, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 @lru_cache(maxsize=None)
@@ -96,7 +96,7 @@ def _launch_stack(ctx: Context, op_id: int) -> list[OpCall]:
 
 def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, SiteKey] | None:
     for depth, op in enumerate(stack):
-        rule = _op_rules().get(op.name)
+        rule = op_rules().get(op.name)
         if rule is None or (rule.root_only and depth > 0):
             continue
         extracted = rule.extract(op, ctx)

@@ -14,7 +14,6 @@ from autokernel.profiling.callsites import (
     _numel, _over_axis, _shape, _significant_unclaimed, _single_axis, _span,
 )
 from autokernel.profiling.events import OpCall
-from autokernel.profiling.op_rules import _cross_entropy_shape
 
 ROTARY_MODULE = re.compile(r"rotary|rope", re.IGNORECASE)
 NOT_ROTARY_MODULE = re.compile(r"attention|attn|block|layer|decoder|encoder|model",
@@ -308,6 +307,8 @@ def _find_log_softmax_nll(ctx: Context) -> None:
         logits = _shape(nll, 0)
         if _numel(logits) != _numel(x) or (logits and logits[-1] != x[-1]):
             continue
+        from autokernel.ops.cross_entropy import _cross_entropy_shape
+
         extracted = _cross_entropy_shape(nll, ctx)
         if extracted is None:
             continue
