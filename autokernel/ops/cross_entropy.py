@@ -21,7 +21,10 @@ from autokernel.integrate.routing import (
 from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
-from autokernel.profiling.callsites import Context, Extracted, _arg, _has_tensor, _numel, _shape
+from autokernel.profiling.callsites import (
+    CAST_OPS, Context, Extracted, _arg, _dtype, _has_tensor, _maybe_last_dim, _numel, _shape,
+    _significant_unclaimed, _span,
+)
 from autokernel.profiling.events import OpCall
 
 DIMS = ("M", "V")
@@ -214,6 +217,33 @@ def _cross_entropy_shape(op: OpCall, ctx: Context) -> Extracted:
     return {"M": _numel(x) // v, "V": v}, params
 
 
+def _find_log_softmax_nll(ctx: Context) -> None:
+    seq = _significant_unclaimed(ctx)
+    for j, log_softmax in enumerate(seq):
+        if log_softmax.name not in ("aten::log_softmax", "aten::_log_softmax"):
+            continue
+        x = _shape(log_softmax, 0)
+        if not x or not _maybe_last_dim(_arg(log_softmax, 1), len(x)):
+            continue
+        k = j + 1
+        while k < len(seq) and seq[k].name in CAST_OPS:
+            k += 1
+        if k >= len(seq) or seq[k].name not in ("aten::nll_loss", "aten::nll_loss_nd"):
+            continue
+        nll = seq[k]
+        logits = _shape(nll, 0)
+        if _numel(logits) != _numel(x) or (logits and logits[-1] != x[-1]):
+            continue
+        extracted = _cross_entropy_shape(nll, ctx)
+        if extracted is None:
+            continue
+        named, params = extracted
+        site = ctx.site("cross_entropy", ctx.common_module([log_softmax, nll]),
+                        f"{log_softmax.name} + {nll.name}", named, params,
+                        _dtype(log_softmax, ctx.record.dtype))
+        ctx.claim(_span(ctx, log_softmax, nll), "cross_entropy", ("ce", log_softmax.id), site)
+
+
 SPEC = OpSpec(
     name="cross_entropy",
     dims=DIMS,
@@ -253,6 +283,7 @@ SPEC = OpSpec(
     # Defaults: the candidate's loss is float32 whatever the logits' dtype, but stock
     # F.cross_entropy rounds its loss to fp16/bf16 (relative 2^-11 / 2^-8), so the half-precision
     # tolerances stay at the defaults that both must meet.
+    patterns=(_find_log_softmax_nll,),
     notes="mean over rows whose target is not -100, returned as a float32 scalar; "
     "FLOPs = 4·M·V (max, subtract, exp, sum); bytes = read logits + int64 targets, write 4 B.",
 )

@@ -36,7 +36,10 @@ from autokernel.ops.spec import (
     element_size,
     sample,
 )
-from autokernel.profiling.callsites import Context, Extracted, _arg, _four_dims, _has_tensor, _shape
+from autokernel.profiling.callsites import (
+    CAST_OPS, Context, Extracted, _arg, _dtype, _four_dims, _has_tensor, _maybe_last_dim,
+    _numel, _shape, _significant_unclaimed, _span,
+)
 from autokernel.profiling.events import OpCall
 
 # "large" multiplies q and k by this, so logits (q·k/sqrt(D)) are ~N(0, 9²) and softmax rows are
@@ -218,6 +221,77 @@ def _attention_shape(op: OpCall, ctx: Context) -> Extracted:
     return named, params
 
 
+ATTENTION_MATMULS = ("aten::matmul", "aten::bmm")
+
+
+def _makes_a_scalar(op: OpCall) -> bool:
+    """torch.full([], v) / scalar_tensor: the scale or mask value, made on the fly."""
+    return op.name == "aten::scalar_tensor" or (op.name == "aten::full" and _arg(op, 0) == [])
+
+
+def _scalar_value(op: OpCall) -> Any:
+    return _arg(op, 0 if op.name == "aten::scalar_tensor" else 1)
+
+
+def _find_explicit_attention(ctx: Context) -> None:
+    seq = _significant_unclaimed(ctx)
+    for s, softmax in enumerate(seq):
+        if softmax.name not in ("aten::softmax", "aten::_softmax"):
+            continue
+        p = _shape(softmax, 0)
+        if len(p) < 3 or not _maybe_last_dim(_arg(softmax, 1), len(p)):
+            continue
+        # Backwards: casts, a scalar scale and a causal-shaped masked_fill, then Q @ Kᵀ.
+        causal = False
+        scale: float | None = None
+        j = s - 1
+        while j >= 0 and seq[j].name not in ATTENTION_MATMULS:
+            op = seq[j]
+            if op.name in CAST_OPS or _makes_a_scalar(op):
+                pass
+            elif op.name in ("aten::mul", "aten::div", "aten::mul_", "aten::div_") and not (
+                _has_tensor(op, 1)
+            ):
+                value = _arg(op, 1)
+                if value is None and j > 0 and _makes_a_scalar(seq[j - 1]):
+                    value = _scalar_value(seq[j - 1])  # scores / torch.full([], sqrt(d))
+                if isinstance(value, (int, float)) and value:
+                    scale = float(value) if "mul" in op.name else 1.0 / float(value)
+            elif op.name in ("aten::masked_fill", "aten::masked_fill_", "aten::where"):
+                # masked_fill(scores, mask, value) or where(keep, scores, value)
+                mask = _shape(op, 0 if op.name == "aten::where" else 1)
+                # An [S, S] mask broadcast over batch and heads is the causal triangle; a
+                # per-batch padding mask is not something a causal kernel can reproduce.
+                if mask[-2:] != p[-2:] or _numel(mask[:-2]) != 1:
+                    break
+                causal = True
+            else:
+                break
+            j -= 1
+        if j < 0 or seq[j].name not in ATTENTION_MATMULS:
+            continue
+        scores = seq[j]
+        q, kt = _shape(scores, 0), _shape(scores, 1)
+        if len(q) < 3 or len(kt) < 3 or q[:-1] != p[:-1] or kt[-1] != p[-1] or kt[-2] != q[-1]:
+            continue
+        # Forwards: casts, then P @ V.
+        k = s + 1
+        while k < len(seq) and seq[k].name in CAST_OPS:
+            k += 1
+        if k >= len(seq) or seq[k].name not in ATTENTION_MATMULS:
+            continue
+        values = seq[k]
+        if _shape(values, 0) != p or _shape(values, 1)[-2:-1] != p[-1:]:
+            continue
+        params: dict[str, Any] = {"causal": causal}
+        if scale is not None:
+            params["scale"] = scale
+        label = "softmax(QK^T)V(" + ", ".join([scores.name, softmax.name, values.name]) + ")"
+        site = ctx.site("flash_attention", ctx.common_module(seq[j:k + 1]), label,
+                        _four_dims(q), params, _dtype(scores, ctx.record.dtype))
+        ctx.claim(_span(ctx, scores, values), "flash_attention", ("attention", scores.id), site)
+
+
 SPEC = OpSpec(
     name="flash_attention",
     dims=("B", "H", "S", "D"),
@@ -278,6 +352,7 @@ SPEC = OpSpec(
     # Defaults: fp16/bf16 error is dominated by rounding the probabilities to the input dtype
     # before the PV product (what every FlashAttention does), ~1/5 of the tolerance; fp32 with
     # ieee dots sits at ~1/5 of 1e-4 at the "large" distribution's sharp softmax.
+    patterns=(_find_explicit_attention,),
     tolerances=dict(DEFAULT_TOLERANCES),
     notes="FLOPs: causal 2*B*H*S^2*D (unmasked half only, the FlashAttention papers' "
     "convention, comparable to FA2/FA3 figures), non-causal 4*B*H*S^2*D; flops(shape) assumes "

@@ -35,6 +35,10 @@ from autokernel.ops.spec import (
     element_size,
     sample,
 )
+from autokernel.profiling.callsites import (
+    Context, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
+)
+from autokernel.profiling.events import OpCall
 
 # "large" multiplies x by this, so the gate is ~N(0, 20²) and its tails pass ±88, where exp
 # overflows fp32 (a careless silu returns NaN). w_up and w_down are divided by it, so up and the
@@ -200,6 +204,54 @@ def liger_swiglu_mlp() -> Callable[..., torch.Tensor] | None:
     return run
 
 
+def _is_plain_linear(op: OpCall) -> bool:
+    return op.name == "aten::linear" and len(_shape(op, 1)) == 2 and not _has_tensor(op, 2)
+
+
+# silu(gate(x)) * up(x) evaluates gate, silu, up; up(x) * silu(gate(x)) evaluates up, gate, silu.
+SWIGLU_ORDERS = (
+    ["aten::linear", "aten::silu", "aten::linear", "aten::mul", "aten::linear"],
+    ["aten::linear", "aten::linear", "aten::silu", "aten::mul", "aten::linear"],
+)
+
+
+def _find_swiglu(ctx: Context) -> None:
+    seq = _significant_unclaimed(ctx)
+    i = 0
+    while i + 5 <= len(seq):
+        window = seq[i:i + 5]
+        names = [op.name.replace("aten::silu_", "aten::silu") for op in window]
+        if names not in SWIGLU_ORDERS:
+            i += 1
+            continue
+        linears = [op for op in window if op.name == "aten::linear"]
+        silu = next(op for op in window if op.name.startswith("aten::silu"))
+        mul = window[3]
+        first, second, down = linears
+        x, w = _shape(first, 0), _shape(first, 1)
+        ok = (
+            all(_is_plain_linear(op) for op in linears)
+            and _shape(second, 0) == x and _shape(second, 1) == w and len(x) >= 1
+        )
+        if ok:
+            hidden, d = w[0], w[1]
+            h_shape = x[:-1] + [hidden]
+            ok = (
+                _shape(silu, 0) == h_shape
+                and _shape(mul, 0) == h_shape and _shape(mul, 1) == h_shape
+                and _shape(down, 0) == h_shape and _shape(down, 1) == [d, hidden]
+            )
+        if not ok:
+            i += 1
+            continue
+        named = {"M": _numel(x[:-1]), "D": x[-1], "H": hidden}
+        site = ctx.site("fused_mlp", ctx.common_module(window),
+                        "swiglu(aten::linear x3, aten::silu, aten::mul)", named, {},
+                        _dtype(first, ctx.record.dtype))
+        ctx.claim(_span(ctx, window[0], window[-1]), "fused_mlp", ("swiglu", window[0].id), site)
+        i += 5
+
+
 SPEC = OpSpec(
     name="fused_mlp",
     dims=("M", "D", "H"),
@@ -247,6 +299,7 @@ SPEC = OpSpec(
     ),
     bench_shapes=((2048, 4096, 11008), (4096, 4096, 14336), (16, 4096, 11008)),
     adversarial=ADVERSARIAL,
+    patterns=(_find_swiglu,),
     # Defaults hold at every width thanks to the fan-in scaling (module docstring). The largest
     # error source is the hidden rounding the op prescribes, which the upcast oracle does not
     # apply: ~2^-9 relative per hidden element in bf16, about 1/5 of the bf16 tolerance at

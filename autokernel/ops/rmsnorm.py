@@ -37,7 +37,8 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    FINFO_EPS, Context, Extracted, _arg, _dtype, _has_tensor, _norm_width, _numel, _shape,
+    CAST_OPS, FINFO_EPS, Context, Extracted, _arg, _dtype, _has_tensor, _norm_width, _numel,
+    _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import OpCall
 
@@ -189,6 +190,78 @@ def _rmsnorm_shape(op: OpCall, ctx: Context) -> Extracted:
     return {"M": _numel(x) // n, "N": n}, params
 
 
+def _is_square(op: OpCall) -> bool:
+    if op.name == "aten::pow":
+        return _arg(op, 1) == 2
+    if op.name == "aten::square":
+        return True
+    return op.name == "aten::mul" and len(op.shapes) >= 2 and op.shapes[0] == op.shapes[1]
+
+
+RMSNORM_OPS = frozenset({
+    "aten::pow", "aten::square", "aten::mean", "aten::add", "aten::add_", "aten::rsqrt",
+    "aten::sqrt", "aten::div", "aten::reciprocal", "aten::mul", "aten::mul_",
+}) | CAST_OPS
+
+
+def _has_submodules(ctx: Context, path: str) -> bool:
+    prefix = f"{path}." if path else ""
+    return any(other != path and other.startswith(prefix) for other in ctx.record.modules)
+
+
+def _find_handwritten_rmsnorm(ctx: Context) -> None:
+    """A module of pow/mean/add/rsqrt-or-sqrt/div-or-mul with one 1-D weight (over the last dim),
+    or with no parameters at all, over any one dim (KernelBench's RMSNorm over NCHW channels)."""
+    for scope, ops in ctx.in_scope.items():
+        call = ctx.record.module_calls.get(scope)
+        info = ctx.record.modules.get(call.path) if call else None
+        if info is None or len(info.params) > 1:
+            continue
+        weight_shape: list[int] | None = None
+        if info.params:
+            (weight_name, weight_shape), = info.params.items()
+            if len(weight_shape) != 1 or "bias" in weight_name:
+                continue
+        elif _has_submodules(ctx, call.path):
+            continue  # a model of several norms, each a module of its own
+        work = [op for op in ops if ctx.significant(op)]
+        if not work or any(op.id in ctx.claims for op in ops):
+            continue
+        names = {op.name for op in work}
+        if not names <= RMSNORM_OPS:
+            continue  # a subtraction, a variance, anything else: not an RMSNorm
+        if "aten::mean" not in names or not names & {"aten::rsqrt", "aten::sqrt",
+                                                       "aten::reciprocal"}:
+            continue
+        if not any(_is_square(op) for op in work) or \
+                sum(op.name == "aten::mean" for op in work) != 1:
+            continue
+        mean = next(op for op in work if op.name == "aten::mean")
+        x = _shape(mean, 0)
+        if not x:
+            continue
+        dim = _arg(mean, 1)
+        axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
+        if axis is None or (weight_shape is not None and (
+                axis != len(x) - 1 or x[-1] != weight_shape[0])):
+            continue
+        named, params = _over_axis(x, axis)
+        if weight_shape is None:
+            params["elementwise_affine"] = False
+        eps = ctx.module_eps(mean)
+        if eps is None:
+            add = next((op for op in work if op.name in ("aten::add", "aten::add_")), None)
+            scalar = _arg(add, 1) if add else None
+            if isinstance(scalar, float):
+                eps = scalar
+        if eps is not None:
+            params["eps"] = eps
+        label = "rmsnorm(" + ", ".join(sorted(names - CAST_OPS)) + ")"
+        site = ctx.site("rmsnorm", call.path, label, named, params,
+                        _dtype(work[0], ctx.record.dtype))
+        ctx.claim(ops, "rmsnorm", ("rmsnorm-module", scope), site)
+
+
 SPEC = OpSpec(
     name="rmsnorm",
     dims=DIMS,
@@ -208,6 +281,7 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_rmsnorm_shape)
               for name in ("aten::rms_norm", "aten::_fused_rms_norm")},
+    patterns=(_find_handwritten_rmsnorm,),
     axis_dim="K",
     notes="rmsnorm over the last dim (or over dim 1 of x[M, N, K]), x·rsqrt(mean(x²) + eps)·weight "
     "(eps 1e-6 unless the model says otherwise); FLOPs = 4·M·N·K; bytes = read x, weight + write "

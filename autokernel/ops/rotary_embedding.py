@@ -6,6 +6,7 @@ cos/sin repeat their D/2 frequencies in both halves. D must be even.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -20,6 +21,11 @@ from autokernel.integrate.routing import (
     _refusal,
 )
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+from autokernel.profiling.callsites import (
+    Context, _arg, _dtype, _four_dims, _is_last_dim, _numel, _shape, _significant_unclaimed,
+    _span,
+)
+from autokernel.profiling.events import OpCall
 
 DIMS = ("B", "H", "S", "D")
 ROPE_THETA = 10000.0
@@ -172,6 +178,97 @@ def liger_rotary() -> Callable[..., torch.Tensor] | None:
     return run
 
 
+ROTARY_MODULE = re.compile(r"rotary|rope", re.IGNORECASE)
+# A class that names a bigger block (LlamaAttention, a decoder layer) holds more than RoPE.
+NOT_ROTARY_MODULE = re.compile(r"attention|attn|block|layer|decoder|encoder|model",
+                               re.IGNORECASE)
+
+
+def is_rotary_module_name(class_name: str) -> bool:
+    """Is a module of this class a rotary embedding on its own (not a block that contains one)?
+    The profiler claims such a module's ops, and verify routes it as a module."""
+    return bool(ROTARY_MODULE.search(class_name)) and not NOT_ROTARY_MODULE.search(class_name)
+
+
+def _rotate_half_shape(neg: OpCall, cat: OpCall) -> list[int] | None:
+    """The rotated tensor's shape, if neg → cat is concat(-x2, x1) along the last dim."""
+    half = _shape(neg, 0)
+    if not half:
+        return None
+    dim = _arg(cat, 1)
+    if dim is not None and not _is_last_dim(dim, len(half)):
+        return None
+    # The profiler records a tensor list (cat's input) without shapes; when it has them, check.
+    parts = [s for s in cat.shapes if s]
+    if len(parts) == 2:
+        if half not in parts or parts[0][:-1] != parts[1][:-1]:
+            return None
+        return parts[0][:-1] + [parts[0][-1] + parts[1][-1]]
+    return half[:-1] + [2 * half[-1]]
+
+
+def _touches(op: OpCall, shape: list[int]) -> bool:
+    return any(s == shape for s in op.shapes)
+
+
+def _find_rotate_half(ctx: Context) -> None:
+    seq = _significant_unclaimed(ctx)
+    j = 0
+    while j + 1 < len(seq):
+        neg, cat = seq[j], seq[j + 1]
+        x = _rotate_half_shape(neg, cat) if (
+            neg.name == "aten::neg" and cat.name == "aten::cat") else None
+        if x is None:
+            j += 1
+            continue
+
+        def is_mul(i: int) -> bool:
+            return 0 <= i < len(seq) and seq[i].name == "aten::mul" and _touches(seq[i], x)
+
+        def is_add(i: int) -> bool:
+            return 0 <= i < len(seq) and seq[i].name == "aten::add" and _touches(seq[i], x)
+
+        if is_mul(j - 1) and is_mul(j + 2) and is_add(j + 3):  # x*cos + rotate_half(x)*sin
+            group = seq[j - 1:j + 4]
+        elif is_mul(j + 2) and is_mul(j + 3) and is_add(j + 4):  # rotate_half(x)*sin + x*cos
+            group = seq[j:j + 5]
+        else:
+            j += 1
+            continue
+        site = ctx.site("rotary_embedding", ctx.common_module(group),
+                        "rotate_half(aten::mul, aten::neg, aten::cat, aten::mul, aten::add)",
+                        _four_dims(x), {"layout": "rotate_half"},
+                        _dtype(group[0], ctx.record.dtype))
+        ctx.claim(_span(ctx, group[0], group[-1]), "rotary_embedding", ("rope", group[0].id), site)
+        j += 4
+
+
+def _find_rotary_modules(ctx: Context) -> None:
+    """Ops inside a rotary-embedding module that rotate-half matching left over are RoPE too."""
+    for scope, call in ctx.record.module_calls.items():
+        info = ctx.record.modules.get(call.path)
+        if info is None:
+            continue
+        name = info.class_name
+        if not is_rotary_module_name(name):
+            continue
+        ops = ctx.in_scope.get(scope, [])
+        claimed = [ctx.claims[op.id] for op in ops if op.id in ctx.claims]
+        rest = [op for op in ops if op.id not in ctx.claims and ctx.significant(op)]
+        rope_claims = [c for c in claimed if c.kernel_type == "rotary_embedding"]
+        if not rest and not rope_claims:
+            continue
+        if rope_claims:
+            call_id, site = rope_claims[0].call, rope_claims[0].site
+        else:
+            biggest = max((s for op in rest for s in op.shapes), key=_numel, default=[])
+            site = ctx.site("rotary_embedding", call.path, f"{name} module",
+                            _four_dims(biggest) if biggest else None, {},
+                            _dtype(rest[0], ctx.record.dtype))
+            call_id = ("rope-module", scope)
+        ctx.claim([op for op in ops if op.id not in ctx.claims], "rotary_embedding", call_id, site)
+
+
 SPEC = OpSpec(
     name="rotary_embedding",
     dims=DIMS,
@@ -208,6 +305,8 @@ SPEC = OpSpec(
     cpu_edge_shapes=((1, 1, 1, 128), (3, 1, 5, 2), (1, 2, 129, 64), (2, 1, 37, 72)),
     bench_shapes=((1, 32, 4096, 128), (2, 32, 2048, 128), (4, 8, 1024, 64)),
     adversarial=ADVERSARIAL,
+    # Rotate-half first: the module rule then reuses its claim as the module's call.
+    patterns=(_find_rotate_half, _find_rotary_modules),
     notes="rotate-half layout (HF LLaMA), cos/sin [S, D] with equal halves, D even; "
     "FLOPs = 3·B·H·S·D; bytes = read x + write out + read cos and sin once.",
 )

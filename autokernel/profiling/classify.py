@@ -3,7 +3,8 @@
 Classification goes by op and module structure; kernel names are a last resort for kernels the
 profiler could not tie to an op. In order:
 
-1. Patterns that span several ops claim them as ONE call of one kernel type:
+1. Patterns that span several ops claim them as ONE call of one kernel type (each op entry's
+   `OpSpec.patterns`, run in `patterns.PATTERN_ORDER`):
    - a hand-written RMSNorm module (a 1-D weight, no bias, only pow/mean/add/rsqrt/mul and casts
      inside, no mean subtraction) → rmsnorm;
    - a SwiGLU MLP: linear, linear, silu, mul, linear in a row with gate/up [H, D], down [D, H]
@@ -43,8 +44,6 @@ so and the harness times that layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import lru_cache
 from typing import Any
 
 from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's API
@@ -55,9 +54,7 @@ from autokernel.profiling.events import OpCall, RecordedProfile
 from autokernel.profiling.op_rules import (  # noqa: F401 - the classifier's API
     OpRule, classify_kernel_name, op_rules,
 )
-from autokernel.profiling.patterns import (  # noqa: F401 - routable.py reads these
-    NOT_ROTARY_MODULE, PATTERNS, ROTARY_MODULE,
-)
+from autokernel.profiling.patterns import patterns
 
 
 # ---------------------------------------------------------------------------------------------
@@ -72,15 +69,6 @@ def __getattr__(name: str) -> Any:
 
         return getattr(reduce, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-@lru_cache(maxsize=None)
-def _patterns() -> tuple[Callable[[Context], None], ...]:
-    """The first nine kernel types' patterns in their order, then each later op entry's: a
-    pattern claims its ops, so the earlier ones win where two would match."""
-    from autokernel.ops import all_specs
-
-    return PATTERNS + tuple(find for spec in all_specs().values() for find in spec.patterns)
 
 
 def _launch_stack(ctx: Context, op_id: int) -> list[OpCall]:
@@ -116,7 +104,7 @@ def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, Sit
 def classify_profile(record: RecordedProfile) -> list[Attribution]:
     """Classify every timed row of the profile; their times add up to the profile's total."""
     ctx = Context.build(record)
-    for find in _patterns():
+    for find in patterns():
         find(ctx)
 
     memo: dict[int, tuple[str, tuple[str, int], SiteKey | None, str]] = {}

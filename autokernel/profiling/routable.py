@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from autokernel.profiling.classify import NOT_ROTARY_MODULE, ROTARY_MODULE, SiteKey
+from autokernel.profiling.classify import SiteKey
 from autokernel.profiling.events import ModuleInfo
 
 MODULE = "module"
@@ -107,8 +107,11 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
             return "no: label smoothing or class weights"
         return CALL
     if kernel_type == "rotary_embedding":
+        # On use: the op entry imports torch, and this module reads profiles without it.
+        from autokernel.ops.rotary_embedding import is_rotary_module_name
+
         name = (module_type or "").rsplit(".", 1)[-1]
-        if ROTARY_MODULE.search(name) and not NOT_ROTARY_MODULE.search(name):
+        if is_rotary_module_name(name):
             return MODULE
         return FUNCTION
     return CALL
