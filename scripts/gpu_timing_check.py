@@ -364,7 +364,7 @@ def trial(args: argparse.Namespace) -> int:
     scratch = Path(tempfile.mkdtemp(prefix="autokernel-trial-"))
     # The worker confines itself before importing the candidate, as in a run, and then may write
     # only where the runner's environment for real workers points (caches, HOME, TMPDIR).
-    from autokernel.harness.runner import candidate_env
+    from autokernel.harness.spawn import candidate_env
 
     os.environ.update(candidate_env(args.device, scratch, scratch / "cache"))
     tempfile.tempdir = os.environ["TMPDIR"]

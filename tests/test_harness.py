@@ -34,12 +34,12 @@ from autokernel.harness.protocol import (
 from autokernel.harness.result import BenchResult, Status
 from autokernel.harness.runner import (
     BenchInputError,
-    candidate_env,
     read_baseline_cache,
     run_bench,
     write_baseline_cache,
 )
 from autokernel.harness.sandbox import sandbox_capabilities
+from autokernel.harness.spawn import candidate_env
 from autokernel.harness.timing import (
     MAX_CALLS_PER_ROUND,
     SyncedCalls,

@@ -612,7 +612,7 @@ def test_the_compiler_behind_a_wrapper_replaces_it_so_no_shell_runs_inside(
     assert shell in allowed()  # the wrapper as the compiler needs its shell
     found = unwrapped_c_compiler()
     assert found is not None and Path(found[0]).resolve() == real
-    from autokernel.harness.runner import candidate_env
+    from autokernel.harness.spawn import candidate_env
 
     worker_env = candidate_env("cuda", tmp_path, tmp_path / "cache")  # what a GPU worker gets
     assert worker_env["CC"] == found[0]

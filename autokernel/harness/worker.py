@@ -1,6 +1,6 @@
 """The worker: one process per `autokernel bench` call, split in two at its start.
 
-`autokernel.harness.runner` starts it (forked from the fork server, or spawned as `python -m
+`autokernel.harness.spawn` starts it (forked from the fork server, or spawned as `python -m
 autokernel.harness.worker`) in a new session, with a scrubbed environment, in a temporary
 directory holding a copy of the kernel file, sends the job on stdin and reads one report from a
 private pipe.
