@@ -169,7 +169,7 @@ def load_run_model(run: FinishedRun, device: str, check_forward: bool = True) ->
 
 def _limits(kernel_type: str) -> dict[str, Any]:
     if kernel_type == "reduce":  # the sizes below which the profiler does not call a sum a target
-        from autokernel.profiling.classify import REDUCE_MIN_ELEMENTS, REDUCE_MIN_ROW
+        from autokernel.ops.reduce import REDUCE_MIN_ELEMENTS, REDUCE_MIN_ROW
 
         return {"min_elements": REDUCE_MIN_ELEMENTS, "min_row": REDUCE_MIN_ROW}
     return {}

@@ -44,8 +44,6 @@ so and the harness times that layout.
 
 from __future__ import annotations
 
-from typing import Any
-
 from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's API
     MATMUL_ROLES, OTHER, Attribution, Context, SiteKey, _dtype, input_parameters, registry_dims,
     to_registry_shape,
@@ -59,16 +57,6 @@ from autokernel.profiling.patterns import patterns
 
 # ---------------------------------------------------------------------------------------------
 # Classifying every row
-
-
-def __getattr__(name: str) -> Any:
-    # The reduce entry owns its size thresholds; they are still read here (integrate/loader.py),
-    # and importing the entry only on use keeps this module free of torch.
-    if name in ("REDUCE_MIN_ELEMENTS", "REDUCE_MIN_ROW"):
-        from autokernel.ops import reduce
-
-        return getattr(reduce, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _launch_stack(ctx: Context, op_id: int) -> list[OpCall]:
