@@ -289,6 +289,14 @@ def _axis_view(x: torch.Tensor, axis: int) -> torch.Tensor:
     return x.reshape(math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
 
 
+def _call_over_axis(kernel: RoutedKernel, x: torch.Tensor, axis: int) -> Outcome:
+    """A single-input kernel over dim `axis` of x: on its rows when that is the last dim (the
+    signature every kernel takes), else on the [outer, N, inner] view with the axis argument 1."""
+    if axis == x.ndim - 1:
+        return _call_kernel(kernel, _rows(x, x.shape[-1]))
+    return _call_kernel(kernel, _axis_view(x, axis), 1)
+
+
 def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:
     """Why a continuous parameter differs from the one the harness verified the kernel with (a
     tuned kernel may have baked that value in), or None. Unknown to the manifest: any value."""

@@ -16,8 +16,8 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _axis_refusal, _axis_view, _bind, _call_kernel,
-    _one_dim, _refusal, _rows,
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _axis_refusal, _bind, _call_over_axis, _one_dim,
+    _refusal,
 )
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
@@ -242,10 +242,7 @@ def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     why = _refusal(kernel, x)
     if why:
         return None, why
-    if axis == x.ndim - 1:
-        out, why = _call_kernel(kernel, _rows(x, x.shape[-1]))
-    else:
-        out, why = _call_kernel(kernel, _axis_view(x, axis), 1)
+    out, why = _call_over_axis(kernel, x, axis)
     return (None, why) if why else (out.reshape(x.shape), None)
 
 
