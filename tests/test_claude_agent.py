@@ -541,6 +541,24 @@ def test_edit_must_match_exactly_once() -> None:
     assert draft.changed and draft.description == "bypass L1"
 
 
+def test_suggested_configs_keep_points_of_the_space_and_reach_the_proposal() -> None:
+    draft = KernelDraft(original=BASE_KERNEL, kernel_type="reduce")
+    box = ToolBox(draft, WorkspaceReader(None, {"kernel.py": BASE_KERNEL}))
+    text, is_error = box.run("edit_kernel", {
+        "old": "BLOCK_M = 4\n", "new": "BLOCK_M = 2\n", "description": "d", "hypothesis": "h",
+        "suggested_configs": [{"BLOCK_M": 8, "NUM_WARPS": 4}, {"BLOCK_N": 96}, "x",
+                              {"BLOCK_M": 8, "NUM_WARPS": 4}, {"BLOCK_N": 128}]})
+    assert not is_error
+    assert draft.suggested_configs == [{"BLOCK_M": 8, "NUM_WARPS": 4}, {"BLOCK_N": 128}]
+    assert "dropped 2" in text and "BLOCK_N=96 is not in TUNABLE_SPACE" in text
+    too_many = [{"BLOCK_M": m, "BLOCK_N": n} for m in (1, 2, 4) for n in (32, 64)]
+    text, _ = box.run("edit_kernel", {"old": "BLOCK_M = 2\n", "new": "BLOCK_M = 1\n",
+                                      "suggested_configs": too_many})
+    assert len(draft.suggested_configs) == 5 and "more than 5" in text
+    assert box.run("write_kernel", {"source": BASE_KERNEL, "description": "d", "hypothesis": "h",
+                                    "suggested_configs": {"BLOCK_M": 1}})[1] is True
+
+
 def test_toolbox_reports_bad_calls_as_errors_not_exceptions() -> None:
     draft = KernelDraft(original=BASE_KERNEL, kernel_type="reduce")
     box = ToolBox(draft, WorkspaceReader(None, {"kernel.py": BASE_KERNEL}))

@@ -23,6 +23,9 @@ from autokernel.harness.result import BenchResult
 from autokernel.profiling.plan import Target
 
 
+MAX_SUGGESTED_CONFIGS = 5
+
+
 @dataclass
 class Attempt:
     """A compact line of history: what was tried on this target and how it went."""
@@ -37,6 +40,7 @@ class Attempt:
     reason: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
     launch_digest: str = ""  # same digest: the same launches at the primary shape (results.py)
+    hypothesis: str = ""  # the agent's reason for trying it (results.tsv keeps it across resume)
 
 
 @dataclass
@@ -71,6 +75,9 @@ class Proposal:
     # A cheap follow-up of an earlier proposal (the claude agent's tuner sweep of the tunables of
     # a structure the LLM just proposed): one idea, so the plateau rule does not count it.
     sweep: bool = False
+    # Configurations of this proposal's TUNABLE_SPACE the LLM expects to be good (at most
+    # MAX_SUGGESTED_CONFIGS, each a subset of the tunables): the tuner's sweep starts from them.
+    suggested_configs: list[dict[str, Any]] = field(default_factory=list)
 
 
 class AgentStop(Exception):

@@ -174,6 +174,7 @@ class ClaudeAgent:
             description=draft.description
             or one_line(outcome.final_text or "claude edit (no description given)"),
             hypothesis=draft.hypothesis or one_line(outcome.final_text, 400),
+            suggested_configs=list(draft.suggested_configs),
             input_tokens=spend.prompt_tokens,
             output_tokens=spend.output_tokens,
             cost_usd=spend.cost_or_none,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autokernel.agents.base import MAX_SUGGESTED_CONFIGS
 from autokernel.kernelfile import ENTRY_POINT, KernelFileError, parse_kernel_source
 
 KERNEL_FILE = "kernel.py"
@@ -24,6 +25,17 @@ MAX_READ_CHARS = 40_000  # one tool result; a whole kernel file is far smaller
 MAX_LIST_ENTRIES = 200
 HIDDEN_DIRS = frozenset({".git", ".cache", "__pycache__"})  # private or noise
 DESCRIPTION_CHARS = 160
+
+SUGGESTED_CONFIGS_SCHEMA: dict[str, Any] = {
+    "type": "array",
+    "maxItems": MAX_SUGGESTED_CONFIGS,
+    "items": {"type": "object"},
+    "description": (
+        f"up to {MAX_SUGGESTED_CONFIGS} configurations of the draft's TUNABLE_SPACE you expect to "
+        "be fast, each a {name: value} dict of some tunables (the rest keep the draft's values); "
+        "the tuner's sweep of this structure measures them first"
+    ),
+}
 
 TOOL_SCHEMAS: list[dict[str, Any]] = [
     {
@@ -64,6 +76,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
                 "source": {"type": "string", "description": "the complete new kernel.py"},
                 "description": {"type": "string", "description": "one line, what changed"},
                 "hypothesis": {"type": "string", "description": "why it should be faster"},
+                "suggested_configs": SUGGESTED_CONFIGS_SCHEMA,
             },
             "required": ["source", "description", "hypothesis"],
         },
@@ -82,6 +95,7 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
                 "new": {"type": "string", "description": "replacement text"},
                 "description": {"type": "string", "description": "one line, what changed"},
                 "hypothesis": {"type": "string", "description": "why it should be faster"},
+                "suggested_configs": SUGGESTED_CONFIGS_SCHEMA,
             },
             "required": ["old", "new"],
         },
@@ -274,6 +288,7 @@ class KernelDraft:
     description: str = ""
     hypothesis: str = ""
     edits: int = 0
+    suggested_configs: list[dict[str, Any]] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if not self.source:
@@ -291,6 +306,33 @@ class KernelDraft:
             self.description = one_line(description)
         if hypothesis and hypothesis.strip():
             self.hypothesis = one_line(hypothesis, 400)
+
+    def suggest(self, configs: Any) -> str:
+        """Keep the configurations the model suggests for the tuner; '' or a note on what was
+        dropped (not a point of the draft's TUNABLE_SPACE, or beyond the limit)."""
+        if configs is None:
+            return ""
+        if not isinstance(configs, list):
+            raise ToolError("suggested_configs must be a list of {tunable: value} objects")
+        try:
+            space = parse_kernel_source(self.source).space
+        except (KernelFileError, SyntaxError, ValueError):
+            space = {}
+        kept: list[dict[str, Any]] = []
+        dropped: list[str] = []
+        for config in configs:
+            bad = ("not an object" if not isinstance(config, dict) or not config else
+                   next((f"{k}={v!r} is not in TUNABLE_SPACE" for k, v in config.items()
+                         if k not in space or v not in space[k]), ""))
+            if bad or len(kept) >= MAX_SUGGESTED_CONFIGS:
+                dropped.append(bad or f"more than {MAX_SUGGESTED_CONFIGS}")
+            elif config not in kept:
+                kept.append(dict(config))
+        self.suggested_configs = kept
+        if not dropped:
+            return f" {len(kept)} suggested configuration(s) noted for the tuner."
+        return (f" {len(kept)} suggested configuration(s) noted; dropped "
+                f"{len(dropped)}: {'; '.join(dropped[:3])}.")
 
     def report(self) -> str:
         problems = self.problems()
@@ -352,20 +394,13 @@ class ToolBox:
             if name == "list_files":
                 return self.reader.list(str(args.get("path") or ".")), False
             if name == "write_kernel":
-                return (
-                    self.draft.write(
-                        args.get("source"), args.get("description"), args.get("hypothesis")
-                    ),
-                    False,
-                )
+                text = self.draft.write(
+                    args.get("source"), args.get("description"), args.get("hypothesis"))
+                return text + self.draft.suggest(args.get("suggested_configs")), False
             if name == "edit_kernel":
-                return (
-                    self.draft.edit(
-                        args.get("old"), args.get("new"),
-                        args.get("description"), args.get("hypothesis"),
-                    ),
-                    False,
-                )
+                text = self.draft.edit(args.get("old"), args.get("new"),
+                                       args.get("description"), args.get("hypothesis"))
+                return text + self.draft.suggest(args.get("suggested_configs")), False
             if name == "check_kernel":
                 problems = self.draft.problems()
                 if not problems:

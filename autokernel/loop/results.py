@@ -76,6 +76,7 @@ EXTRA_COLUMNS: tuple[str, ...] = (
     "reason",
     "tunables",
     "launch_digest",
+    "hypothesis",
 )
 COLUMNS: tuple[str, ...] = RIGHTNOW_COLUMNS + EXTRA_COLUMNS
 
@@ -160,6 +161,7 @@ class ResultRow:
     tunables: dict[str, Any] = field(default_factory=dict)
     launch_digest: str = ""
     phase: str = ""  # PHASES; "" only in rows of files written before the column existed
+    hypothesis: str = ""  # why the agent expected it to be faster; read back into its history
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

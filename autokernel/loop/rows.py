@@ -37,6 +37,7 @@ def fields_of_flight(flight: InFlight) -> dict[str, Any]:
         "sweep": flight.sweep,
         "description": flight.description,
         "agent": flight.agent,
+        "hypothesis": flight.hypothesis,
         "input_tokens": flight.input_tokens,
         "output_tokens": flight.output_tokens,
         "cost_usd": flight.cost_usd,
@@ -106,6 +107,7 @@ def result_row(target: TargetState, plan_target: Target, experiment: int, fields
         reason=sanitize(reason),
         tunables=tunables,
         launch_digest=(result.launch_digest or "") if result else "",
+        hypothesis=sanitize(fields.get("hypothesis") or "", 300),
     )
 
 
@@ -134,4 +136,5 @@ def attempt_from_row(row: dict[str, str]) -> Attempt:
         reason=row.get("reason", ""),
         tunables=json.loads(row["tunables"]) if row.get("tunables") else {},
         launch_digest=row.get("launch_digest") or "",
+        hypothesis=row.get("hypothesis") or "",
     )

@@ -12,6 +12,8 @@ Layout of DIR (tracked unless marked ignored):
     kernels/NN_type.py  the best kernel of each finished target
     results.tsv       (ignored) one row per experiment, append-only
     verdicts/NNNN.json  (ignored) each experiment's whole harness verdict (stages, phase seconds)
+    attempts/NNNN/    (ignored) a failed experiment's kernel.py and its full error, for agents
+    lessons/<tag>.md  (ignored) the target's lessons.md: what was tried on it and what it taught
     state.json        (ignored) run state and experiment journal
     .cache/           (ignored) harness caches, the run lock
 
@@ -47,13 +49,16 @@ KERNELS_DIR = "kernels"
 MODEL_DIR = "model"
 CACHE_DIR = ".cache"
 VERDICTS_DIR = "verdicts"
+ATTEMPTS_DIR = "attempts"
+LESSONS_DIR = "lessons"
 BRANCH_PREFIX = "autokernel/"
 AUTHOR_NAME = "autokernel"
 AUTHOR_EMAIL = "autokernel@localhost"
 # Also ignored: what `autokernel report`/`verify` write after a run, so that a later `resume`
 # (whose reverts run `git clean`) never deletes them.
 IGNORED = (RESULTS_FILE, STATE_FILE, f"{CACHE_DIR}/", "__pycache__/", "*.tmp", "run.log",
-           "report.md", "report/", "progress.png", "verify.json", f"{VERDICTS_DIR}/")
+           "report.md", "report/", "progress.png", "verify.json", f"{VERDICTS_DIR}/",
+           f"{ATTEMPTS_DIR}/", f"{LESSONS_DIR}/")
 
 
 class WorkspaceError(RuntimeError):
@@ -153,6 +158,12 @@ class Workspace:
     @property
     def program_path(self) -> Path:
         return self.root / PROGRAM_FILE
+
+    def attempt_dir(self, experiment: int) -> Path:
+        return self.root / ATTEMPTS_DIR / f"{experiment:04d}"
+
+    def lessons_path(self, tag: str) -> Path:
+        return self.root / LESSONS_DIR / f"{tag}.md"
 
     def read_run(self) -> dict[str, Any]:
         return json.loads(self.run_path.read_text(encoding="utf-8"))
