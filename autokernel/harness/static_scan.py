@@ -33,356 +33,18 @@ from __future__ import annotations
 
 import ast
 import builtins
-import re
-import string
 from dataclasses import dataclass
 
-# Root modules a kernel file may import. Everything else is rejected: the list is an allow-list.
-ALLOWED_IMPORT_ROOTS: frozenset[str] = frozenset({
-    "__future__", "abc", "cmath", "collections", "dataclasses", "enum", "functools", "itertools",
-    "math", "numbers", "numpy", "operator", "torch", "triton", "typing", "typing_extensions",
-})
-
-# Submodules of allowed roots that reach compilers, files, processes or the network.
-FORBIDDEN_SUBMODULES: frozenset[str] = frozenset({
-    "cpp_extension", "ctypeslib", "distributed", "distutils", "f2py", "hub", "multiprocessing",
-})
-
-# Modules of allowed roots an honest kernel never needs, by the rule their use breaks; matched on
-# imports and on attribute chains followed through import aliases (`np.lib.format`).
-FORBIDDEN_MODULE_PATHS: dict[str, str] = {
-    "torch.library": "op-registration",
-    "torch._library": "op-registration",
-    "torch.overrides": "tensor-subclass",
-    "torch.utils.dlpack": "host-readout",
-    "torch.utils.collect_env": "module-escape",
-    "torch.utils.benchmark": "module-escape",
-    "torch.utils.data": "thread",
-    "torch.utils.tensorboard": "file-access",
-    "torch.utils.file_baton": "file-access",
-    "torch.utils.show_pickle": "file-access",
-    "torch.serialization": "file-access",
-    "torch.package": "module-escape",
-    "torch.fx": "module-escape",
-    "torch.jit": "library-fallback",
-    "torch.export": "library-fallback",
-    "torch.compiler": "library-fallback",
-    "torch.onnx": "file-access",
-    "torch.profiler": "file-access",
-    "torch.cuda.jiterator": "library-fallback",
-    "torch.cuda.graph": "library-fallback",
-    "torch.cuda.graphs": "library-fallback",
-    "torch.cuda.tunable": "file-access",
-    "torch.autograd.profiler": "file-access",
-    "torch.utils.hipify": "file-access",
-    "torch.utils.model_zoo": "module-escape",
-    "numpy.lib.format": "file-access",
-    "numpy.lib.npyio": "file-access",
-    "numpy.testing": "module-escape",
-    "numpy.ctypeslib": "module-escape",
-    "triton.knobs": "launch-hook",
-    "triton.runtime.build": "module-escape",
-    "triton.runtime.cache": "file-access",
-    "triton.backends": "module-escape",
-    "triton.tools": "module-escape",
-    "triton.profiler": "file-access",
-}
-
-# Why the commonly attempted modules are refused (the message names the reason).
-REFUSED_MODULE_REASONS: dict[str, str] = {
-    **dict.fromkeys(("os", "sys", "pathlib", "shutil", "io", "tempfile", "glob"),
-                    "process and file-system access"),
-    **dict.fromkeys(("subprocess", "multiprocessing", "signal", "resource"), "process control"),
-    **dict.fromkeys(("socket", "urllib", "http", "requests", "ftplib", "ssl", "asyncio"),
-                    "network access"),
-    **dict.fromkeys(("ctypes", "cffi", "mmap"), "native code and raw memory"),
-    **dict.fromkeys(("threading", "_thread", "concurrent"), "background threads"),
-    **dict.fromkeys(("importlib", "builtins", "inspect", "gc", "types", "weakref", "code", "runpy",
-                     "traceback"), "interpreter introspection"),
-    **dict.fromkeys(("pickle", "marshal", "shelve", "copyreg"), "serialized code execution"),
-    "time": "the clock the harness times with",
-}
-
-# Builtins that execute code, reach the file system or the interpreter's namespaces.
-FORBIDDEN_BUILTINS: frozenset[str] = frozenset({
-    "__import__", "breakpoint", "compile", "delattr", "eval", "exec", "exit", "globals", "help",
-    "id", "input", "locals", "open", "quit", "setattr", "vars",
-})
-
-# Names that are the interpreter's own plumbing.
-FORBIDDEN_NAMES: frozenset[str] = frozenset({"__builtins__", "__loader__", "__spec__"})
-
-# Module-level names Python binds in every module (free names that are not undefined).
-MODULE_DUNDERS: frozenset[str] = frozenset({"__name__", "__doc__", "__file__", "__annotations__"})
-
-# Attribute names that reach forbidden things through an allowed module (`torch.os.environ`,
-# `np.save`, `x.numpy()`), grouped by the rule they break.
-FORBIDDEN_ATTRIBUTES: dict[str, str] = {
-    **dict.fromkeys(("environ", "getenv", "putenv", "unsetenv"), "environment-access"),
-    **dict.fromkeys(("os", "sys", "subprocess", "socket", "ctypes", "threading", "multiprocessing",
-                     "importlib", "builtins", "inspect", "gc", "signal", "pickle", "marshal",
-                     "shutil", "pathlib", "system", "popen", "traceback",
-                     # shells, compilers and native code behind allowed modules
-                     "collect_env", "ctypeslib", "extbuild", "build_and_import_extension",
-                     "compile_module_from_src", "nvsmi", "set_gpu_clock", "jiterator",
-                     "CUDAPluggableAllocator", "change_current_allocator", "nccl", "load_binary",
-                     "launcher_cls",
-                     # these evaluate strings as code (string annotations)
-                     "get_type_hints", "ForwardRef", "evaluate_forward_ref", "singledispatch",
-                     "singledispatchmethod"), "module-escape"),
-    **dict.fromkeys(("from_file", "tofile", "fromfile", "memmap", "loadtxt", "savetxt",
-                     "genfromtxt", "savez", "savez_compressed", "cpp_extension", "load_inline",
-                     "load_library", "hub", "fromregex", "open_memmap", "DataSource", "npyio",
-                     "read_array", "write_array", "show_pickle", "file_baton", "dump"),
-                    "file-access"),
-    **dict.fromkeys(("Stream", "stream", "set_stream", "ExternalStream", "wait_stream",
-                     "StreamContext"), "side-stream"),
-    **dict.fromkeys(("Thread", "ThreadPoolExecutor", "ProcessPoolExecutor", "Process", "Pool"),
-                    "thread"),
-    **dict.fromkeys(("as_subclass", "_make_subclass", "__torch_function__", "__torch_dispatch__",
-                     "overrides", "TorchFunctionMode", "TorchDispatchMode"), "tensor-subclass"),
-    **dict.fromkeys(("attrgetter", "methodcaller"), "dynamic-attribute"),
-    # Reading a tensor's values on the host, or viewing raw memory from numpy.
-    **dict.fromkeys(("numpy", "tolist", "item", "storage", "untyped_storage", "dlpack",
-                     "to_dlpack", "from_dlpack", "from_numpy", "frombuffer", "as_array",
-                     "as_ctypes", "from_address", "from_buffer", "from_buffer_copy", "apply_",
-                     "map_", "map2_"), "host-readout"),
-    # Work replayed outside the file's Triton launches (a captured graph of torch ops).
-    **dict.fromkeys(("CUDAGraph", "make_graphed_callables", "graph_pool_handle"),
-                    "library-fallback"),
-    # Operators defined or re-registered by the file: torch compute under an allowed name.
-    **dict.fromkeys(("library", "Library", "custom_op", "triton_op", "wrap_triton",
-                     "register_kernel", "register_fake", "register_autograd",
-                     "register_torch_dispatch", "register_vmap", "impl_abstract", "py_impl",
-                     "fallthrough_kernel"), "op-registration"),
-    # Code Triton runs inside a launch, where it is taken for Triton's own.
-    **dict.fromkeys(("add_pre_run_hook", "pre_run_hooks", "knobs", "launch_enter_hook",
-                     "launch_exit_hook", "kernel_load_start_hook", "kernel_load_end_hook",
-                     "jit_cache_hook", "jit_post_compile_hook", "add_stages_inspection_hook"),
-                    "launch-hook"),
-    # Frames, code objects and tracebacks: the harness's state, reached through the stack.
-    **dict.fromkeys(("gi_frame", "gi_code", "gi_yieldfrom", "gi_running", "gi_suspended",
-                     "cr_frame", "cr_code", "cr_await", "cr_origin", "cr_running", "cr_suspended",
-                     "ag_frame", "ag_code", "ag_await", "ag_running", "f_back", "f_locals",
-                     "f_globals", "f_builtins", "f_code", "f_trace", "f_trace_lines",
-                     "f_trace_opcodes", "f_lasti", "f_lineno", "f_generator", "tb_frame",
-                     "tb_next", "tb_lasti", "tb_lineno", "cell_contents", "with_traceback",
-                     "currentframe", "getouterframes", "getinnerframes", "getargvalues",
-                     "getframeinfo", "getclosurevars", "getgeneratorlocals",
-                     "getcoroutinelocals"), "introspection"),
-    "compile": "library-fallback",
-}
-
-# Code-object attributes (co_consts, co_names, ...): introspection too.
-CODE_ATTRIBUTE = re.compile(r"^co_[a-z]+$")
-
-# Protocols through which numpy views foreign memory, or torch hands a tensor's values out; a
-# kernel file that defines one (a method, a class attribute, a dict key) is making a host view.
-HOST_PROTOCOLS: frozenset[str] = frozenset({
-    "__array__", "__array_interface__", "__array_struct__", "__array_function__",
-    "__array_ufunc__", "__array_wrap__", "__array_finalize__", "__array_prepare__",
-    "__array_priority__", "__dlpack__", "__dlpack_device__", "__cuda_array_interface__",
-    "__buffer__", "__release_buffer__",
-})
-TORCH_PROTOCOLS: frozenset[str] = frozenset({"__torch_function__", "__torch_dispatch__"})
-
-# `torch.save`/`np.load` read and write files (and unpickle code); `tl.load` is a Triton load.
-HOST_FILE_FUNCTIONS: frozenset[str] = frozenset({"save", "load"})
-HOST_MODULES: frozenset[str] = frozenset({"torch", "numpy"})
-
-# Dunder attributes harmless enough to allow (everything else private is refused).
-ALLOWED_DUNDER_ATTRIBUTES: frozenset[str] = frozenset({
-    "__name__", "__qualname__", "__doc__", "__init__", "__call__", "__len__",
-})
-
-# Methods that mutate a container in place: called on a module-level name inside a function,
-# they are call-time state (a cache). Tensor methods ending in "_" (in-place ops) count too.
-MUTATING_METHODS: frozenset[str] = frozenset({
-    "append", "extend", "insert", "update", "setdefault", "add", "pop", "popitem", "clear",
-    "remove", "discard", "__setitem__", "appendleft", "extendleft", "popleft", "rotate", "sort",
-    "reverse", "move_to_end", "send", "put", "put_nowait",
-})
-
-# Calls whose result is an object held by the container they are called on (an alias of its
-# state, not a copy).
-INNER_OBJECT_METHODS: frozenset[str] = frozenset({"get", "setdefault", "pop", "popitem"})
-
-# Methods where a class sets up its own instance: state written anywhere else is call-time state.
-CONSTRUCTORS: frozenset[str] = frozenset({"__init__", "__post_init__", "__new__", "__set_name__",
-                                          "__init_subclass__"})
-
-CACHING_DECORATORS: frozenset[str] = frozenset({"cache", "lru_cache", "cached_property"})
-
-CONFIG_CACHE_ADVICE = ("; to cache launch configurations, use @functools.cache on a helper of "
-                       "shapes and dtypes")
-
-RULES: dict[str, str] = {
-    "syntax": "the file must parse",
-    "import-not-allowed": "imports only from an allow-list (torch, triton, numpy, math, functools, "
-                          "typing, dataclasses, itertools, operator, enum, collections, ...)",
-    "forbidden-builtin": "no open/exec/eval/compile/__import__/globals/vars/setattr/delattr/id",
-    "dynamic-attribute": "getattr only with a literal public name; no attrgetter/methodcaller; no "
-                         "attribute or index fields in format strings",
-    "environment-access": "no access to environment variables",
-    "module-escape": "no reaching os/sys/subprocess/shells/native code through another module",
-    "file-access": "no reading or writing files, no compiling native extensions",
-    "private-attribute": "no private or dunder attributes (interpreter and torch internals)",
-    "monkeypatch": "no assigning to or deleting attributes of imported modules or their members",
-    "side-stream": "no CUDA streams: the work must run on the harness's stream",
-    "thread": "no threads or processes",
-    "tensor-subclass": "no tensor subclasses or torch function/dispatch modes (lazy outputs)",
-    "call-time-state": "no state kept across calls: module-level, closure or instance state "
-                       "written while kernel_fn runs (result caching)",
-    "library-fallback": "no torch.compile/TorchScript: the kernel must be the file's own Triton "
-                        "code",
-    "host-readout": "no reading tensor values on the host (numpy(), tolist(), item(), dlpack, "
-                    "numpy's array protocols, ctypes views): compute in Triton",
-    "op-registration": "no torch.library registrations (custom ops, kernel overrides)",
-    "launch-hook": "no Triton launch hooks (pre_run_hooks, triton.knobs)",
-    "introspection": "no frames, code objects or tracebacks (the harness's state)",
-    "undefined-name": "every name must be bound in the file or be a builtin",
-}
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message} [{self.rule}]"
-
-
-def attribute_rule(name: str) -> str | None:
-    """The rule an attribute (or imported member) of this name breaks, if any."""
-    if name in FORBIDDEN_ATTRIBUTES:
-        return FORBIDDEN_ATTRIBUTES[name]
-    if CODE_ATTRIBUTE.match(name):
-        return "introspection"
-    if name in HOST_PROTOCOLS:
-        return "host-readout"
-    return None
-
-
-def module_path_rule(path: str) -> str | None:
-    """The rule a use of the dotted module path `path` (or anything inside it) breaks."""
-    for prefix, rule in FORBIDDEN_MODULE_PATHS.items():
-        if path == prefix or path.startswith(prefix + "."):
-            return rule
-    return None
-
-
-def _root_name(node: ast.expr) -> str | None:
-    """`a` for `a.b.c`, `a[0].b`, `a.b(...)`; None when the chain starts with anything else."""
-    while True:
-        if isinstance(node, (ast.Attribute, ast.Subscript)):
-            node = node.value
-        elif isinstance(node, ast.Call):
-            node = node.func
-        elif isinstance(node, ast.Name):
-            return node.id
-        else:
-            return None
-
-
-def _dotted(node: ast.expr) -> str:
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-    return ".".join(reversed(parts)) or "<expression>"
-
-
-def _pure_chain(node: ast.expr) -> tuple[str, list[str]] | None:
-    """('np', ['lib', 'format']) for `np.lib.format`; None unless names and attributes only."""
-    parts: list[str] = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return node.id, list(reversed(parts))
-
-
-def _check_module(name: str, line: int) -> Violation | None:
-    parts = name.split(".")
-    root = parts[0]
-    if root not in ALLOWED_IMPORT_ROOTS:
-        why = REFUSED_MODULE_REASONS.get(root, "not on the import allow-list")
-        return Violation("import-not-allowed", line, f"import of {name!r} ({why})")
-    for part in parts[1:]:
-        if part.startswith("_") or part in FORBIDDEN_SUBMODULES:
-            return Violation("import-not-allowed", line, f"import of {name!r} (private or "
-                             "process/file/compiler submodule)")
-    rule = module_path_rule(name)
-    if rule is not None:
-        return Violation(rule, line, f"import of {name!r}")
-    return None
-
-
-NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
-COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
-
-
-def _scope_bindings(nodes: list[ast.AST]) -> set[str]:
-    """Names bound in the scope these statements run in: not inside nested functions, classes,
-    lambdas or comprehensions (whose names are their own), except the nested definitions' own
-    names and walrus targets in comprehensions (which bind in the enclosing scope)."""
-    names: set[str] = set()
-    pending = list(nodes)
-    while pending:
-        node = pending.pop()
-        if isinstance(node, NESTED_SCOPES):
-            if not isinstance(node, ast.Lambda):
-                names.add(node.name)
-                pending.extend(node.decorator_list)
-            continue
-        if isinstance(node, COMPREHENSIONS):
-            names |= {n.target.id for n in ast.walk(node)
-                      if isinstance(n, ast.NamedExpr) and isinstance(n.target, ast.Name)}
-            continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
-            names.add(node.id)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ExceptHandler) and node.name:
-            names.add(node.name)
-        elif isinstance(node, (ast.Global, ast.Nonlocal)):
-            names |= set(node.names)
-        elif isinstance(node, (ast.MatchAs, ast.MatchStar)) and node.name:
-            names.add(node.name)
-        elif isinstance(node, ast.MatchMapping) and node.rest:
-            names.add(node.rest)
-        pending.extend(ast.iter_child_nodes(node))
-    return names
-
-
-def _function_locals(func: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
-    """Names bound in a function's own scope: parameters and assignment targets."""
-    args = func.args
-    names = {a.arg for a in args.posonlyargs + args.args + args.kwonlyargs}
-    names |= {a.arg for a in (args.vararg, args.kwarg) if a is not None}
-    body = func.body if isinstance(func.body, list) else [func.body]
-    return names | _scope_bindings(body)
-
-
-def _format_fields(template: str) -> list[str]:
-    """Replacement fields of a str.format template that read an attribute or an item by name
-    (`"{0.gi_frame}"`), nested format specs included."""
-    try:
-        parsed = list(string.Formatter().parse(template))
-    except ValueError:
-        return []
-    found: list[str] = []
-    for _, field, spec, _ in parsed:
-        if field and ("." in field or "[" in field):
-            found.append(field)
-        if spec:
-            found.extend(_format_fields(spec))
-    return found
+from autokernel.harness.scan_ast import (
+    dotted, format_fields, function_locals, pure_chain, root_name, scope_bindings,
+)
+from autokernel.harness.scan_rules import (  # noqa: F401 (RULES and Violation are re-exported)
+    ALLOWED_DUNDER_ATTRIBUTES, CACHING_DECORATORS, CONFIG_CACHE_ADVICE, CONSTRUCTORS,
+    FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PATHS, FORBIDDEN_NAMES, FORBIDDEN_SUBMODULES,
+    HOST_FILE_FUNCTIONS, HOST_MODULES, HOST_PROTOCOLS, INNER_OBJECT_METHODS, MODULE_DUNDERS,
+    MUTATING_METHODS, RULES, TORCH_PROTOCOLS, Violation, attribute_rule, check_module,
+    module_path_rule,
+)
 
 
 @dataclass
@@ -425,7 +87,7 @@ class _Scanner(ast.NodeVisitor):
         for node in tree.body:
             roots = node.decorator_list if isinstance(
                 node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) else [node]
-            self.import_time_calls |= {_dotted(call.func).split(".")[0] for root in roots
+            self.import_time_calls |= {dotted(call.func).split(".")[0] for root in roots
                                        for call in ast.walk(root) if isinstance(call, ast.Call)}
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 source = node.module if isinstance(node, ast.ImportFrom) else None
@@ -443,10 +105,10 @@ class _Scanner(ast.NodeVisitor):
                 self.definitions.add(node.name)
                 decorators = [d.func if isinstance(d, ast.Call) else d
                               for d in node.decorator_list]
-                if any(_dotted(d).rsplit(".", 1)[-1] in CACHING_DECORATORS for d in decorators):
+                if any(dotted(d).rsplit(".", 1)[-1] in CACHING_DECORATORS for d in decorators):
                     self.cached_functions.add(node.name)
             else:
-                self.module_names |= _scope_bindings([node])
+                self.module_names |= scope_bindings([node])
                 if isinstance(node, ast.Assign) and len(node.targets) == 1 \
                         and isinstance(node.targets[0], ast.Name):
                     self._note_module_assignment(node.targets[0].id, node.value)
@@ -458,14 +120,14 @@ class _Scanner(ast.NodeVisitor):
             self.module_paths[name] = resolved
             self.import_roots[name] = resolved.split(".")[0]
         if isinstance(value, ast.Call) \
-                and _dotted(value.func).rsplit(".", 1)[-1] == "defaultdict":
+                and dotted(value.func).rsplit(".", 1)[-1] == "defaultdict":
             self.defaultdicts.add(name)
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
             self.strings[name] = value.value
 
     def _resolve(self, node: ast.expr) -> str | None:
         """The dotted module path an attribute chain stands for, through import aliases."""
-        chain = _pure_chain(node)
+        chain = pure_chain(node)
         if chain is None or chain[0] not in self.module_paths:
             return None
         return ".".join([self.module_paths[chain[0]], *chain[1]])
@@ -489,7 +151,7 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_Import(self, node: ast.Import) -> None:
         for alias in node.names:
-            if (violation := _check_module(alias.name, node.lineno)) is not None:
+            if (violation := check_module(alias.name, node.lineno)) is not None:
                 self.violations.append(violation)
             if self.scopes:
                 self.imported.add((alias.asname or alias.name).split(".")[0])
@@ -499,7 +161,7 @@ class _Scanner(ast.NodeVisitor):
             self.flag("import-not-allowed", node, "relative import (a kernel file stands alone)")
             return
         module = node.module or ""
-        if (violation := _check_module(module, node.lineno)) is not None:
+        if (violation := check_module(module, node.lineno)) is not None:
             self.violations.append(violation)
             return
         for alias in node.names:
@@ -566,7 +228,7 @@ class _Scanner(ast.NodeVisitor):
             self._check_getattr(node)
             return
         if isinstance(func, ast.Name) and func.id == "next" and self.scopes and node.args:
-            root = _root_name(node.args[0])
+            root = root_name(node.args[0])
             if self._module_level(root) and root not in self.imported:
                 self.flag("call-time-state", node, f"next({root}) advances module-level "
                           f"{root!r} at call time (state kept across calls)")
@@ -608,9 +270,9 @@ class _Scanner(ast.NodeVisitor):
         else:
             text = None
         if text is None:
-            self.flag("dynamic-attribute", node, f"{_dotted(func)}() with a computed template "
+            self.flag("dynamic-attribute", node, f"{dotted(func)}() with a computed template "
                       "(its fields can read attributes by name)")
-        elif fields := _format_fields(text):
+        elif fields := format_fields(text):
             self.flag("dynamic-attribute", node, f"format field {fields[0]!r} reads an "
                       "attribute or item by name")
 
@@ -623,21 +285,21 @@ class _Scanner(ast.NodeVisitor):
                 + CONFIG_CACHE_ADVICE)
 
     def _check_mutation(self, node: ast.Call, func: ast.Attribute) -> None:
-        root = _root_name(func.value)
+        root = root_name(func.value)
         scope = self.scopes[-1]
         if root in self.imported and self._module_level(root):
-            self.flag("monkeypatch", node, f"{_dotted(func)}() mutates an imported module's state")
+            self.flag("monkeypatch", node, f"{dotted(func)}() mutates an imported module's state")
         elif self._module_level(root):
-            self.flag("call-time-state", node, f"{_dotted(func)}() writes module-level {root!r} "
+            self.flag("call-time-state", node, f"{dotted(func)}() writes module-level {root!r} "
                       "at call time (a result cache)" + CONFIG_CACHE_ADVICE)
         elif root in scope.aliases:
-            self.flag("call-time-state", node, self._alias_message(f"{_dotted(func)}() writes",
+            self.flag("call-time-state", node, self._alias_message(f"{dotted(func)}() writes",
                                                                    root))
         elif self._enclosing_local(root):
-            self.flag("call-time-state", node, f"{_dotted(func)}() writes {root!r}, a variable "
+            self.flag("call-time-state", node, f"{dotted(func)}() writes {root!r}, a variable "
                       "of the enclosing function (closure state kept across calls)")
         elif root == "self" and scope.method_of_class and scope.name not in CONSTRUCTORS:
-            self.flag("call-time-state", node, f"{_dotted(func)}() writes instance state in "
+            self.flag("call-time-state", node, f"{dotted(func)}() writes instance state in "
                       f"{scope.name}() (state kept across calls)")
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
@@ -646,20 +308,20 @@ class _Scanner(ast.NodeVisitor):
         resolved = self._resolve(node)
         path_rule = module_path_rule(resolved) if resolved is not None else None
         if rule is not None:
-            self.flag(rule, node, f"use of {_dotted(node)}")
+            self.flag(rule, node, f"use of {dotted(node)}")
         elif path_rule is not None and resolved in FORBIDDEN_MODULE_PATHS:
             self.flag(path_rule, node, f"use of {resolved}")
         elif attr in HOST_FILE_FUNCTIONS \
-                and self.import_roots.get(_root_name(node) or "") in HOST_MODULES:
-            self.flag("file-access", node, f"use of {_dotted(node)}")
+                and self.import_roots.get(root_name(node) or "") in HOST_MODULES:
+            self.flag("file-access", node, f"use of {dotted(node)}")
         elif attr.startswith("__") and attr.endswith("__"):
             if attr not in ALLOWED_DUNDER_ATTRIBUTES:
-                self.flag("private-attribute", node, f"use of {_dotted(node)}")
+                self.flag("private-attribute", node, f"use of {dotted(node)}")
         elif attr.startswith("_"):
             base = node.value
             own = isinstance(base, ast.Name) and base.id in ("self", "cls")
             if not own:
-                self.flag("private-attribute", node, f"use of private {_dotted(node)}")
+                self.flag("private-attribute", node, f"use of private {dotted(node)}")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
             self._check_store(node)
         self.generic_visit(node)
@@ -670,10 +332,10 @@ class _Scanner(ast.NodeVisitor):
         self.generic_visit(node)
 
     def _check_store(self, node: ast.Attribute | ast.Subscript) -> None:
-        root = _root_name(node.value)
+        root = root_name(node.value)
         verb = "assigns to" if isinstance(node.ctx, ast.Store) else "deletes"
         in_function = bool(self.scopes)
-        target = _dotted(node) if isinstance(node, ast.Attribute) else f"{root}[...]"
+        target = dotted(node) if isinstance(node, ast.Attribute) else f"{root}[...]"
         if root in self.imported and (not in_function or self._module_level(root)):
             self.flag("monkeypatch", node, f"{verb} {target}, part of an imported module")
         elif not in_function:
@@ -724,7 +386,7 @@ class _Scanner(ast.NodeVisitor):
             source = value.func.value
         if not isinstance(source, (ast.Name, ast.Subscript, ast.Attribute)):
             return
-        root = _root_name(source)
+        root = root_name(source)
         held = self._module_level(root) and root not in self.imported \
             and root not in self.definitions
         if not (held or self._enclosing_local(root) or root in self.scopes[-1].aliases):
@@ -742,7 +404,7 @@ class _Scanner(ast.NodeVisitor):
             mutable = isinstance(default, (ast.List, ast.Dict, ast.Set, ast.ListComp,
                                            ast.DictComp, ast.SetComp))
             if isinstance(default, ast.Call):
-                callee = _dotted(default.func).rsplit(".", 1)[-1]
+                callee = dotted(default.func).rsplit(".", 1)[-1]
                 mutable = callee in ("dict", "list", "set", "defaultdict", "OrderedDict",
                                      "Counter", "deque")
             if mutable:
@@ -753,14 +415,14 @@ class _Scanner(ast.NodeVisitor):
             self._check_protocol_name(node.name, node)
             for decorator in node.decorator_list:
                 target = decorator.func if isinstance(decorator, ast.Call) else decorator
-                if _dotted(target).rsplit(".", 1)[-1] in CACHING_DECORATORS \
+                if dotted(target).rsplit(".", 1)[-1] in CACHING_DECORATORS \
                         and node.name == "kernel_fn":
                     self.flag("call-time-state", decorator, "kernel_fn's results are cached")
                 self.visit(decorator)
         for default in defaults:
             self.visit(default)
         method = self.class_depth > 0 and not self.scopes
-        own = _function_locals(node)
+        own = function_locals(node)
         self.scopes.append(_Scope(name, own, {}, method))
         self.name_scopes.append(("function", own))
         saved_depth, self.class_depth = self.class_depth, 0
@@ -798,14 +460,14 @@ class _Scanner(ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
-            if _dotted(base).rsplit(".", 1)[-1] in ("Tensor", "Parameter", "TensorBase"):
+            if dotted(base).rsplit(".", 1)[-1] in ("Tensor", "Parameter", "TensorBase"):
                 self.flag("tensor-subclass", node, f"class {node.name} subclasses "
-                          f"{_dotted(base)}")
+                          f"{dotted(base)}")
         for keyword in node.keywords:
             if keyword.arg == "metaclass":
                 self.flag("private-attribute", node, f"class {node.name} sets a metaclass")
         self.class_depth += 1
-        self.name_scopes.append(("class", _scope_bindings(node.body)))
+        self.name_scopes.append(("class", scope_bindings(node.body)))
         self.generic_visit(node)
         self.name_scopes.pop()
         self.class_depth -= 1
