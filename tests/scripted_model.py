@@ -127,26 +127,37 @@ class ScriptedModel:
     @contextmanager
     def serve(self) -> Iterator[str]:
         """Serve the script on 127.0.0.1; yields the base URL for ANTHROPIC_BASE_URL."""
-        model = self
+        with serve_loopback(lambda path, headers, body: self.answer(body)) as url:
+            yield url
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-                status, body = model.answer(self.rfile.read(int(self.headers["Content-Length"])))
-                payload = json.dumps(body).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
 
-            def log_message(self, *args: Any) -> None:
-                return None
+Answer = Callable[[str, dict[str, str], bytes], tuple[int, dict[str, Any]]]
 
-        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        thread = threading.Thread(target=server.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{server.server_address[1]}"
-        finally:
-            server.shutdown()
-            server.server_close()
+
+@contextmanager
+def serve_loopback(answer: Answer) -> Iterator[str]:
+    """An HTTP server on 127.0.0.1 whose every POST gets `answer(path, headers, body)` (a status
+    and a JSON body); yields its base URL."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            body = self.rfile.read(int(self.headers["Content-Length"]))
+            status, reply = answer(self.path, dict(self.headers), body)
+            payload = json.dumps(reply).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args: Any) -> None:
+            return None
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

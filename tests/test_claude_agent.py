@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import triton
 import triton.language as tl
+from scripted_model import serve_loopback
 
 from autokernel import reference
 from autokernel.agents.base import AgentContext, AgentStop, Attempt, Proposal
@@ -341,33 +342,17 @@ def test_loopback_http_server_through_anthropic_base_url(monkeypatch: pytest.Mon
     sdk()
     cassette = Cassette("edit_kept")
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-            body = self.rfile.read(int(self.headers["Content-Length"]))
-            cassette.record(self.path, dict(self.headers), body)
-            exchange = cassette.next_exchange()
-            payload = json.dumps(exchange["body"]).encode()
-            self.send_response(exchange["status"])
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            self.end_headers()
-            self.wfile.write(payload)
+    def answer(path: str, headers: dict[str, str], body: bytes) -> tuple[int, dict[str, Any]]:
+        cassette.record(path, headers, body)
+        exchange = cassette.next_exchange()
+        return exchange["status"], exchange["body"]
 
-        def log_message(self, *args: Any) -> None:
-            return None
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", f"http://127.0.0.1:{server.server_address[1]}")
+    with serve_loopback(answer) as url:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loopback")
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
         agent = make_claude_agent(tuner_sweeps=False, max_retries=0)
         proposal = agent.propose(make_context())
-    finally:
-        server.shutdown()
-        server.server_close()
     assert proposal is not None and proposal.source == EDITED_KERNEL
     assert cassette.paths == ["/v1/messages"] * 3
     auth = cassette.headers[0].get("x-api-key", "") + cassette.headers[0].get("authorization", "")
