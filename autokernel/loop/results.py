@@ -39,47 +39,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-RIGHTNOW_COLUMNS: tuple[str, ...] = (
-    "experiment",
-    "tag",
-    "kernel_type",
-    "throughput_tflops",
-    "latency_us",
-    "pct_peak",
-    "speedup_vs_pytorch",
-    "correctness",
-    "peak_vram_mb",
-    "description",
-)
-EXTRA_COLUMNS: tuple[str, ...] = (
-    "status",
-    "phase",
-    "target_rank",
-    "shape",
-    "dtype",
-    "speedup_vs_compile",
-    "pct_peak_measured",
-    "objective_us",
-    "vs_best",
-    "vs_best_lo",
-    "vs_best_hi",
-    "launch_us",
-    "eager_launch_us",
-    "agent",
-    "seconds",
-    "harness_seconds",
-    "commit",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "stage",
-    "reason",
-    "tunables",
-    "launch_digest",
-    "hypothesis",
-)
-COLUMNS: tuple[str, ...] = RIGHTNOW_COLUMNS + EXTRA_COLUMNS
-
 # What happened to an experiment. `keep` and `baseline` rows point at a commit on the branch.
 STATUSES: tuple[str, ...] = ("baseline", "keep", "revert", "fail", "crash", "timeout", "rejected")
 COMMITTED_STATUSES: frozenset[str] = frozenset({"baseline", "keep"})
@@ -125,23 +84,28 @@ def _cell(value: Any) -> str:
     return sanitize(value)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ResultRow:
+    """One results.tsv row. Its fields, in this order, are the file's columns: the schema is
+    defined here once (COLUMNS, NUMERIC_COLUMNS and readers derive from it)."""
+
+    # RightNow AutoKernel's ten columns, in its order.
     experiment: int
     tag: str
     kernel_type: str
-    status: str
-    correctness: str  # the harness status: PASS, FAIL, CRASH, TIMEOUT, REJECTED
-    description: str
-    target_rank: int
-    shape: str
-    dtype: str
-    agent: str
     throughput_tflops: float | None = None
     latency_us: float | None = None
     pct_peak: float | None = None
     speedup_vs_pytorch: float | None = None
+    correctness: str  # the harness status: PASS, FAIL, CRASH, TIMEOUT, REJECTED
     peak_vram_mb: float | None = None
+    description: str
+    # autokernel's own.
+    status: str
+    phase: str = ""  # PHASES; "" only in rows of files written before the column existed
+    target_rank: int
+    shape: str
+    dtype: str
     speedup_vs_compile: float | None = None
     pct_peak_measured: float | None = None
     objective_us: float | None = None
@@ -150,6 +114,7 @@ class ResultRow:
     vs_best_hi: float | None = None
     launch_us: float | None = None
     eager_launch_us: float | None = None
+    agent: str
     seconds: float | None = None
     harness_seconds: float | None = None
     commit: str = ""
@@ -160,7 +125,6 @@ class ResultRow:
     reason: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
     launch_digest: str = ""
-    phase: str = ""  # PHASES; "" only in rows of files written before the column existed
     hypothesis: str = ""  # why the agent expected it to be faster; read back into its history
 
     def __post_init__(self) -> None:
@@ -178,6 +142,9 @@ class ResultRow:
         return "\t".join(_cell(getattr(self, name)) for name in COLUMNS) + "\n"
 
 
+COLUMNS: tuple[str, ...] = tuple(f.name for f in fields(ResultRow))
+RIGHTNOW_COLUMNS: tuple[str, ...] = COLUMNS[:10]
+EXTRA_COLUMNS: tuple[str, ...] = COLUMNS[10:]
 # The columns a reader parses as numbers, from ResultRow's own annotations (one schema).
 NUMERIC_COLUMNS: tuple[str, ...] = tuple(
     f.name for f in fields(ResultRow) if str(f.type).split(" |")[0] in ("int", "float"))
