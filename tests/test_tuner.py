@@ -159,9 +159,10 @@ def test_configurations_that_repeat_a_measured_kernel_come_last() -> None:
 
 
 def test_inert_tunables_are_learned_per_variant() -> None:
-    from autokernel.agents.tuner import _InertTunables, _Observation, _space_of
+    from autokernel.agents.tuner import _InertTunables, _Observation
+    from autokernel.agents.tuner_space import space_of
 
-    space, start = _space_of(SOURCE)
+    space, start = space_of(SOURCE)
     config = space.encode(start)
     assert config is not None
     names = space.names

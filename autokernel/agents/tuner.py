@@ -30,6 +30,11 @@ The search follows likelihood-free Bayesian optimization as Helion's LFBO patter
    plateau: `patience` measurements without a new best *and* every one-step neighbour of the best
    already measured (a local optimum it has confirmed).
 
+A sweep can be seeded (`propose(context, seeds=SweepSeeds(...))`, autokernel.agents.tuner_seeds):
+the LLM's suggested configurations are measured first, the results of structures swept before
+warm-start the surrogate in place of the initial design, and a stall rule ends the sweep. The
+tuner alone (`--agent tuner`) passes no seeds.
+
 The state is rebuilt from the loop's history on every call, so a resumed run continues the same
 search without a separate checkpoint.
 """
@@ -37,77 +42,19 @@ search without a separate checkpoint.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from autokernel.agents.base import AgentContext, Attempt, Proposal
+from autokernel.agents.tuner_seeds import (
+    SUGGESTED_WHY, PriorPoint, SweepSeeds, best_prior_configs, stall_reason,
+)
+from autokernel.agents.tuner_space import Config, TunableSpace, space_of
 from autokernel.harness.result import BenchResult
-from autokernel.kernelfile import KernelFileError, parse_kernel_source, set_tunables
+from autokernel.kernelfile import KernelFileError, set_tunables
 
 FAILED_STATUSES = frozenset({"fail", "crash", "timeout", "rejected"})
-Config = tuple[int, ...]  # one index into each dimension's value list, in dimension order
-
-
-@dataclass
-class _Space:
-    names: tuple[str, ...]
-    values: tuple[tuple[Any, ...], ...]
-
-    @property
-    def size(self) -> int:
-        total = 1
-        for vals in self.values:
-            total *= len(vals)
-        return total
-
-    def encode(self, tunables: dict[str, Any]) -> Config | None:
-        """Index form of a full tunables dict, or None if it is not a point of this space."""
-        if set(tunables) != set(self.names):
-            return None
-        try:
-            return tuple(vals.index(tunables[n]) for n, vals in zip(self.names, self.values))
-        except ValueError:
-            return None
-
-    def decode(self, config: Config) -> dict[str, Any]:
-        return {n: vals[i] for n, vals, i in zip(self.names, self.values, config)}
-
-    def random(self, rng: random.Random) -> Config:
-        return tuple(rng.randrange(len(vals)) for vals in self.values)
-
-    def neighbours(self, config: Config) -> list[Config]:
-        """Every configuration one step away along one dimension."""
-        found = []
-        for dim, size in enumerate(len(v) for v in self.values):
-            for step in (-1, 1):
-                index = config[dim] + step
-                if 0 <= index < size:
-                    found.append(config[:dim] + (index,) + config[dim + 1:])
-        return found
-
-    def perturb(self, config: Config, rng: random.Random, dims: int) -> Config:
-        moved = list(config)
-        for dim in rng.sample(range(len(self.names)), min(dims, len(self.names))):
-            size = len(self.values[dim])
-            if size > 1:
-                step = rng.choice((-2, -1, 1, 2))
-                moved[dim] = min(size - 1, max(0, moved[dim] + step))
-        return tuple(moved)
-
-
-def _space_of(source: str) -> tuple[_Space, dict[str, Any]]:
-    info = parse_kernel_source(source)
-    names = tuple(sorted(info.space))
-    values = []
-    for name in names:
-        vals = list(info.space[name])
-        current = info.tunables[name]
-        if current not in vals:  # a hand-set value outside the listed ones is still a point
-            vals.append(current)
-            if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in vals):
-                vals.sort()
-        values.append(tuple(vals))
-    return _Space(names, tuple(values)), dict(info.tunables)
 
 
 @dataclass
@@ -121,7 +68,7 @@ class _Observation:
 class _InertTunables:
     """Which tunables were seen to change nothing, per value of VARIANT (step 5 of the search)."""
 
-    def __init__(self, space: _Space, observations: list[_Observation]) -> None:
+    def __init__(self, space: TunableSpace, observations: list[_Observation]) -> None:
         self.variant_dim = space.names.index("VARIANT") if "VARIANT" in space.names else None
         self.inert: dict[int | None, set[int]] = {}
         by_digest: dict[str, list[Config]] = {}
@@ -162,6 +109,7 @@ class _TargetSearch:
     rng: random.Random
     queue: list[tuple[Config, str]] = field(default_factory=list)  # (config, why)
     space_key: tuple[Any, ...] = ()
+    seeds: SweepSeeds | None = None  # a new sweep (new seeds) starts a new search
 
 
 class TunerAgent:
@@ -183,6 +131,7 @@ class TunerAgent:
         diversity_penalty: float = 0.25,
         patience: int = 20,
         n_estimators: int = 48,
+        restrict_to: Sequence[Mapping[str, Any]] | None = None,
     ) -> None:
         self.seed = seed
         self.initial_neighbours = initial_neighbours
@@ -195,27 +144,34 @@ class TunerAgent:
         self.diversity_penalty = diversity_penalty
         self.patience = patience
         self.n_estimators = n_estimators
+        # Only these configurations exist (a benchmark's lookup table): nothing else is proposed.
+        self.restrict_to = list(restrict_to) if restrict_to is not None else None
         self._searches: dict[tuple[int, str], _TargetSearch] = {}
         self.last_message = ""  # why the last propose() returned None, for the loop to show
 
     # -- the Agent interface --------------------------------------------------------------------
-    def propose(self, context: AgentContext) -> Proposal | None:
+    def propose(self, context: AgentContext, seeds: SweepSeeds | None = None) -> Proposal | None:
+        """The next configuration to measure; `seeds` start a sweep from what is known already
+        (autokernel.agents.tuner_seeds), None searches from the starter alone."""
         try:
-            space, best_tunables = _space_of(context.best_source)
+            space, best_tunables = space_of(context.best_source)
         except KernelFileError as exc:
             self.last_message = f"the best kernel.py cannot be parsed: {exc}"
             return None
         if not space.names:
             self.last_message = "the kernel declares no TUNABLE_SPACE: nothing to tune"
             return None
+        if self.restrict_to is not None:
+            space = space.restricted(self.restrict_to)
         best_config = space.encode(best_tunables)
-        assert best_config is not None  # _space_of adds every current value to its dimension
+        assert best_config is not None  # space_of adds every current value to its dimension
 
         key = (context.target.rank, context.target.kernel_type)
         search = self._searches.get(key)
         space_key = (space.names, space.values)
-        if search is None or search.space_key != space_key:
-            search = _TargetSearch(random.Random(f"{self.seed}:{key}"), space_key=space_key)
+        if search is None or search.space_key != space_key or search.seeds is not seeds:
+            search = _TargetSearch(random.Random(f"{self.seed}:{key}"), space_key=space_key,
+                                   seeds=seeds)
             self._searches[key] = search
 
         observations = self._observations(space, context.history)
@@ -227,7 +183,18 @@ class TunerAgent:
         inert = _InertTunables(space, observations)
         search.queue = [item for item in search.queue if not inert.repeats_measured(item[0])]
 
-        if len(visited) >= space.size:
+        if seeds is not None:
+            stalled = stall_reason([o.latency_us for o in observations], seeds.stall_after,
+                                   seeds.min_gain)
+            if stalled:
+                self.last_message = stalled
+                return None
+            # The LLM's own guesses come first: measured before any sample of the tuner's.
+            for config in seeds.suggested_configs(space, best_tunables):
+                if config not in visited:
+                    return self._proposal(context.best_source, space, best_tunables, config,
+                                          SUGGESTED_WHY)
+        if sum(1 for c in visited if space.contains(c)) >= space.size:
             self.last_message = f"all {space.size} configurations of the space were measured"
             return None
         if self._plateau(space, observations, best_config, visited):
@@ -238,7 +205,10 @@ class TunerAgent:
             return None
 
         if not search.queue:
-            search.queue = self._next_batch(space, observations, visited, search.rng, inert)
+            prior = (seeds.prior_points(space, best_tunables, self.good_quantile)
+                     if seeds is not None else [])
+            search.queue = self._next_batch(space, observations, visited, search.rng, inert,
+                                            prior)
         if not search.queue:
             self.last_message = "no unmeasured configuration left to propose"
             return None
@@ -251,7 +221,7 @@ class TunerAgent:
         return None
 
     # -- the search -----------------------------------------------------------------------------
-    def _observations(self, space: _Space, history: list[Attempt]) -> list[_Observation]:
+    def _observations(self, space: TunableSpace, history: list[Attempt]) -> list[_Observation]:
         found: dict[Config, _Observation] = {}
         for attempt in history:
             config = space.encode(attempt.tunables) if attempt.tunables else None
@@ -275,7 +245,7 @@ class TunerAgent:
 
     def _plateau(
         self,
-        space: _Space,
+        space: TunableSpace,
         observations: list[_Observation],
         best_config: Config,
         visited: set[Config],
@@ -291,16 +261,20 @@ class TunerAgent:
 
     def _next_batch(
         self,
-        space: _Space,
+        space: TunableSpace,
         observations: list[_Observation],
         visited: set[Config],
         rng: random.Random,
         inert: _InertTunables,
+        prior: list[PriorPoint],
     ) -> list[tuple[Config, str]]:
-        if len(observations) < 1 + self.initial_neighbours + self.initial_random:
+        # A warm start (prior results that can tell good from bad) replaces the initial design.
+        warm_model = self._fit(space, observations, prior) if prior else None
+        if warm_model is None and (
+                len(observations) < 1 + self.initial_neighbours + self.initial_random):
             return self._initial_design(space, observations, visited, rng, inert)
-        model = self._fit(space, observations)
-        candidates = self._candidates(space, observations, visited, rng)
+        model = warm_model if prior else self._fit(space, observations, prior)
+        candidates = self._candidates(space, observations, visited, rng, prior)
         if not candidates:
             return []
         fresh = [c for c in candidates if not inert.repeats_measured(c)]
@@ -318,7 +292,7 @@ class TunerAgent:
 
     def _initial_design(
         self,
-        space: _Space,
+        space: TunableSpace,
         observations: list[_Observation],
         visited: set[Config],
         rng: random.Random,
@@ -344,7 +318,8 @@ class TunerAgent:
                 picked.append((config, "initial design: random configuration"))
         return picked
 
-    def _fit(self, space: _Space, observations: list[_Observation]) -> Any:
+    def _fit(self, space: TunableSpace, observations: list[_Observation],
+             prior: list[PriorPoint]) -> Any:
         import numpy as np
         from sklearn.ensemble import ExtraTreesClassifier
 
@@ -360,6 +335,10 @@ class TunerAgent:
             labels.append(1 if good else 0)
             # Clearly good points weigh more than ones just under the threshold (as in LFBO).
             weights.append(1.0 + (threshold - o.latency_us) / threshold if good else 1.0)
+        for point in prior:  # another structure's results: labelled on their own, down-weighted
+            features.append(point.config)
+            labels.append(1 if point.good else 0)
+            weights.append(point.weight)
         if len(set(labels)) < 2:
             return None
         model = ExtraTreesClassifier(
@@ -374,27 +353,30 @@ class TunerAgent:
 
     def _candidates(
         self,
-        space: _Space,
+        space: TunableSpace,
         observations: list[_Observation],
         visited: set[Config],
         rng: random.Random,
+        prior: list[PriorPoint],
     ) -> list[Config]:
         passing = sorted(
             (o for o in observations if o.latency_us is not None),
             key=lambda o: o.latency_us,  # type: ignore[arg-type,return-value]
         )
-        found: set[Config] = set()
-        for parent in passing[: self.parents]:
-            found.update(space.neighbours(parent.config))
+        parents = [o.config for o in passing[: self.parents]]
+        parents += best_prior_configs(prior, self.parents)
+        found: set[Config] = {p.config for p in prior}
+        for parent in parents:
+            found.update(space.neighbours(parent))
             for _ in range(self.perturbations_per_parent):
-                found.add(space.perturb(parent.config, rng, dims=rng.choice((2, 3))))
+                found.add(space.perturb(parent, rng, dims=rng.choice((2, 3))))
         for _ in range(min(self.random_candidates, space.size)):
             found.add(space.random(rng))
-        return sorted(found - visited)
+        return sorted(c for c in found - visited if space.contains(c))
 
     def _diverse_pick(
         self,
-        space: _Space,
+        space: TunableSpace,
         candidates: list[Config],
         scores: Any,
         n_observations: int,
@@ -424,7 +406,7 @@ class TunerAgent:
     def _proposal(
         self,
         best_source: str,
-        space: _Space,
+        space: TunableSpace,
         best_tunables: dict[str, Any],
         config: Config,
         why: str,
