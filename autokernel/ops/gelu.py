@@ -108,14 +108,14 @@ ADVERSARIAL = (
 
 
 def _gelu_call_shape(op: OpCall, ctx: Context) -> Extracted:
-    """aten::gelu(self, approximate): the rows and the last dim of x, and the approximation
-    where the profile kept it (torch.profiler records no string arguments today, so a site
-    usually has none: the kernel is then verified for the exact form, and the route leaves
-    tanh-form calls to PyTorch)."""
+    """aten::gelu(self, approximate): the rows and the last dim of x, and the approximation.
+    torch.profiler records no string arguments, so the approximation comes from the nn.GELU
+    module around the call; a functional F.gelu(x, approximate="tanh") site has none, its kernel
+    is verified for the exact form, and the route leaves its tanh-form calls to PyTorch."""
     x = _shape(op, 0)
     if not x or not x[-1]:
         return None
-    approximate = _arg(op, 1)
+    approximate = _arg(op, 1) or ctx.module_attr(op, ("approximate",))
     params = {"approximate": approximate} if approximate in APPROXIMATIONS else {}
     return {"M": _numel(x) // x[-1], "N": x[-1]}, params
 

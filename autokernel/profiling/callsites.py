@@ -289,17 +289,21 @@ class Context:
         call = self.record.module_calls.get(common[-1])
         return call.path if call else ""
 
-    def module_eps(self, op: OpCall) -> float | None:
+    def module_attr(self, op: OpCall, names: Sequence[str]) -> Any:
+        """The first of `names` set on the innermost profiled module around `op`, or None: a
+        module-level setting (eps, GELU's approximation) the op's recorded arguments lack."""
         for scope in reversed(op.scopes):
             call = self.record.module_calls.get(scope)
             info = self.record.modules.get(call.path) if call else None
             if info is None:
                 continue
-            for name in ("eps", "variance_epsilon", "epsilon", "norm_eps"):
-                value = info.attrs.get(name)
-                if isinstance(value, (int, float)) and not isinstance(value, bool):
-                    return float(value)
-            return None
+            return next((info.attrs[n] for n in names if info.attrs.get(n) is not None), None)
+        return None
+
+    def module_eps(self, op: OpCall) -> float | None:
+        value = self.module_attr(op, ("eps", "variance_epsilon", "epsilon", "norm_eps"))
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
         return None
 
     def site(self, kernel_type: str, module: str, aten_op: str, named: dict[str, int] | None,

@@ -46,7 +46,8 @@ DEVICE_WORK_ACTIVITIES = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # Profiler bookkeeping that shows up with device time attached (seen on torch 2.11 + H200).
 PROFILER_OVERHEAD_NAMES = frozenset({"Activity Buffer Request"})
 # Scalar attributes a kernel's parameters can come from (eps of a norm, causal of an attention).
-SCALAR_ATTRS = ("eps", "epsilon", "variance_epsilon", "norm_eps", "causal", "is_causal", "scale")
+SCALAR_ATTRS = ("eps", "epsilon", "variance_epsilon", "norm_eps", "causal", "is_causal", "scale",
+                "approximate")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -64,7 +65,7 @@ def describe_modules(model: Any) -> dict[str, ModuleInfo]:
         attrs: dict[str, Any] = {}
         for name in SCALAR_ATTRS:
             value = getattr(module, name, None)
-            if isinstance(value, (bool, int, float)):
+            if isinstance(value, (bool, int, float, str)):
                 attrs[name] = value
         infos[path] = ModuleInfo(type=f"{cls.__module__}.{cls.__qualname__}", params=params,
                                  attrs=attrs)
