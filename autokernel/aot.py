@@ -52,11 +52,12 @@ from typing import Any
 
 import torch
 
+from autokernel.gpu.occupancy import SM_LIMITS, WARP_SIZE
+
 HOPPER_ARCH = 90
-WARP_SIZE = 32
-# Hopper (sm_90: H100, H200) launch limits.
-HOPPER_MAX_SHARED_BYTES = 232448  # 227 KiB: the opt-in maximum of dynamic shared memory per block
-HOPPER_REGISTERS_PER_SM = 65536
+# Hopper (sm_90: H100, H200) launch limits, from the one table of SM limits.
+HOPPER_MAX_SHARED_BYTES = SM_LIMITS[(9, 0)].max_shared_per_block  # 227 KiB, opt-in maximum
+HOPPER_REGISTERS_PER_SM = SM_LIMITS[(9, 0)].registers
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 SUBPROCESS_TIMEOUT_S = 900

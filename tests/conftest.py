@@ -12,6 +12,10 @@ HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+# The loop's prompts compile each kernel ahead of time for their resource figures (seconds per
+# kernel); the suite's loop runs skip that, and tests/test_hardware_prompt.py checks it.
+os.environ.setdefault("AUTOKERNEL_KERNEL_RESOURCES", "0")
+
 DEVICE = "cuda" if HAS_CUDA else "cpu"
 
 

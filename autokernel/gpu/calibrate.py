@@ -177,6 +177,15 @@ def get_ceilings(device_index: int = 0, recalibrate: bool = False,
     return ceilings
 
 
+def cached_ceilings_for(gpu_name: str, path: Path | None = None) -> Ceilings | None:
+    """The newest cached ceilings of a GPU of this name measured under this torch, without
+    touching CUDA (the loop's own process never initialises the GPU; its workers do)."""
+    this_torch = f"| torch {torch.__version__} |"
+    matches = [c for key, c in read_cache(path).items()
+               if c.gpu_name == gpu_name and this_torch in key]
+    return max(matches, key=lambda c: c.measured_at) if matches else None
+
+
 def measured_tflops(ceilings: Ceilings, spec: GPUSpec | None, dtype: torch.dtype) -> float | None:
     """The measured compute ceiling for `dtype`: bf16 as measured, others by datasheet ratio."""
     if dtype == torch.bfloat16:

@@ -174,6 +174,21 @@ GPUS: tuple[GPUSpec, ...] = (
 
 GPUS_BY_KEY: dict[str, GPUSpec] = {g.key: g for g in GPUS}
 
+# L2 cache per GPU, in MB, where the product's documentation or the device itself (torch's
+# `L2_cache_size` on the machines we ran: 50 MB on an H100 SXM, 60 MB on an H200) states it.
+L2_MB: dict[str, float] = {
+    "h100-sxm": 50, "h100-pcie": 50, "h100-nvl": 50, "h200-sxm": 60, "h200-nvl": 60,
+    "a100-sxm-40gb": 40, "a100-sxm-80gb": 40, "a100-pcie-40gb": 40, "a100-pcie-80gb": 40,
+    "a10": 6, "a10g": 6, "l40s": 96, "l40": 96, "l4": 48,
+    "rtx-5090": 96, "rtx-4090": 72, "rtx-4080": 64, "rtx-3090": 6, "rtx-3080": 5,
+}
+
+
+def l2_megabytes(spec: GPUSpec) -> float | None:
+    """The L2 size of a table entry; None for estimates, overrides without a key, and parts
+    whose L2 we have no reliable figure for."""
+    return L2_MB.get(spec.key)
+
 
 def _normalize(name: str) -> str:
     text = re.sub(r"\s+", " ", name).strip().casefold()

@@ -7,12 +7,14 @@ import inspect
 
 from autokernel.agents.base import AgentContext, Attempt
 from autokernel.harness.result import BenchResult
+from autokernel.gpu.resources import resources_enabled
 from autokernel.loop.config import LoopConfig
+from autokernel.loop.hardware import HardwareBrief, gpu_facts
 from autokernel.loop.measure import speedups_text
 from autokernel.loop.results import ResultRow, ResultsLog
 from autokernel.loop.rows import attempt_from_row, row_cells
 from autokernel.loop.state import TargetState
-from autokernel.loop.workspace import Workspace
+from autokernel.loop.workspace import KERNEL_FILE, Workspace
 from autokernel.profiling.plan import Plan
 
 
@@ -26,13 +28,17 @@ class Briefing:
         self.config = config
         self._history: dict[int, list[Attempt]] = {}
         self._reference_sources: dict[str, str] = {}
+        # The tuner never reads the prompt: it does not pay for compiling each kernel.
+        self.hardware = HardwareBrief(
+            compile_resources=config.agent != "tuner" and resources_enabled(),
+            cache_dir=workspace.cache_dir / "kernel-resources")
 
     def context(self, target: TargetState, next_experiment: int,
                 results: ResultsLog) -> AgentContext:
         return AgentContext(
             target=self.plan.targets[target.index],
             device=self.config.device,
-            gpu_summary=self.gpu_summary(target),
+            gpu_summary=self.gpu_summary(target, self.history_of(target, results)),
             best_source=self.ws.read_kernel(),
             reference_source=self.reference_source(target.kernel_type),
             history=list(self.history_of(target, results)),
@@ -62,13 +68,36 @@ class Briefing:
             self._reference_sources[kernel_type] = inspect.getsource(function)
         return self._reference_sources[kernel_type]
 
-    def gpu_summary(self, target: TargetState) -> str:
+    def gpu_summary(self, target: TargetState, history: list[Attempt] | None = None) -> str:
+        """Where the best sits, then the hardware block (autokernel.loop.hardware)."""
         where = self.plan.gpu or ("CPU (Triton interpreter; timings not meaningful)"
                                   if self.config.device == "cpu" else "unknown GPU")
         best = target.best
         if best is None or best.latency_us is None:
-            return f"{where}; no passing kernel yet"
-        peak = best.pct_peak_best_known
-        basis = "measured ceiling" if best.pct_peak_measured is not None else "datasheet"
-        at_peak = f", {peak:.0f}% of the {basis} roofline" if peak is not None else ""
-        return f"{where}; best so far {speedups_text(best)}{at_peak}"
+            headline = f"{where}; no passing kernel yet"
+        else:
+            peak = best.pct_peak_best_known
+            basis = "measured ceiling" if best.pct_peak_measured is not None else "datasheet"
+            at_peak = f", {peak:.0f}% of the {basis} roofline" if peak is not None else ""
+            headline = f"{where}; best so far {speedups_text(best)}{at_peak}"
+        return headline + "\n" + self.hardware_block(target, history or [])
+
+    def hardware_block(self, target: TargetState, history: list[Attempt]) -> str:
+        planned = self.plan.targets[target.index]
+        verdict = BenchResult.from_dict(target.best_result) if target.best_result else None
+        on_gpu = self.config.device != "cpu"
+        name = (verdict.gpu if verdict is not None and on_gpu else None) or self.plan.gpu
+        return self.hardware.render(
+            device=self.config.device, facts=gpu_facts(self.config.device, name),
+            kernel_type=planned.kernel_type, shape=planned.bench_shape, dtype=planned.dtype,
+            best=verdict, best_source=self.ws.read_kernel(), candidate=self._candidate(history))
+
+    def _candidate(self, history: list[Attempt]) -> tuple[str, str] | None:
+        """The latest experiment's kernel when it was not kept and its attempt was saved."""
+        if not history or history[-1].status in ("keep", "baseline"):
+            return None
+        last = history[-1]
+        saved = self.ws.attempt_dir(last.experiment) / KERNEL_FILE
+        if not saved.is_file():
+            return None
+        return f"latest candidate #{last.experiment} ({last.status})", saved.read_text()
