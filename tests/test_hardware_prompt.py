@@ -282,7 +282,8 @@ def test_compile_in_child_reads_the_real_resource_usage(tmp_path: Path) -> None:
 
 def test_ncu_raw_csv_is_parsed_and_described() -> None:
     # A sample in the layout `ncu --csv --page raw --print-units base` writes (ncu's own lines,
-    # a header, a units row, thousands separators), written by hand: see the fixture's README.
+    # a header, a units row, thousands separators). Written by hand in that layout, not captured:
+    # replace it with a real capture (`collect` on an H100) when a GPU session can make one.
     metrics = ncu.parse_ncu_csv((FIXTURES / "ncu" / "reduce_rows_raw.csv").read_text())
     [launch] = metrics
     assert launch.kernel == "_row_sums"
