@@ -61,6 +61,7 @@ HOPPER_REGISTERS_PER_SM = SM_LIMITS[(9, 0)].registers
 MAX_THREADS_PER_BLOCK = 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 SUBPROCESS_TIMEOUT_S = 900
+DETAIL_CHARS = 6000
 
 
 @dataclass
@@ -108,6 +109,9 @@ class AotResult:
     local_bytes: int | None = None
     """Per-thread local memory: register spills (and stack arrays); 0 is what you want."""
     warnings: list[str] = field(default_factory=list)
+    detail: str = ""
+    """The whole error text (`error` keeps its first lines): the compiler's message with the
+    offending source, bounded to DETAIL_CHARS."""
 
 
 def gpu_target(arch: int = HOPPER_ARCH) -> Any:
@@ -169,6 +173,12 @@ def _first_lines(text: str, limit: int = 8) -> str:
     return " | ".join(lines[:limit]) + (" | ..." if len(lines) > limit else "")
 
 
+def _detail(exc: BaseException) -> str:
+    from autokernel.text import bounded_text
+
+    return bounded_text(f"{type(exc).__name__}: {exc}".strip(), DETAIL_CHARS)
+
+
 def _grid_dims(grid: Any, bound_args: dict[str, Any]) -> list[int]:
     dims = grid(bound_args) if callable(grid) else grid
     dims = tuple(int(d) for d in (dims if isinstance(dims, (tuple, list)) else (dims,)))
@@ -207,7 +217,7 @@ def record_call(fn: Callable[..., Any], args: Sequence[Any], *, context: str = "
     except Exception as exc:
         return [], [AotResult(name, ok=False, context=context,
                               error=f"under the interpreter: {type(exc).__name__}: "
-                                    f"{_first_lines(str(exc))}")]
+                                    f"{_first_lines(str(exc))}", detail=_detail(exc))]
     if not launches:
         return [], [AotResult(name, ok=False, context=context, error="launched no Triton kernel")]
     requests, failures = [], []
@@ -216,7 +226,8 @@ def record_call(fn: Callable[..., Any], args: Sequence[Any], *, context: str = "
             requests.append(specialize(launch, target or gpu_target(), context))
         except Exception as exc:  # e.g. an unknown keyword argument: the GPU launch would fail
             failures.append(AotResult(launch.name, ok=False, context=context,
-                                      error=f"{type(exc).__name__}: {_first_lines(str(exc))}"))
+                                      error=f"{type(exc).__name__}: {_first_lines(str(exc))}",
+                                      detail=_detail(exc)))
     return requests, failures
 
 
@@ -347,6 +358,7 @@ def _compile_requests(path: Path, requests: list[CompileRequest], arch: int) -> 
                     f"{result.local_bytes} bytes of local memory per thread (register spills)")
         except Exception as exc:  # a compile error is the finding, not a crash of the check
             result.error = f"{type(exc).__name__}: {_first_lines(str(exc))}"
+            result.detail = _detail(exc)
         results.append(result)
     return results
 

@@ -19,3 +19,14 @@ def error_summary(exc: BaseException, limit: int | None = None) -> str:
     if limit is not None:
         first = first[:limit]
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def bounded_text(text: str, limit: int, head: int = 1500) -> str:
+    """`text` if it fits in `limit` characters, else its first `head` and its last characters
+    around a note of what was cut (a traceback's end says most, its start says where)."""
+    if len(text) <= limit:
+        return text
+    head = min(head, limit // 2)
+    tail = limit - head
+    cut = len(text) - head - tail
+    return f"{text[:head]}\n[... {cut} characters cut ...]\n{text[-tail:]}"

@@ -187,7 +187,8 @@ def test_tool_use_edit_is_proposed_then_kept_and_remembered() -> None:
     first, second, third = cassette.requests[:3]
     assert first["model"] == DEFAULT_MODEL
     assert {t["name"] for t in first["tools"]} == {
-        "read_file", "list_files", "write_kernel", "edit_kernel", "check_kernel"}
+        "read_file", "list_files", "write_kernel", "edit_kernel", "check_kernel",
+        "compile_kernel", "test_kernel"}
     assert "temperature" not in first and "tool_choice" not in first
     # The playbook and the target + reference are cached prefixes; one moving breakpoint at the
     # tail; never more than the API's 4.

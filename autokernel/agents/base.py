@@ -78,6 +78,10 @@ class Proposal:
     # Configurations of this proposal's TUNABLE_SPACE the LLM expects to be good (at most
     # MAX_SUGGESTED_CONFIGS, each a subset of the tunables): the tuner's sweep starts from them.
     suggested_configs: list[dict[str, Any]] = field(default_factory=list)
+    # The draft checks (the claude agent's compile_kernel / test_kernel) behind this proposal:
+    # calls made and seconds spent, already inside the experiment's time.
+    check_calls: int = 0
+    check_seconds: float = 0.0
 
 
 class AgentStop(Exception):

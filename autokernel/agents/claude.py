@@ -26,6 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autokernel.agents.base import Agent, AgentContext, AgentStop, Proposal
+from autokernel.agents.claude_checks import (
+    CheckRunners, CheckTarget, DraftChecks, account_checks,
+)
 from autokernel.agents.claude_errors import (
     MODEL_ENV, ClaudeConfigError, FailureStreak, Outcome, experiment_error, failure_label,
 )
@@ -71,6 +74,7 @@ class ClaudeAgent:
         base_url: str | None = None,
         http_client: Any = None,
         sleep: Callable[[float], None] = time.sleep,
+        checks: CheckRunners | None = None,
     ) -> None:
         anthropic = _import_sdk()
         self.model = model or os.environ.get(MODEL_ENV) or DEFAULT_MODEL
@@ -87,6 +91,7 @@ class ClaudeAgent:
                                    effort=self.effort, max_turns=max(1, max_turns),
                                    budget=self.budget)
         self._stop_reason = ""
+        self._check_runners = checks or CheckRunners()  # compile_kernel / test_kernel
         self._memory: _TargetMemory | None = None
         self._pending: tuple[int, str] | None = None  # (experiment, hypothesis) awaiting observe
 
@@ -122,10 +127,12 @@ class ClaudeAgent:
 
         draft = KernelDraft(original=context.best_source, kernel_type=context.target.kernel_type)
         spend = Spend()
-        outcome = self._converse(context, draft, spend)
+        checks = DraftChecks(CheckTarget.from_context(context), self._check_runners)
+        outcome = self._converse(context, draft, spend, checks)
         if outcome.budget_stop:
             self._stop_reason = outcome.budget_stop
         proposal = self._proposal(draft, outcome, spend)
+        account_checks(proposal, checks, context.experiment, context.workspace)
         error = experiment_error(outcome, draft)
         if error:
             return self._no_candidate(context, proposal, error, outcome, spend)
@@ -154,7 +161,8 @@ class ClaudeAgent:
         if self._memory is None or self._memory.key != key:
             self._memory = _TargetMemory(key=key)
 
-    def _converse(self, context: AgentContext, draft: KernelDraft, spend: Spend) -> Outcome:
+    def _converse(self, context: AgentContext, draft: KernelDraft, spend: Spend,
+                  checks: DraftChecks | None = None) -> Outcome:
         overlay = {KERNEL_FILE: draft.source}
         if context.workspace is None:
             overlay.update({"reference.py": context.reference_source,
@@ -164,7 +172,7 @@ class ClaudeAgent:
             program = load_program(context.workspace)
             hypotheses = self._memory.hypotheses if self._memory else {}
             opening = opening_message(context, hypotheses, self.history_limit)
-            return self._tool_loop.converse(program, opening, draft, reader, spend)
+            return self._tool_loop.converse(program, opening, draft, reader, spend, checks)
         except Exception as exc:  # a reply this code did not foresee must not end the night
             return Outcome(error=f"unexpected reply: {type(exc).__name__}: {exc}")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from autokernel.agents.claude_checks import DraftChecks
 from autokernel.agents.claude_errors import Outcome, classify_api_error
 from autokernel.agents.claude_prompt import (
     CACHE_CONTROL, CUT_OFF_NUDGE, NO_KERNEL_NUDGE, system_blocks,
@@ -42,13 +43,14 @@ class ToolLoop:
         draft: KernelDraft,
         reader: WorkspaceReader,
         spend: Spend,
+        checks: DraftChecks | None = None,
     ) -> Outcome:
         """Talk until Claude leaves a kernel in `draft`; every request's cost goes into `spend`."""
         import anthropic
 
         system = system_blocks(program)
         messages: list[dict[str, Any]] = [opening]
-        toolbox = ToolBox(draft=draft, reader=reader)
+        toolbox = ToolBox(draft=draft, reader=reader, checks=checks)
         final_text = ""
         for turn in range(self.max_turns):
             prompt_chars = len(program) + sum(len(str(m["content"])) for m in messages)

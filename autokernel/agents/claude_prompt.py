@@ -14,6 +14,7 @@ from typing import Any
 from autokernel.agents.base import AgentContext, Attempt
 from autokernel.agents.claude_tools import one_line
 from autokernel.harness.result import BenchResult
+from autokernel.loop.attempts import FAILED_VERDICTS, error_file
 
 TUNER_PREFIX = "tuner:"  # the tuner's descriptions start so (autokernel.agents.tuner)
 PROGRAM_FILE = "program.md"
@@ -29,10 +30,17 @@ How an experiment works:
 1. Read what you need (read_file / list_files; kernel.py is your draft).
 2. Change kernel.py with edit_kernel (focused edits) or write_kernel (whole file), giving a \
 one-line description and the hypothesis the change tests. check_kernel runs a static check.
-3. End your turn with a short summary. You cannot run code: after your turn the harness checks \
-correctness (many shapes, dtypes, adversarial inputs, anti-cheat scans) and benchmarks the kernel \
-against PyTorch eager and torch.compile. The loop keeps it as a git commit only if it passes and \
-beats the current best by more than the measured noise; otherwise it is reverted.
+3. Before ending your turn, compile_kernel (compiles the draft for Hopper sm_90: compiler errors, \
+registers, spills, shared memory) and test_kernel (the harness's correctness and anti-cheat \
+stages on small shapes, not timed: PASS or the full error and traceback). If either reports an \
+error, fix the draft and check again: a draft only becomes an experiment when you end your turn, \
+and one that fails then is a failed experiment (too many in a row end the target). Each tool has \
+a few uses per experiment.
+4. End your turn with a short summary. After your turn the harness checks correctness (many \
+shapes, dtypes, adversarial inputs, anti-cheat scans) and benchmarks the kernel against PyTorch \
+eager and torch.compile. The loop keeps it as a git commit only if it passes and beats the \
+current best by more than the measured noise; otherwise it is reverted. A failed experiment's \
+kernel.py and full error stay readable in attempts/NNNN/ (kernel.py, error.txt).
 
 Block sizes, num_warps, num_stages and algorithm variants belong in TUNABLE_SPACE: when your \
 kernel passes, a cheap model-based tuner sweeps its TUNABLE_SPACE with no LLM calls. Never spend \
@@ -154,6 +162,8 @@ def _attempt_line(attempt: Attempt, hypothesis: str | None) -> str:
         line += f" -- {where}{one_line(attempt.reason, 200)}"
     if hypothesis:
         line += f" (hypothesis: {one_line(hypothesis, 160)})"
+    if attempt.status in FAILED_VERDICTS and attempt.stage and attempt.stage != "agent":
+        line += f" [full error: {error_file(attempt.experiment)}]"
     return line
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.agents.base import MAX_SUGGESTED_CONFIGS
+from autokernel.agents.claude_checks import CHECK_TOOL_SCHEMAS, CHECK_TOOLS, DraftChecks
 from autokernel.kernelfile import ENTRY_POINT, KernelFileError, parse_kernel_source
 
 KERNEL_FILE = "kernel.py"
@@ -105,10 +106,12 @@ TOOL_SCHEMAS: list[dict[str, Any]] = [
         "description": (
             "Statically check the kernel.py draft without running it: the kernel.py format, "
             "KERNEL_TYPE, kernel_fn's signature against the reference, TUNABLE_SPACE, and the "
-            "harness's anti-cheat scan. Correctness and speed are measured after your turn."
+            "harness's anti-cheat scan. compile_kernel and test_kernel go further; speed is "
+            "measured after your turn."
         ),
         "input_schema": {"type": "object", "properties": {}},
     },
+    *CHECK_TOOL_SCHEMAS,
 ]
 
 
@@ -376,6 +379,7 @@ class ToolBox:
     draft: KernelDraft
     reader: WorkspaceReader
     calls: dict[str, int] = field(default_factory=dict)
+    checks: DraftChecks | None = None  # compile_kernel / test_kernel (claude_checks)
 
     def run(self, name: str, arguments: Any) -> tuple[str, bool]:
         self.calls[name] = self.calls.get(name, 0) + 1
@@ -401,6 +405,10 @@ class ToolBox:
                 text = self.draft.edit(args.get("old"), args.get("new"),
                                        args.get("description"), args.get("hypothesis"))
                 return text + self.draft.suggest(args.get("suggested_configs")), False
+            if name in CHECK_TOOLS:
+                if self.checks is None:
+                    raise ToolError(f"{name} is not available in this run")
+                return self.checks.run(name, self.draft.source)
             if name == "check_kernel":
                 problems = self.draft.problems()
                 if not problems:

@@ -50,7 +50,9 @@ from autokernel.harness.timing import (
     MAX_ROUNDS, DeviceTimer, Samples, Spinner, SyncedCalls, TimedRounds, hidden_work_reason, iqr,
     make_flush_buffer, median, rounds_for, synced_calls,
 )
-from autokernel.harness.verdict import NO_LAUNCH, WHERE, Verdict, exception_summary
+from autokernel.harness.verdict import (
+    NO_LAUNCH, WHERE, Verdict, exception_detail, exception_summary,
+)
 from autokernel.ops import get_spec
 from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
 
@@ -149,7 +151,7 @@ class Candidate:
         job = self.job
         self.compiled: dict[tuple[Shape, torch.dtype], Callable[..., Any]] = {}
         self.cached_compile: dict[tuple[Shape, torch.dtype], dict[str, Any]] = {}
-        if self.device.type == "cuda":
+        if self.device.type == "cuda" and not job.get("correctness_only"):
             for k, (shape, dtype) in enumerate(self.timed):
                 key = self._baseline_key(shape, dtype)
                 if key in job["cached_baselines"]:
@@ -158,18 +160,20 @@ class Candidate:
                 compiled = self._compile_stock(k, shape, dtype)
                 if compiled is not None:
                     self.compiled[(shape, dtype)] = compiled
-        else:
+        elif self.device.type != "cuda":
             self.report.notes.append("torch.compile baseline skipped on the CPU interpreter")
         self.liger = None  # imported now, before the candidate exists, like the other baselines
         # Not for a quick sweep (the loop's screen): importing Liger costs seconds per worker,
         # and every keep's full sweep times it.
-        if self.spec.liger is not None and self.device.type == "cuda" and not job["quick"]:
+        if (self.spec.liger is not None and self.device.type == "cuda" and not job["quick"]
+                and not job.get("correctness_only")):
             try:
                 self.liger = self.spec.liger()
             except Exception as exc:  # a broken optional install costs the baseline, not more
                 self.report.notes.append(f"liger-kernel baseline unavailable: "
                                          f"{type(exc).__name__}: {str(exc)[:200]}")
-        elif self.spec.liger is not None and self.device.type == "cuda":
+        elif (self.spec.liger is not None and self.device.type == "cuda"
+              and not job.get("correctness_only")):
             self.report.notes.append("liger-kernel baseline not timed on a quick sweep")
         self._sync()
         poisoned = poison_free_cache(self.device)
@@ -220,7 +224,8 @@ class Candidate:
             module_spec.loader.exec_module(module)
         except BaseException as exc:
             raise Verdict("CRASH", "import", "importing kernel.py raised "
-                          + exception_summary(exc, path)) from None
+                          + exception_summary(exc, path),
+                          detail=exception_detail(exc, path)) from None
         self._check_integrity("import", threads, "while importing kernel.py")
         kernel_fn = getattr(module, "kernel_fn", None)
         if not callable(kernel_fn):
@@ -339,7 +344,8 @@ class Candidate:
             self._check_integrity(stage, threads, f"at {where}")
             self._refuse_violations(stage, where)
             raise Verdict("CRASH", stage, f"{where}: "
-                          + exception_summary(exc, self.kernel_path)) from None
+                          + exception_summary(exc, self.kernel_path),
+                          detail=exception_detail(exc, self.kernel_path)) from None
         finally:
             self.monitor.armed = False
         self._check_integrity(stage, threads, f"at {where}")
@@ -486,7 +492,8 @@ class Candidate:
                 monitor.armed = False
                 self._refuse_violations("timing", where)
                 raise Verdict("CRASH", "timing", f"{where}: "
-                              + exception_summary(exc, kernel_path)) from None
+                              + exception_summary(exc, kernel_path),
+                              detail=exception_detail(exc, kernel_path)) from None
             finally:
                 monitor.armed = False
                 recorder.poison_allocations = True

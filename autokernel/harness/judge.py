@@ -38,7 +38,7 @@ from autokernel.harness.inputs import (
     TIMED_CALL_STRIDE, generator, make_inputs, output_digest, relayout, splice, tensors,
 )
 from autokernel.harness.protocol import Job, WorkerReport
-from autokernel.harness.verdict import WHERE, Verdict, gib, oom_summary
+from autokernel.harness.verdict import DETAIL_CHARS, WHERE, Verdict, gib, oom_summary
 from autokernel.ops import get_spec
 from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
 
@@ -112,9 +112,13 @@ class Judge:
             self.stage, self.where = "edge_sizes", self.kept_where or ""
             self._ask("check_kept")
             self._phase("correctness")
-            self.stage = "timing"
-            self._run_timing()
-            self.report.stages["timing"] = "pass"
+            if self.job.correctness_only:  # a draft's check (test_kernel): a verdict, no speed
+                self.report.stages["timing"] = "skip"
+                self.report.notes.append("correctness only: not timed")
+            else:
+                self.stage = "timing"
+                self._run_timing()
+                self.report.stages["timing"] = "pass"
         except torch.OutOfMemoryError as exc:  # the judge's own allocations: a clean CRASH
             self._fail(Verdict("CRASH", self.stage, f"out of memory during {self.stage}: "
                                f"{oom_summary(exc)}"))
@@ -130,6 +134,7 @@ class Judge:
         self.report.stage = verdict.stage
         self.report.reason = verdict.reason
         self.report.rule = verdict.rule
+        self.report.detail = verdict.detail
         self.report.stages[verdict.stage] = "fail"
         for stage in (*STAGES, "timing"):
             self.report.stages.setdefault(stage, "skip")
@@ -196,10 +201,12 @@ class Judge:
                 raise channel.BadMessage("a malformed verdict")
             reason = str(v.get("reason", "")).replace(WHERE, self.where)
             raise Verdict(str(v.get("status")), str(v.get("stage") or self.stage), reason,
-                          v.get("rule") if isinstance(v.get("rule"), str) else None)
+                          v.get("rule") if isinstance(v.get("rule"), str) else None,
+                          str(v.get("detail") or "")[:DETAIL_CHARS].replace(WHERE, self.where))
         if "harness_error" in reply:
+            error = str(reply["harness_error"])
             raise Verdict("CRASH", "harness", "internal harness error in the candidate process: "
-                          + str(reply["harness_error"])[-1500:])
+                          + error[-1500:], detail=error[-DETAIL_CHARS:])
         if "oom" in reply:
             raise Verdict("CRASH", self.stage, f"out of memory during {self.stage}"
                           f"{' at ' + self.where if self.where else ''}: {reply['oom']}")
@@ -212,7 +219,7 @@ class Judge:
                 "timing_dtypes": job.timing_dtypes, "quick": job.quick,
                 "timing_budget_s": job.timing_budget_s, "cached_baselines": job.cached_baselines,
                 "incumbent_path": job.incumbent_path, "min_gain": job.min_gain,
-                "timing_seed": self.timing_seed}
+                "timing_seed": self.timing_seed, "correctness_only": job.correctness_only}
 
     def _call(self, prepared: Prepared, where: str, **options: bool) -> Any:
         """The kernel's output on the inputs last handed over, or a Mismatch-ready description

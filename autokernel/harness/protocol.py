@@ -34,6 +34,7 @@ class Job:
     cached_baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     incumbent_path: str | None = None  # the worker's copy of the current best, timed alongside
     min_gain: float = 0.01  # a paired interval straddling 1 + min_gain widely is re-timed once
+    correctness_only: bool = False  # every correctness and anti-cheat stage, then no timing
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -83,6 +84,7 @@ class WorkerReport:
     stage: str | None = None
     reason: str = ""
     rule: str | None = None
+    detail: str = ""  # the full text behind `reason` (traceback, compiler message), bounded
     stages: dict[str, str] = field(default_factory=dict)
     stage_cases: dict[str, int] = field(default_factory=dict)
     timings: list[TimedShape] = field(default_factory=list)

@@ -60,6 +60,7 @@ class BenchResult:
     status: Status
     stage: str | None = None  # the stage that decided a non-PASS status, else None
     reason: str = ""
+    detail: str = ""  # the failure's full text (traceback, compiler message), a few KB at most
     kernel_type: str | None = None
     backend: str | None = None
     device: str = "cuda"

@@ -28,6 +28,7 @@ from autokernel.harness.protocol import (
 )
 from autokernel.harness.result import BenchResult, ShapeTiming, Status
 from autokernel.harness.spawn import candidate_env, default_cache_dir, spawn_worker
+from autokernel.harness.verdict import DETAIL_CHARS
 
 DEFAULT_TIMEOUT_S = 600.0
 BASELINE_CACHE_FILE = "harness-baselines.json"
@@ -102,6 +103,7 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
 
     result.status = Status(report.status)
     result.stage, result.reason, result.rule = report.stage, report.reason, report.rule
+    result.detail = report.detail
     result.stages = {**result.stages, **report.stages}  # static_scan first, then the worker's
     result.stage_cases = dict(report.stage_cases)
     result.peak_vram_mb = report.peak_vram_mb
@@ -191,6 +193,7 @@ def run_bench(
     static_scan: bool = True,
     incumbent: str | Path | None = None,
     min_gain: float = 0.01,
+    correctness_only: bool = False,
 ) -> BenchResult:
     """Judge one kernel file: static scan, five correctness stages, anti-cheat, timing.
 
@@ -206,6 +209,8 @@ def run_bench(
     - `incumbent`: the current best kernel file, timed in the same rounds as this one (paired A/B:
       `vs_incumbent` with its 95% interval); `min_gain`: a paired interval that straddles
       1 + min_gain and is wide is re-timed once with more rounds.
+    - `correctness_only`: every correctness and anti-cheat stage in the same sandboxed worker,
+      then no baselines and no timing (a draft's check, for the claude agent's test_kernel).
 
     Raises BenchInputError for a missing file or an impossible shape or dtype; every judgement
     of the kernel itself, including "not a kernel file", is a BenchResult.
@@ -307,7 +312,7 @@ def run_bench(
             seed=secrets.randbelow(2**62), nonce=secrets.token_hex(16), result_fd=-1,
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
             incumbent_path=str(incumbent_copy) if incumbent_copy is not None else None,
-            min_gain=min_gain,
+            min_gain=min_gain, correctness_only=correctness_only,
         )
         env = candidate_env(device, workdir, caches)
         spawned = time.perf_counter()
@@ -335,10 +340,12 @@ def run_bench(
             result.reason = f"worker exited with status {returncode} before giving a verdict"
         if output_tail.strip():
             result.reason += f": {_last_lines(output_tail)}"
+            result.detail = output_tail[-DETAIL_CHARS:]
         return finish(result)
     apply_report(result, report, spec, device)
     if report.stage == "worker" and output_tail.strip():  # the candidate process died
         result.reason += f": {_last_lines(output_tail)}"
+        result.detail = output_tail[-DETAIL_CHARS:]
     # What the worker's own phases do not cover: interpreter start, imports, CUDA init, exit.
     startup = worker_seconds - sum(report.phase_seconds.values())
     result.phase_seconds = {"startup": round(startup, 3), **result.phase_seconds}

@@ -4,25 +4,29 @@ from __future__ import annotations
 
 import traceback
 
-from autokernel.text import error_summary
+from autokernel.text import bounded_text, error_summary
 
 NO_LAUNCH = ("kernel_fn launched no Triton kernel (a launch-free shortcut is refused even where "
              "it is exact, as for N == 1: the harness judges the kernel, not the shortcut)")
 # The candidate process does not know which case it is called on: its reasons say WHERE, and the
 # judge puts the case's description there (and the stage, when the candidate leaves it empty).
 WHERE = "{where}"
+# How much of a failure's full text (traceback, compiler message) a verdict carries in `detail`.
+DETAIL_CHARS = 8000
 
 
 class Verdict(Exception):
     """Ends the run with a non-PASS status."""
 
-    def __init__(self, status: str, stage: str, reason: str, rule: str | None = None) -> None:
+    def __init__(self, status: str, stage: str, reason: str, rule: str | None = None,
+                 detail: str = "") -> None:
         super().__init__(reason)
         self.status, self.stage, self.reason, self.rule = status, stage, reason, rule
+        self.detail = detail  # the full text behind `reason` (a traceback), bounded
 
     def to_dict(self) -> dict[str, str | None]:
         return {"status": self.status, "stage": self.stage, "reason": self.reason,
-                "rule": self.rule}
+                "rule": self.rule, "detail": self.detail}
 
 
 def gib(nbytes: float) -> str:
@@ -53,3 +57,11 @@ def exception_summary(exc: BaseException, kernel_path: str) -> str:
                 line = lineno
     where = f" (kernel.py line {line})" if line is not None else ""
     return error_summary(exc, limit=400) + where
+
+
+def exception_detail(exc: BaseException, kernel_path: str) -> str:
+    """The exception's whole traceback and message (a Triton compile error's message carries the
+    offending source lines), bounded to DETAIL_CHARS, the candidate's private copy named
+    kernel.py."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    return bounded_text(text.replace(kernel_path, "kernel.py"), DETAIL_CHARS)

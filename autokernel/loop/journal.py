@@ -20,6 +20,7 @@ from typing import Any
 
 from autokernel.agents.base import Proposal
 from autokernel.harness.result import BenchResult
+from autokernel.loop.attempts import record_attempt
 from autokernel.loop.config import LoopConfig
 from autokernel.loop.context import Briefing
 from autokernel.loop.dashboard import Dashboard
@@ -141,6 +142,8 @@ class Journal:
             if flight.result:
                 self.ws.write_verdict(flight.experiment, flight.result)
             self.results.append(row)
+        record_attempt(self.ws.root, flight.experiment, flight.source, flight.verdict,
+                       flight.verdict_reason, result)  # attempts/NNNN: a failure's full error
         if flight.verdict not in COMMITTED_STATUSES:
             self.ws.reset_to(self.state.head)
         self.last_result = result
