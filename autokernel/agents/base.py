@@ -44,6 +44,20 @@ class Attempt:
 
 
 @dataclass
+class ParentKernel:
+    """The kernel an LLM experiment edits: the current best, or another passing structure of the
+    target's frontier (a near-miss, autokernel.agents.frontier). Its child is judged against the
+    current best like any candidate."""
+
+    experiment: int  # the experiment that measured it
+    source: str
+    latency_us: float | None
+    why: str  # why it was picked, in words for the prompt
+    is_best: bool = True
+    best_latency_us: float | None = None  # the current best's, for the comparison
+
+
+@dataclass
 class AgentContext:
     target: Target
     device: str
@@ -54,6 +68,10 @@ class AgentContext:
     best: BenchResult | None  # harness verdict of the current best
     experiment: int  # number of the experiment about to run
     workspace: str | None = None  # the run's workspace directory, readable by LLM agents
+    parent: ParentKernel | None = None  # what the LLM edits; None: best_source (set by the agent)
+    # This round's drafts already written, not yet measured (--drafts): propose something else.
+    sibling_drafts: list[str] = field(default_factory=list)
+    lessons: str = ""  # the target's lessons.md, bounded, most informative entries first
 
 
 @dataclass
@@ -61,6 +79,8 @@ class Proposal:
     source: str  # the whole new kernel.py
     description: str  # one line, goes into results.tsv and the commit message
     hypothesis: str = ""
+    # What the agent says this experiment or the history taught it, for the target's lessons.md.
+    lesson: str = ""
     tunables: dict[str, Any] = field(default_factory=dict)
     # Tokens summed over the LLM calls behind this proposal. input_tokens counts every prompt
     # token (cache reads and writes included); the cache_* fields break it down.

@@ -14,6 +14,8 @@ Layout of DIR (tracked unless marked ignored):
     verdicts/NNNN.json  (ignored) each experiment's whole harness verdict (stages, phase seconds)
     attempts/NNNN/    (ignored) a failed experiment's kernel.py and its full error, for agents
     lessons/<tag>.md  (ignored) the target's lessons.md: what was tried on it and what it taught
+    frontier/NNNN.py  (ignored) the Claude agent's drafts and passing sweep configurations, so its
+                      frontier of near-misses (reverted, never committed) survives a resume
     state.json        (ignored) run state and experiment journal
     .cache/           (ignored) harness caches, the run lock
 
@@ -51,6 +53,7 @@ CACHE_DIR = ".cache"
 VERDICTS_DIR = "verdicts"
 ATTEMPTS_DIR = "attempts"
 LESSONS_DIR = "lessons"
+FRONTIER_DIR = "frontier"
 BRANCH_PREFIX = "autokernel/"
 AUTHOR_NAME = "autokernel"
 AUTHOR_EMAIL = "autokernel@localhost"
@@ -58,7 +61,7 @@ AUTHOR_EMAIL = "autokernel@localhost"
 # (whose reverts run `git clean`) never deletes them.
 IGNORED = (RESULTS_FILE, STATE_FILE, f"{CACHE_DIR}/", "__pycache__/", "*.tmp", "run.log",
            "report.md", "report/", "progress.png", "verify.json", f"{VERDICTS_DIR}/",
-           f"{ATTEMPTS_DIR}/", f"{LESSONS_DIR}/")
+           f"{ATTEMPTS_DIR}/", f"{LESSONS_DIR}/", f"{FRONTIER_DIR}/")
 
 
 class WorkspaceError(RuntimeError):
