@@ -10,6 +10,7 @@ from autokernel.harness.result import BenchResult
 from autokernel.gpu.resources import resources_enabled
 from autokernel.loop.config import LoopConfig
 from autokernel.loop.hardware import HardwareBrief, gpu_facts
+from autokernel.loop.lessons import lessons_for_prompt
 from autokernel.loop.measure import speedups_text
 from autokernel.loop.results import ResultRow, ResultsLog
 from autokernel.loop.rows import attempt_from_row, row_cells
@@ -45,6 +46,7 @@ class Briefing:
             best=BenchResult.from_dict(target.best_result) if target.best_result else None,
             experiment=next_experiment,
             workspace=str(self.ws.root),
+            lessons=lessons_for_prompt(self.ws.lessons_path(target.tag)),
         )
 
     def history_of(self, target: TargetState, results: ResultsLog) -> list[Attempt]:

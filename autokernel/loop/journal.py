@@ -7,7 +7,8 @@ One experiment, by its journal phase (`InFlight.phase`):
     benchmarked  the verdict is journaled; a keep is then committed
     committed    the keep's commit is journaled
 
-then the row is appended to results.tsv, a non-keep resets the tree to the last kept commit, and
+then the row is appended to results.tsv and its entry to the target's lessons.md (each once, also
+when resume finishes the experiment), a non-keep resets the tree to the last kept commit, and
 one atomic state write updates the target's figures, clears the journal and advances the
 experiment counter. A target's end ("finishing") and a revisit's start ("reopening") are journaled
 the same way, by the target's status, before their commit.
@@ -25,6 +26,7 @@ from autokernel.loop.config import LoopConfig
 from autokernel.loop.context import Briefing
 from autokernel.loop.dashboard import Dashboard
 from autokernel.loop.judge import Judge
+from autokernel.loop.lessons import record_lesson
 from autokernel.loop.measure import measure, speedups_text
 from autokernel.loop.results import COMMITTED_STATUSES, ResultRow, ResultsLog, sanitize
 from autokernel.loop.rows import commit_message, fields_of_flight, result_row, tunables_of
@@ -142,6 +144,8 @@ class Journal:
             if flight.result:
                 self.ws.write_verdict(flight.experiment, flight.result)
             self.results.append(row)
+        record_lesson(self.ws.lessons_path(target.tag), row,  # once per experiment, also on resume
+                      self.briefing.history_of(target, self.results), lesson=flight.lesson)
         record_attempt(self.ws.root, flight.experiment, flight.source, flight.verdict,
                        flight.verdict_reason, result)  # attempts/NNNN: a failure's full error
         if flight.verdict not in COMMITTED_STATUSES:

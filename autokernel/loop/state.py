@@ -106,6 +106,7 @@ class InFlight:
     baseline: bool = False
     sweep: bool = False  # a cheap follow-up of an earlier idea: the plateau rule skips it
     hypothesis: str = ""
+    lesson: str = ""  # the agent's own lesson, for lessons.md (autokernel.loop.lessons)
     tunables: dict[str, Any] = field(default_factory=dict)
     input_tokens: int = 0
     output_tokens: int = 0
