@@ -96,6 +96,16 @@ def opening_text(request: Request) -> str:
     return "\n".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
 
 
+def tool_uses(request: Request) -> list[dict[str, Any]]:
+    """Every tool_use block the assistant has sent in this conversation, oldest first."""
+    uses = []
+    for message in request["messages"]:
+        if message.get("role") == "assistant" and isinstance(message.get("content"), list):
+            uses += [b for b in message["content"]
+                     if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return uses
+
+
 def tool_names(request: Request) -> list[str]:
     return [str(t.get("name")) for t in request.get("tools") or []]
 
