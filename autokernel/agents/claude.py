@@ -259,18 +259,19 @@ def make_claude_agent(
     """The agent behind `--agent claude`: Claude, with the tuner sweeping each new structure.
 
     `claude_options` go to ClaudeAgent (model, max_cost, max_llm_calls, ...; one it does not take
-    is a TypeError), `seed` to the tuner. `tuner_sweeps=False` gives Claude alone.
+    is a TypeError), `seed` to the tuner. `tuner_sweeps=False` gives Claude alone, with the tuner
+    only as the stand-in once the LLM cannot go on.
     """
     llm = ClaudeAgent(**claude_options)
-    if not tuner_sweeps:
-        return llm
     from autokernel.agents.hybrid import HybridAgent
     from autokernel.agents.tuner import TunerAgent
 
+    # Without sweeps the hybrid is still the wrapper: if the API keeps failing, the tuner goes on.
     return HybridAgent(
         llm,
         TunerAgent(seed=seed),
         sweep_patience=sweep_patience,
         max_sweep_experiments=max_sweep_experiments,
         initial_sweep=initial_sweep,
+        structure_sweeps=tuner_sweeps,
     )

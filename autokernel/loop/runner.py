@@ -146,6 +146,9 @@ class Runner:
 
     def _stop(self, reason: str) -> str:
         """Record why the run stopped; the caller says it once, in the end-of-run summary."""
+        handover = getattr(self.agent, "handover_note", "")  # the LLM gave way to the tuner
+        if isinstance(handover, str) and handover:
+            reason = f"{reason}; {handover}"
         self.state.stop_reason = reason
         self.stop_message = reason
         return reason
@@ -205,6 +208,9 @@ class Runner:
         except Exception as exc:  # an agent bug must not end the night
             proposal = Proposal(source="", description="agent error",
                                 error=f"{type(exc).__name__}: {exc}")
+        notice = getattr(self.agent, "take_notice", None)  # e.g. the hybrid's handover
+        if callable(notice) and isinstance(text := notice(), str) and text:
+            self.dashboard.message(f"{target.tag}: {text}")
         if proposal is None:
             target.agent_exhausted = True
             why = getattr(self.agent, "last_message", "") or "nothing left worth trying"
