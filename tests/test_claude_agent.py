@@ -112,6 +112,9 @@ def claude_agent(cassette: Cassette, **options: Any) -> ClaudeAgent:
     httpx2 = sdk()
     options.setdefault("failure_backoff_s", 0.0)
     options.setdefault("sleep", lambda seconds: None)
+    # The cassettes are the coder's exchanges; the planner's request is tested with the scripted
+    # model (tests/test_lessons_and_planner.py).
+    options.setdefault("planner", False)
     return ClaudeAgent(
         api_key="sk-ant-test",
         http_client=httpx2.Client(transport=httpx2.MockTransport(cassette.handler)),
@@ -207,12 +210,13 @@ def test_tool_use_edit_is_proposed_then_kept_and_remembered() -> None:
 
     agent.observe(proposal, passing(40.0), kept=True)
     history = [Attempt(0, "starter", "baseline", latency_us=50.0),
-               Attempt(1, proposal.description, "keep", latency_us=40.0, speedup_vs_eager=1.25)]
+               Attempt(1, proposal.description, "keep", latency_us=40.0, speedup_vs_eager=1.25,
+                       hypothesis=proposal.hypothesis)]  # as results.tsv gives it back
     reverted = agent.propose(make_context(EDITED_KERNEL, experiment=2, history=history))
     assert reverted is not None and reverted.source == ROW_VECTOR_KERNEL
     prompt = json.dumps(cassette.requests[3])
     assert "#1 keep 1.25x eager" in prompt
-    assert "hypothesis: x is read once" in prompt  # the agent remembers why it tried it
+    assert "hypothesis: x is read once" in prompt  # the history says why it was tried
     agent.observe(reverted, passing(45.0), kept=False)
 
 
@@ -352,7 +356,7 @@ def test_loopback_http_server_through_anthropic_base_url(monkeypatch: pytest.Mon
         monkeypatch.setenv("ANTHROPIC_BASE_URL", url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-loopback")
         monkeypatch.setenv("NO_PROXY", "127.0.0.1")
-        agent = make_claude_agent(tuner_sweeps=False, max_retries=0)
+        agent = make_claude_agent(tuner_sweeps=False, max_retries=0, planner=False)
         proposal = agent.propose(make_context())
     assert proposal is not None and proposal.source == EDITED_KERNEL
     assert cassette.paths == ["/v1/messages"] * 3
@@ -597,7 +601,7 @@ def test_prompt_has_what_the_agent_needs_and_stays_bounded() -> None:
     assert "idea 5:" not in prompt  # older attempts are summarized, not listed
     assert "403 experiments" in prompt
     assert "x" * 300 not in prompt  # errors are cut to a line, never raw logs
-    assert len(describe_history(history, {}, 30).splitlines()) <= 30 + 12
+    assert len(describe_history(history, 30).splitlines()) <= 30 + 12
 
 
 def test_workspace_program_md_overrides_the_packaged_one(workspace: Path) -> None:

@@ -22,7 +22,11 @@ AGENT_NAMES: tuple[str, ...] = ("tuner", "claude", "auto")
 AGENT_OPTIONS: dict[str, tuple[str, ...]] = {
     "tuner": ("seed",),
     # seed: the tuner that sweeps each new structure's tunables (tuner_sweeps=False: Claude alone)
-    "claude": ("seed", "model", "max_cost", "max_llm_calls", "tuner_sweeps"),
+    # and the frontier's draws; drafts: conversations per round (autokernel.agents.frontier);
+    # planner: a planning request before each conversation, planner_model its model
+    # (autokernel.agents.claude_planner)
+    "claude": ("seed", "model", "max_cost", "max_llm_calls", "tuner_sweeps", "drafts",
+               "planner", "planner_model"),
 }
 PROGRAM_PATH = Path(__file__).resolve().parent / "program.md"
 

@@ -5,8 +5,14 @@ best kernel.py, the GPU and where the best sits on its roofline, and a compact h
 tried; Claude edits an in-memory kernel.py with the tools of `claude_tools` and ends its turn. The
 edited file is the proposal; the loop benchmarks it and keeps or reverts it.
 
+The conversation edits a parent picked on the target's frontier (`frontier`): mostly the current
+best, sometimes another passing structure (a near-miss), so a structure slower alone can still lead
+somewhere. With `drafts` N, each round is N conversations, handed to the loop one per experiment.
+
 The parts, one module each:
-- `claude_prompt`: what Claude is told (role, playbook, target, best, bounded history).
+- `claude_prompt`: what Claude is told (role, playbook, target, best, bounded history, lessons).
+- `claude_planner`: one request without tools before each conversation, writing 2-3 plans tied to
+  lines of the kernel; the conversation implements one. A failed planning call only loses the plans.
 - `claude_loop`: the conversation of one experiment (requests, tools, nudges, `max_turns`).
 - `claude_spend`: prices, each reply's cost, and the run's `--max-cost`/`--max-llm-calls` caps,
   kept in the workspace so a resumed run goes on counting.
@@ -21,8 +27,9 @@ from __future__ import annotations
 
 import os
 import time
+from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from typing import Any
 
 from autokernel.agents.base import Agent, AgentContext, AgentStop, Proposal
@@ -33,22 +40,19 @@ from autokernel.agents.claude_errors import (
     MODEL_ENV, ClaudeConfigError, FailureStreak, Outcome, experiment_error, failure_label,
 )
 from autokernel.agents.claude_loop import ToolLoop
-from autokernel.agents.claude_prompt import PROGRAM_FILE, load_program, opening_message
-from autokernel.agents.claude_spend import RunBudget, Spend
+from autokernel.agents.claude_planner import Planner
+from autokernel.agents.claude_prompt import (
+    PROGRAM_FILE, extract_lesson, load_program, opening_message,
+)
+from autokernel.agents.claude_spend import RunBudget, Spend, price_for
 from autokernel.agents.claude_tools import KERNEL_FILE, KernelDraft, WorkspaceReader, one_line
+from autokernel.agents.frontier import Frontier, parent_tag
 from autokernel.harness.result import BenchResult
 
 DEFAULT_MODEL = "claude-sonnet-5-5"
 EFFORT_ENV = "AUTOKERNEL_CLAUDE_EFFORT"
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
-
-
-@dataclass
-class _TargetMemory:
-    """The hypotheses behind this target's experiments, shown next to their results."""
-
-    key: tuple[Any, ...]
-    hypotheses: dict[int, str] = field(default_factory=dict)
+PLANNER_MODEL_ENV = "AUTOKERNEL_CLAUDE_PLANNER_MODEL"
 
 
 class ClaudeAgent:
@@ -70,6 +74,13 @@ class ClaudeAgent:
         failure_backoff_s: float = 30.0,
         history_limit: int = 40,
         effort: str | None = None,
+        drafts: int = 1,
+        frontier_size: int = 4,
+        explore: float = 0.25,
+        seed: int = 0,
+        planner: bool = True,
+        planner_model: str | None = None,
+        planner_max_tokens: int = 2_048,
         api_key: str | None = None,
         base_url: str | None = None,
         http_client: Any = None,
@@ -85,15 +96,32 @@ class ClaudeAgent:
                 f"effort must be one of {', '.join(EFFORTS)}; got {self.effort!r}"
             )
         self.history_limit = history_limit
+        if drafts < 1:
+            raise ClaudeConfigError(f"drafts must be at least 1; got {drafts}")
+        self.drafts = drafts
+        try:
+            self.frontier = Frontier(size=frontier_size, explore=explore, seed=seed)
+        except ValueError as exc:
+            raise ClaudeConfigError(str(exc)) from exc
+        # This round's drafts not yet handed to the loop, and the target they belong to.
+        self._queue: deque[Proposal] = deque()
+        self._queue_target: tuple[Any, ...] | None = None
         self.failures = FailureStreak(max_consecutive_failures, failure_backoff_s, sleep)
         self._client = _make_client(anthropic, timeout, max_retries, api_key, base_url, http_client)
         self._tool_loop = ToolLoop(client=self._client, model=self.model, max_tokens=max_tokens,
                                    effort=self.effort, max_turns=max(1, max_turns),
                                    budget=self.budget)
+        # Plans before each coder conversation: one request without tools (claude_planner).
+        self.planner: Planner | None = None
+        if planner:
+            model_of_plans = planner_model or os.environ.get(PLANNER_MODEL_ENV) or self.model
+            if max_cost is not None and price_for(model_of_plans) is None:
+                raise ClaudeConfigError(f"no price is known for planner model {model_of_plans!r}, "
+                                        "so --max-cost cannot be enforced")
+            self.planner = Planner(client=self._client, model=model_of_plans, budget=self.budget,
+                                   max_tokens=planner_max_tokens)
         self._stop_reason = ""
         self._check_runners = checks or CheckRunners()  # compile_kernel / test_kernel
-        self._memory: _TargetMemory | None = None
-        self._pending: tuple[int, str] | None = None  # (experiment, hypothesis) awaiting observe
 
     # -- the run's spend, for the loop's report -------------------------------------------
 
@@ -116,16 +144,48 @@ class ClaudeAgent:
     # -- Agent protocol ---------------------------------------------------------------------
 
     def propose(self, context: AgentContext) -> Proposal | None:
+        """The next queued draft; with none left, a round of `drafts` conversations first."""
+        target = (context.target.rank, context.target.kernel_type)
+        if self._queue and self._queue_target == target:
+            return self._hand_out(self._queue.popleft(), context)
+        self._queue.clear()  # drafts of a target the loop has left are stale
+        self._queue_target = target
         if self._stop_reason:
             raise AgentStop(self._stop_reason)
         self.budget.open_ledger(context.workspace)
         stop = self.budget.stop_reason()
         if stop:
             raise AgentStop(stop)
-        self._remember_target(context)
-        self.failures.wait_before_next_try()
+        self.frontier.sync(context)
+        for slot in range(self.drafts):
+            if slot and (self._stop_reason or self.budget.stop_reason()):
+                break  # what this round already drafted is paid for: hand it out first
+            try:
+                self._queue.append(self._draft(context, slot))
+            except AgentStop:
+                if not self._queue:
+                    raise
+                break
+        return self._hand_out(self._queue.popleft(), context)
 
-        draft = KernelDraft(original=context.best_source, kernel_type=context.target.kernel_type)
+    def _hand_out(self, proposal: Proposal, context: AgentContext) -> Proposal:
+        if not proposal.error:  # its source, for the frontier of this run and of a resume
+            self.frontier.remember(context.experiment, proposal.source, context.workspace)
+        return proposal
+
+    def _draft(self, context: AgentContext, slot: int) -> Proposal:
+        """One conversation: Claude edits a parent picked on the frontier (or context.parent)."""
+        parent = context.parent or self.frontier.pick(context.experiment, slot)
+        siblings = [p.description for p in self._queue if not p.error]
+        context = replace(context, parent=parent, sibling_drafts=siblings)
+        proposal = self._converse_draft(context, parent.source)
+        if not parent.is_best:
+            proposal.description = parent_tag(parent.experiment) + proposal.description
+        return proposal
+
+    def _converse_draft(self, context: AgentContext, original: str) -> Proposal:
+        self.failures.wait_before_next_try()
+        draft = KernelDraft(original=original, kernel_type=context.target.kernel_type)
         spend = Spend()
         checks = DraftChecks(CheckTarget.from_context(context), self._check_runners)
         outcome = self._converse(context, draft, spend, checks)
@@ -137,7 +197,6 @@ class ClaudeAgent:
         if error:
             return self._no_candidate(context, proposal, error, outcome, spend)
         self.failures.succeeded()
-        self._pending = (context.experiment, proposal.hypothesis)
         try:
             from autokernel.kernelfile import parse_kernel_source
 
@@ -147,19 +206,17 @@ class ClaudeAgent:
         return proposal
 
     def observe(self, proposal: Proposal, result: BenchResult, kept: bool) -> None:
-        if self._pending is None or self._memory is None:
-            return
-        experiment, hypothesis = self._pending
-        self._pending = None
-        if hypothesis:
-            self._memory.hypotheses[experiment] = hypothesis
+        # What was tried and why comes back from results.tsv (each Attempt's hypothesis) and the
+        # target's lessons.md, so nothing needs remembering here: a resume loses nothing. The
+        # frontier, too, reads each verdict back from the history (autokernel.agents.frontier).
+        return None
+
+    def remember_source(self, experiment: int, source: str) -> None:
+        """A passing kernel another agent proposed (a tuner sweep's configuration), so that the
+        frontier can edit that structure at its fastest configuration."""
+        self.frontier.remember(experiment, source)
 
     # -- the steps of an experiment ---------------------------------------------------------
-
-    def _remember_target(self, context: AgentContext) -> None:
-        key = (context.target.rank, context.target.kernel_type)
-        if self._memory is None or self._memory.key != key:
-            self._memory = _TargetMemory(key=key)
 
     def _converse(self, context: AgentContext, draft: KernelDraft, spend: Spend,
                   checks: DraftChecks | None = None) -> Outcome:
@@ -170,8 +227,9 @@ class ClaudeAgent:
         reader = WorkspaceReader(context.workspace, overlay)
         try:
             program = load_program(context.workspace)
-            hypotheses = self._memory.hypotheses if self._memory else {}
-            opening = opening_message(context, hypotheses, self.history_limit)
+            plans = self.planner.plan(program, context, self.history_limit, spend) \
+                if self.planner is not None else ""
+            opening = opening_message(context, self.history_limit, plans)
             return self._tool_loop.converse(program, opening, draft, reader, spend, checks)
         except Exception as exc:  # a reply this code did not foresee must not end the night
             return Outcome(error=f"unexpected reply: {type(exc).__name__}: {exc}")
@@ -182,6 +240,7 @@ class ClaudeAgent:
             description=draft.description
             or one_line(outcome.final_text or "claude edit (no description given)"),
             hypothesis=draft.hypothesis or one_line(outcome.final_text, 400),
+            lesson=extract_lesson(outcome.final_text),
             suggested_configs=list(draft.suggested_configs),
             input_tokens=spend.prompt_tokens,
             output_tokens=spend.output_tokens,
@@ -259,10 +318,10 @@ def make_claude_agent(
     """The agent behind `--agent claude`: Claude, with the tuner sweeping each new structure.
 
     `claude_options` go to ClaudeAgent (model, max_cost, max_llm_calls, ...; one it does not take
-    is a TypeError), `seed` to the tuner. `tuner_sweeps=False` gives Claude alone, with the tuner
-    only as the stand-in once the LLM cannot go on.
+    is a TypeError), `seed` to the tuner and the frontier's draws. `tuner_sweeps=False` gives
+    Claude alone, with the tuner only as the stand-in once the LLM cannot go on.
     """
-    llm = ClaudeAgent(**claude_options)
+    llm = ClaudeAgent(seed=seed, **claude_options)
     from autokernel.agents.hybrid import HybridAgent
     from autokernel.agents.tuner import TunerAgent
 

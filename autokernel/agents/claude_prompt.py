@@ -2,12 +2,15 @@
 
 The stable prefix (tools, role + playbook, then target + reference) carries `cache_control`, so an
 overnight run pays full price for it about once per target; the per-experiment part (best kernel,
-roofline, history) follows. History stays bounded: one line per attempt, at most `history_limit`
-of the latest, runs of unkept tuner configurations folded into one line, every kept step kept.
+roofline, history, lessons, the planner's plans) follows. History stays bounded: one line per
+attempt with its hypothesis (results.tsv's column), at most `history_limit` of the latest, runs of
+unkept tuner configurations folded into one line, every kept step kept; the target's lessons.md
+comes bounded by the loop (`autokernel.loop.lessons`).
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -146,7 +149,7 @@ def describe_best(best: BenchResult | None) -> str:
     return line
 
 
-def _attempt_line(attempt: Attempt, hypothesis: str | None) -> str:
+def _attempt_line(attempt: Attempt) -> str:
     line = f"#{attempt.experiment} {attempt.status}"
     if attempt.speedup_vs_eager is not None:
         line += f" {attempt.speedup_vs_eager:.2f}x eager"
@@ -160,8 +163,8 @@ def _attempt_line(attempt: Attempt, hypothesis: str | None) -> str:
     if attempt.stage or attempt.reason:
         where = f"stage {attempt.stage}: " if attempt.stage else ""
         line += f" -- {where}{one_line(attempt.reason, 200)}"
-    if hypothesis:
-        line += f" (hypothesis: {one_line(hypothesis, 160)})"
+    if attempt.hypothesis:  # results.tsv's hypothesis column: it survives a resume
+        line += f" (hypothesis: {one_line(attempt.hypothesis, 160)})"
     if attempt.status in FAILED_VERDICTS and attempt.stage and attempt.stage != "agent":
         line += f" [full error: {error_file(attempt.experiment)}]"
     return line
@@ -187,9 +190,7 @@ def _sweep_line(sweep: list[Attempt]) -> str:
     return line
 
 
-def describe_history(
-    history: list[Attempt], hypotheses: dict[int, str], limit: int
-) -> str:
+def describe_history(history: list[Attempt], limit: int) -> str:
     """Compact history: counts, every kept step (the lineage), and the latest attempts."""
     if not history:
         return "# History on this target\nNothing tried yet beyond the starter."
@@ -202,7 +203,7 @@ def describe_history(
     older_keeps = [a for a in history[:-limit] if a.status in ("keep", "baseline")][-10:]
     if older_keeps:
         lines.append("Earlier kept steps:")
-        lines += [_attempt_line(a, hypotheses.get(a.experiment)) for a in older_keeps]
+        lines += [_attempt_line(a) for a in older_keeps]
     if len(history) > limit:
         lines.append(f"Latest {len(recent)} experiments:")
     sweep: list[Attempt] = []
@@ -214,7 +215,7 @@ def describe_history(
             lines.append(_sweep_line(sweep))
             sweep = []
         if attempt is not None:
-            lines.append(_attempt_line(attempt, hypotheses.get(attempt.experiment)))
+            lines.append(_attempt_line(attempt))
     stages = [a.stage for a in recent[-4:] if a.status not in ("keep", "revert", "baseline")]
     if len(stages) >= 3 and len(set(stages)) == 1:
         lines.append(
@@ -224,39 +225,93 @@ def describe_history(
     return "\n".join(lines)
 
 
-def describe_experiment(
-    context: AgentContext, hypotheses: dict[int, str], history_limit: int
-) -> str:
+def describe_space(source: str) -> str:
+    """The kernel's TUNABLE_SPACE and current values, in one line."""
     from autokernel.kernelfile import KernelFileError, parse_kernel_source
 
     try:
-        info = parse_kernel_source(context.best_source)
-        space = (
-            f"Its TUNABLE_SPACE: {info.space}; current values: {info.tunables}."
-            if info.space
-            else "It declares no TUNABLE_SPACE yet."
-        )
+        info = parse_kernel_source(source)
     except KernelFileError as exc:
-        space = f"(It does not parse as a kernel file: {exc}.)"
-    return "\n".join([
-        "# The current best kernel.py (your draft starts as this file)",
-        "```python",
-        context.best_source.rstrip(),
-        "```",
-        space,
-        "",
+        return f"(It does not parse as a kernel file: {exc}.)"
+    if not info.space:
+        return "It declares no TUNABLE_SPACE yet."
+    return f"Its TUNABLE_SPACE: {info.space}; current values: {info.tunables}."
+
+
+def describe_standing(context: AgentContext, history_limit: int) -> str:
+    """Where the target stands: GPU and roofline, the best's figures, history, lessons."""
+    parts = [
         "# GPU and roofline",
         context.gpu_summary.strip() or "(no GPU summary)",
         describe_best(context.best),
         "",
-        describe_history(context.history, hypotheses, history_limit),
+        describe_history(context.history, history_limit),
+    ]
+    if context.lessons.strip():
+        parts += ["", "# Lessons on this target (lessons.md; most informative first)",
+                  context.lessons.strip()]
+    return "\n".join(parts)
+
+
+def draft_start(context: AgentContext) -> tuple[str, str]:
+    """What the draft starts as, with its heading: the current best, or the parent the frontier
+    picked instead (autokernel.agents.frontier)."""
+    parent = context.parent
+    if parent is None or parent.is_best:
+        return "The current best kernel.py", context.best_source
+    return f"The kernel.py of experiment {parent.experiment} (not the best)", parent.source
+
+
+def describe_parent(context: AgentContext) -> str:
+    """Which parent this experiment edits and how it compares to the best; this round's drafts."""
+    lines: list[str] = []
+    parent = context.parent
+    if parent is not None and not parent.is_best:
+        figures = _fmt(parent.latency_us, ".1f", " us")
+        if parent.latency_us and parent.best_latency_us:
+            figures += (f", {parent.latency_us / parent.best_latency_us:.2f}x the current best's "
+                        f"{parent.best_latency_us:.1f} us")
+        lines += [
+            f"# Your parent: experiment {parent.experiment} ({figures})",
+            f"This experiment edits experiment {parent.experiment}'s kernel, not the current best, "
+            f"picked {parent.why}. It passed every check but is not faster than the best: make "
+            "the change that takes THIS structure past the best. Your kernel is judged against "
+            "the current best like any other.",
+        ]
+    if context.sibling_drafts:
+        lines.append("Drafted already this round (not measured yet; propose something else): "
+                     + "; ".join(one_line(d, 100) for d in context.sibling_drafts))
+    return "\n".join(lines)
+
+
+def describe_experiment(context: AgentContext, history_limit: int, plans: str = "") -> str:
+    heading, source = draft_start(context)
+    parts = [
+        f"# {heading} (your draft starts as this file)",
+        "```python",
+        source.rstrip(),
+        "```",
+        describe_space(source),
         "",
+        describe_standing(context, history_limit),
+        "",
+    ]
+    if describe_parent(context):
+        parts += [describe_parent(context), ""]
+    if plans.strip():
+        parts += ["# Plans for this experiment (from a planning call; line numbers are those "
+                  "of the kernel above)", plans.strip(), ""]
+    parts += [
         f"# Experiment {context.experiment}",
         "Propose ONE focused change to kernel.py that you expect to be faster at the benchmarked "
-        "shape and still correct at every shape and dtype. Use the history: do not repeat what "
-        "was reverted or failed unless you fix the reason. Make the edit with the tools, then end "
-        "your turn.",
-    ])
+        "shape and still correct at every shape and dtype. Use the history and the lessons: do "
+        "not repeat what was reverted or failed unless you fix the reason. Make the edit with the "
+        "tools, then end your turn.",
+    ]
+    if plans.strip():
+        parts.append(PLAN_CHOICE)
+    parts.append(LESSON_ASK)
+    return "\n".join(parts)
 
 
 def system_blocks(program: str) -> list[dict[str, Any]]:
@@ -268,18 +323,35 @@ def system_blocks(program: str) -> list[dict[str, Any]]:
     ]
 
 
-def opening_message(
-    context: AgentContext, hypotheses: dict[int, str], history_limit: int
-) -> dict[str, Any]:
-    """The experiment's first user turn: the target (cached per target), then this experiment."""
+def opening_message(context: AgentContext, history_limit: int, plans: str = "") -> dict[str, Any]:
+    """The experiment's first user turn: the target (cached per target), then this experiment
+    (with the planner's plans when it wrote some)."""
     return {
         "role": "user",
         "content": [
             {"type": "text", "text": describe_target(context), "cache_control": CACHE_CONTROL},
-            {"type": "text", "text": describe_experiment(context, hypotheses, history_limit)},
+            {"type": "text", "text": describe_experiment(context, history_limit, plans)},
         ],
     }
 
+
+def extract_lesson(final_text: str) -> str:
+    """The 'Lesson: ...' line of Claude's closing summary (the last one), or ''."""
+    found = LESSON_LINE.findall(final_text or "")
+    return one_line(found[-1], 300) if found else ""
+
+
+PLAN_CHOICE = (
+    "Implement ONE of the plans above (or a clearly better idea if the plans are wrong); start "
+    "the hypothesis you give edit_kernel or write_kernel with the plan's name, e.g. "
+    "'plan 2: ...', or 'own plan: ...'."
+)
+LESSON_ASK = (
+    "In your closing summary you may add one line 'Lesson: ...': what the history, the lessons or "
+    "the code taught you that later experiments on this target should know. It is kept in the "
+    "target's lessons.md."
+)
+LESSON_LINE = re.compile(r"^[ \t*_>-]*lesson[*_]*\s*:[*_]*\s*(\S.*)$", re.IGNORECASE | re.MULTILINE)
 
 NO_KERNEL_NUDGE = (
     "You have not changed kernel.py. Make this experiment's change with edit_kernel or "
