@@ -44,20 +44,47 @@ def baseline() -> list[Attempt]:
     return [Attempt(0, "baseline", "baseline", latency_us=latency(START), tunables=dict(START))]
 
 
-def test_suggested_configs_are_measured_first_completed_with_the_drafts_values() -> None:
+def test_without_a_warm_start_suggestions_and_neighbours_take_turns() -> None:
     tuner, history = TunerAgent(seed=0), baseline()
     seeds = SweepSeeds(suggested=[{"BLOCK": 128}, {"WARPS": 1, "STAGES": 3}, {"BLOCK": 128}])
     proposed = []
-    for experiment in (1, 2, 3):
+    for experiment in (1, 2, 3, 4, 5):
         proposal = tuner.propose(context(history, experiment=experiment), seeds)
         assert proposal is not None
         proposed.append(proposal)
         history.append(Attempt(experiment, proposal.description, "revert",
                                latency_us=latency(proposal.tunables), tunables=proposal.tunables))
-    assert [p.tunables for p in proposed[:2]] == [{**START, "BLOCK": 128},
-                                                   {**START, "WARPS": 1, "STAGES": 3}]
-    assert all(p.hypothesis == "suggested by the LLM" for p in proposed[:2])
-    assert proposed[2].hypothesis.startswith("initial design")  # the repeat is not measured twice
+    # Every third measurement is a suggestion, in the LLM's order, completed with the draft's
+    # values, the repeat measured once; the surrogate (no warm start: once this sweep's own
+    # measurements tell good from bad) and the starter's neighbours take the turns in between.
+    assert proposed[0].tunables == {**START, "BLOCK": 128}
+    assert proposed[3].tunables == {**START, "WARPS": 1, "STAGES": 3}
+    whys = [p.hypothesis for p in proposed]
+    assert whys[0] == whys[3] == "suggested by the LLM" and whys.count(whys[0]) == 2
+    assert whys[1].startswith("initial design (seeded): the surrogate's best candidate")
+    assert whys[2].startswith("initial design (seeded): one step from the starter")
+
+
+def test_the_seeded_design_takes_turns_and_distrusts_a_suggestion_the_prior_found_bad() -> None:
+    every = [dict(zip(SPACE, (b, w, s))) for b in SPACE["BLOCK"] for w in SPACE["WARPS"]
+             for s in SPACE["STAGES"]]
+    prior = [PriorResult(t, 3 * latency(t), structure="old") for t in every]
+    worst = {"BLOCK": 16, "WARPS": 8, "STAGES": 3}  # the earlier structure's slowest
+    best = {"BLOCK": 128, "WARPS": 1, "STAGES": 1}
+    seeds = SweepSeeds(suggested=[worst, best], prior=prior)
+    tuner, history = TunerAgent(seed=0), baseline()
+    whys = []
+    for experiment in (1, 2, 3):
+        proposal = tuner.propose(context(history, experiment=experiment), seeds)
+        assert proposal is not None
+        whys.append(proposal.hypothesis)
+        if experiment == 1:  # the suggestion measured bad before comes after the other one
+            assert proposal.tunables == best
+        history.append(Attempt(experiment, proposal.description, "revert",
+                               latency_us=latency(proposal.tunables), tunables=proposal.tunables))
+    assert whys[0] == "suggested by the LLM"
+    assert whys[1].startswith("initial design (seeded): the surrogate's best candidate")
+    assert whys[2].startswith("initial design (seeded): one step from the starter")
 
 
 def test_a_warm_start_trains_the_surrogate_but_is_never_counted_as_measured() -> None:
@@ -69,8 +96,8 @@ def test_a_warm_start_trains_the_surrogate_but_is_never_counted_as_measured() ->
     tuner, history = TunerAgent(seed=0), baseline()
     proposal = tuner.propose(context(history), SweepSeeds(prior=prior))
     assert proposal is not None  # not "all configurations measured": the prior is not measured
-    # The surrogate the warm start trained picks from the first proposal: no initial design.
-    assert proposal.hypothesis.startswith("surrogate")
+    # With no suggestions, the warm-started surrogate picks first, and picks a better point.
+    assert proposal.hypothesis.startswith("initial design (seeded): the surrogate's best")
     assert latency(proposal.tunables) < latency(START)
     # Prior configurations with a value this space does not list are dropped.
     odd = SweepSeeds(prior=[PriorResult({**START, "BLOCK": 4096}, 1.0)])
@@ -106,15 +133,15 @@ def test_the_lookup_harness_answers_only_measured_figures() -> None:
 
 
 def test_the_seeded_sweep_needs_fewer_calls_on_the_h100_table() -> None:
-    # The targets where the seeds carry information: rmsnorm's rule suggests its best BLOCK_N,
-    # softmax's previous VARIANT ranks its space. The full figure, every target included (seeding
-    # loses on layernorm), is docs/benchmarks/tuner-seeding-*.md.
+    # The two targets the seeded design was chosen on (rmsnorm: the rule suggests its best
+    # BLOCK_N; softmax: the previous VARIANT ranks its space). The full figure, held-out targets
+    # included, is docs/benchmarks/tuner-seeding-*.md.
     scenarios = [sweep_scenario(e) for e in load_table() if e.kernel_type in ("rmsnorm",
                                                                               "softmax")]
     assert all(len(suggest_configs(s)) == 5 for s in scenarios)
     report = compare(scenarios, seeds=[0, 1, 2])
     overall = report["overall"]
-    assert overall["seeded"]["mean_calls"] < overall["unseeded"]["mean_calls"], report
+    assert overall["seeded"]["mean_calls"] < 0.8 * overall["unseeded"]["mean_calls"], report
     run = run_sweep(scenarios[0], arm="seeded", seed=0)
     assert run.reached and run.calls == 1  # the rule's first suggestion is rmsnorm's best
 

@@ -47,9 +47,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autokernel.agents.base import AgentContext, Attempt, Proposal
-from autokernel.agents.tuner_seeds import (
-    SUGGESTED_WHY, PriorPoint, SweepSeeds, best_prior_configs, stall_reason,
-)
+from autokernel.agents.tuner_design import DesignPick, next_design_pick, suggestion_bonus
+from autokernel.agents.tuner_seeds import PriorPoint, SweepSeeds, best_prior_configs, stall_reason
 from autokernel.agents.tuner_space import Config, TunableSpace, space_of
 from autokernel.harness.result import BenchResult
 from autokernel.kernelfile import KernelFileError, set_tunables
@@ -132,6 +131,7 @@ class TunerAgent:
         patience: int = 20,
         n_estimators: int = 48,
         restrict_to: Sequence[Mapping[str, Any]] | None = None,
+        seeded_design: int = 6,
     ) -> None:
         self.seed = seed
         self.initial_neighbours = initial_neighbours
@@ -144,6 +144,7 @@ class TunerAgent:
         self.diversity_penalty = diversity_penalty
         self.patience = patience
         self.n_estimators = n_estimators
+        self.seeded_design = seeded_design  # a seeded sweep's initial design (tuner_design.py)
         # Only these configurations exist (a benchmark's lookup table): nothing else is proposed.
         self.restrict_to = list(restrict_to) if restrict_to is not None else None
         self._searches: dict[tuple[int, str], _TargetSearch] = {}
@@ -189,11 +190,13 @@ class TunerAgent:
             if stalled:
                 self.last_message = stalled
                 return None
-            # The LLM's own guesses come first: measured before any sample of the tuner's.
-            for config in seeds.suggested_configs(space, best_tunables):
-                if config not in visited:
-                    return self._proposal(context.best_source, space, best_tunables, config,
-                                          SUGGESTED_WHY)
+            prior = seeds.prior_points(space, best_tunables, self.good_quantile)
+            suggested = seeds.suggested_configs(space, best_tunables)
+            pick = self._seeded_design_pick(space, observations, visited, search.rng, inert,
+                                            prior, suggested)
+            if pick is not None:
+                return self._proposal(context.best_source, space, best_tunables, pick.config,
+                                      pick.why)
         if sum(1 for c in visited if space.contains(c)) >= space.size:
             self.last_message = f"all {space.size} configurations of the space were measured"
             return None
@@ -205,10 +208,12 @@ class TunerAgent:
             return None
 
         if not search.queue:
-            prior = (seeds.prior_points(space, best_tunables, self.good_quantile)
-                     if seeds is not None else [])
+            prior, bonus = [], {}
+            if seeds is not None:
+                prior = seeds.prior_points(space, best_tunables, self.good_quantile)
+                bonus = suggestion_bonus(seeds.suggested_configs(space, best_tunables), prior)
             search.queue = self._next_batch(space, observations, visited, search.rng, inert,
-                                            prior)
+                                            prior, bonus)
         if not search.queue:
             self.last_message = "no unmeasured configuration left to propose"
             return None
@@ -267,6 +272,7 @@ class TunerAgent:
         rng: random.Random,
         inert: _InertTunables,
         prior: list[PriorPoint],
+        bonus: Mapping[Config, float] | None = None,
     ) -> list[tuple[Config, str]]:
         # A warm start (prior results that can tell good from bad) replaces the initial design.
         warm_model = self._fit(space, observations, prior) if prior else None
@@ -275,6 +281,9 @@ class TunerAgent:
             return self._initial_design(space, observations, visited, rng, inert)
         model = warm_model if prior else self._fit(space, observations, prior)
         candidates = self._candidates(space, observations, visited, rng, prior)
+        if bonus:  # unmeasured suggestions stay candidates, with their bonus on P(good)
+            candidates = sorted(set(candidates) | {c for c in bonus if c not in visited
+                                                   and space.contains(c)})
         if not candidates:
             return []
         fresh = [c for c in candidates if not inert.repeats_measured(c)]
@@ -288,7 +297,42 @@ class TunerAgent:
 
         good_column = list(model.classes_).index(1)
         scores = model.predict_proba(np.asarray(candidates, dtype=float))[:, good_column]
+        if bonus:
+            scores = scores + np.asarray([bonus.get(c, 0.0) for c in candidates])
         return self._diverse_pick(space, candidates, scores, len(observations), rng)
+
+    def _seeded_design_pick(
+        self,
+        space: TunableSpace,
+        observations: list[_Observation],
+        visited: set[Config],
+        rng: random.Random,
+        inert: _InertTunables,
+        prior: list[PriorPoint],
+        suggested: list[Config],
+    ) -> DesignPick | None:
+        """The seeded sweep's next initial-design point (autokernel.agents.tuner_design), or None
+        once `seeded_design` points were measured: the model-guided phase takes over."""
+        turn = len(observations) - 1  # measurements after the sweep's starting point
+        if not observations or turn >= self.seeded_design:
+            return None
+        model = self._fit(space, observations, prior)
+
+        def score(configs: list[Config]) -> list[float]:
+            import numpy as np
+
+            good_column = list(model.classes_).index(1)
+            return [float(p) for p in
+                    model.predict_proba(np.asarray(configs, dtype=float))[:, good_column]]
+
+        def warm_candidates() -> list[Config]:
+            return self._candidates(space, observations, visited, rng, prior)
+
+        return next_design_pick(
+            turn=turn, space=space, starter=observations[0].config, suggested=suggested,
+            prior=prior, warm_candidates=warm_candidates,
+            score=score if model is not None else None, visited=visited,
+            skip=inert.repeats_measured, rng=rng)
 
     def _initial_design(
         self,
