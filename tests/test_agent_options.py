@@ -52,7 +52,9 @@ def test_auto_says_why_it_chose_the_agent_that_refuses_the_option() -> None:
 
 def test_claude_options_are_checked_before_the_claude_agent_is_built() -> None:
     check_agent_options("claude", {"seed": 1, "model": "m", "max_cost": 1.0,
-                                   "max_llm_calls": 2, "tuner_sweeps": False})
+                                   "max_llm_calls": 2, "tuner_sweeps": False, "drafts": 3})
+    with pytest.raises(AgentOptionError, match="the tuner agent does not take drafts"):
+        check_agent_options("tuner", {"drafts": 3})
     with pytest.raises(AgentOptionError, match="the claude agent does not take max_costs"):
         check_agent_options("claude", {"max_costs": 1.0})
 
