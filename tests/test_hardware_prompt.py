@@ -264,6 +264,19 @@ def test_a_failing_or_slow_compile_is_one_line_and_never_raises(tmp_path: Path) 
     assert not list(tmp_path.iterdir())  # a timeout is not remembered across processes
 
 
+def test_a_source_the_static_scan_refuses_is_never_compiled(tmp_path: Path) -> None:
+    """Compiling runs the file's host code outside the sandbox: a rejected attempt's cheat (here
+    a file write) must not run because the prompt wants its register count."""
+    def must_not_run(*args: Any) -> ResourceReport:
+        raise AssertionError("a refused source was compiled")
+
+    cheat = BEST_KERNEL + "\nopen('/tmp/pwned', 'w').write('x')\n"
+    report = ResourceProbe(cache_dir=tmp_path, runner=must_not_run).report(
+        cheat, [64, 64], "fp16", 90)
+    assert report.launches == [] and report.error.startswith("not compiled: the harness's "
+                                                             "static scan refuses it")
+
+
 @pytest.mark.slow  # two fresh Python processes import torch and Triton: 5-15 s on 2 CPUs
 def test_compile_in_child_reads_the_real_resource_usage(tmp_path: Path) -> None:
     path = tmp_path / "kernel.py"

@@ -155,6 +155,12 @@ class ResourceProbe:
         found = self.cached(source, shape, dtype, arch)
         if found is not None:
             return found
+        from autokernel.harness.static_scan import scan_source, summarize
+
+        refused = scan_source(source)
+        if refused:  # compiling runs the file's host code, outside the harness's sandbox
+            return ResourceReport([], arch=arch, error="not compiled: the harness's static scan "
+                                  f"refuses it ({summarize(refused, 1)})")
         with tempfile.TemporaryDirectory(prefix="autokernel-resources-") as tmp:
             path = Path(tmp) / "kernel.py"
             path.write_text(source)
