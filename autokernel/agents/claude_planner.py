@@ -17,10 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from autokernel.agents.base import AgentContext
-from autokernel.agents.claude_prompt import (
-    CACHE_CONTROL, describe_parent, describe_space, describe_standing, describe_target,
-    draft_start,
-)
+from autokernel.agents.claude_prompt import CACHE_CONTROL, describe_target, kernel_briefing
 from autokernel.agents.claude_spend import RunBudget, Spend, usage_spend
 
 PLANNER_MAX_TOKENS = 2_048
@@ -64,19 +61,8 @@ def numbered(source: str) -> str:
 def planning_briefing(context: AgentContext, history_limit: int) -> str:
     """What the planner reads after the target: the kernel the coder will edit (the best, or the
     frontier's parent) with line numbers, then where the target stands."""
-    heading, source = draft_start(context)
-    parts = [
-        f"# {heading} (line numbers added; the coder edits this file)",
-        "```",
-        numbered(source),
-        "```",
-        describe_space(source),
-        "",
-        describe_standing(context, history_limit),
-        "",
-    ]
-    if describe_parent(context):
-        parts += [describe_parent(context), ""]
+    parts = kernel_briefing(context, history_limit, "line numbers added; the coder edits this "
+                            "file", render=numbered, fence="```")
     parts += [f"# Experiment {context.experiment}", PLANNING_ASK]
     return "\n".join(parts)
 

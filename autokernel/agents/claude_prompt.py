@@ -11,6 +11,7 @@ comes bounded by the loop (`autokernel.loop.lessons`).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -284,20 +285,21 @@ def describe_parent(context: AgentContext) -> str:
     return "\n".join(lines)
 
 
-def describe_experiment(context: AgentContext, history_limit: int, plans: str = "") -> str:
+def kernel_briefing(context: AgentContext, history_limit: int, note: str,
+                    render: Callable[[str], str] = str.rstrip, fence: str = "```python",
+                    ) -> list[str]:
+    """The kernel to edit (the best, or the frontier's parent) as `render` shows it, its tunable
+    space, where the target stands and, for a parent that is not the best, what it is."""
     heading, source = draft_start(context)
-    parts = [
-        f"# {heading} (your draft starts as this file)",
-        "```python",
-        source.rstrip(),
-        "```",
-        describe_space(source),
-        "",
-        describe_standing(context, history_limit),
-        "",
-    ]
+    parts = [f"# {heading} ({note})", fence, render(source), "```", describe_space(source), "",
+             describe_standing(context, history_limit), ""]
     if describe_parent(context):
         parts += [describe_parent(context), ""]
+    return parts
+
+
+def describe_experiment(context: AgentContext, history_limit: int, plans: str = "") -> str:
+    parts = kernel_briefing(context, history_limit, "your draft starts as this file")
     if plans.strip():
         parts += ["# Plans for this experiment (from a planning call; line numbers are those "
                   "of the kernel above)", plans.strip(), ""]
