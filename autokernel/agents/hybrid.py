@@ -12,8 +12,9 @@ candidate that beats the current best is kept by the loop as usual. The tuner se
 sweep's own experiments, so configurations measured on another structure never count as visited.
 
 Each sweep is seeded (autokernel.agents.tuner_seeds): the configurations Claude suggested with its
-kernel (`Proposal.suggested_configs`) are measured first, and the results of the structures swept
-before on this target warm-start the tuner's surrogate (where their tunables carry over). A sweep
+kernel (`Proposal.suggested_configs`) and the results of the structures swept before on this target,
+which warm-start the tuner's surrogate (where their tunables carry over); the tuner's initial design
+takes turns between the suggestions, the surrogate's picks and the starter's neighbours. A sweep
 ends when the tuner reports the space exhausted, when it stalls (`sweep_patience` measurements in a
 row without improving its best by `sweep_min_gain`), or after `max_sweep_experiments`; the reason is
 shown once.

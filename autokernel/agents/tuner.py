@@ -31,9 +31,10 @@ The search follows likelihood-free Bayesian optimization as Helion's LFBO patter
    already measured (a local optimum it has confirmed).
 
 A sweep can be seeded (`propose(context, seeds=SweepSeeds(...))`, autokernel.agents.tuner_seeds):
-the LLM's suggested configurations are measured first, the results of structures swept before
-warm-start the surrogate in place of the initial design, and a stall rule ends the sweep. The
-tuner alone (`--agent tuner`) passes no seeds.
+its initial design then takes turns between the LLM's suggested configurations, the surrogate
+(warm-started from the results of structures swept before) and the starter's one-step neighbours
+(autokernel.agents.tuner_design); the model-guided phase follows after a few points, and a stall
+rule ends the sweep. The tuner alone (`--agent tuner`) passes no seeds.
 
 The state is rebuilt from the loop's history on every call, so a resumed run continues the same
 search without a separate checkpoint.

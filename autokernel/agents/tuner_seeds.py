@@ -5,14 +5,15 @@ measured results of the structures swept before on the same target, and when to 
 them for every sweep; the tuner alone, `--agent tuner`, passes none and searches as before):
 
 - **Suggested configurations** (`Proposal.suggested_configs`: each a subset of the tunables) are
-  completed with the draft's own values for the tunables they leave out and measured first, in the
-  LLM's order, before the tuner's initial design.
+  completed with the draft's own values for the tunables they leave out; the seeded initial design
+  (autokernel.agents.tuner_design) measures them in the LLM's order, taking turns with the
+  surrogate's picks and the starter's neighbours.
 - **Warm start.** A previous structure's results carry over where its tunables do: the same names,
   a value this space lists (a configuration with a value it does not list is dropped; a tunable the
   old file lacked takes the draft's value). They train the surrogate as down-weighted *prior*
   observations, labelled good or bad against their own structure's results (another structure's
   absolute latencies say little about this one's), and their best configurations are parents of the
-  first candidates: the warm-started sweep skips the random part of the initial design. Prior
+  first candidates: the seeded design has no random configurations. Prior
   observations are never "measured" for the new structure: they are not visited, not counted by
   the plateau or stall rules, and a prior configuration can still be proposed and measured.
 - **Stall stop.** The sweep ends once `stall_after` of its measurements in a row failed to improve
