@@ -16,13 +16,12 @@ user). The order:
 4. Have the candidate process time candidate, eager and compiled stock in the same rounds. It
    reports a digest of every timed output; only then are some of them chosen at random, their
    inputs remade here, and the kernel re-run on them with every detector armed: the re-run must
-   be right, and bit for bit the output that was timed.
+   be right, and bit for bit the output that was timed (`judge_audits`).
 """
 
 from __future__ import annotations
 
 import os
-import secrets
 import signal
 import socket
 import time
@@ -34,17 +33,15 @@ import torch
 from autokernel.harness import channel
 from autokernel.harness.cases import DETERMINISM_REPEATS, STAGES, Case, case_seed, plan_cases
 from autokernel.harness.compare import Mismatch, bitwise_equal, check_output
-from autokernel.harness.inputs import (
-    TIMED_CALL_STRIDE, generator, make_inputs, output_digest, relayout, splice, tensors,
-)
+from autokernel.harness.inputs import generator, make_inputs, relayout, splice, tensors
+from autokernel.harness.judge_audits import TimingAudits
 from autokernel.harness.protocol import Job, WorkerReport
 from autokernel.harness.verdict import DETAIL_CHARS, WHERE, Verdict, gib, oom_summary
 from autokernel.ops import get_spec
-from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
+from autokernel.ops.spec import Inputs, Shape, parse_dtype
 
 # References are computed in float64 when all inputs together are at most this many elements.
 FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
-AUDITS_PER_TIMED_SHAPE = 3  # timed outputs re-run as guarded calls and compared bit for bit
 # References live on the device up to this share of its free memory, then in host memory (the
 # comparison moves them back a chunk at a time): a huge shape's dozen cases must not fill it.
 REFERENCE_DEVICE_SHARE = 0.25
@@ -80,7 +77,7 @@ class Prepared:
         return numel * torch.empty((), dtype=self.out_dtype).element_size()
 
 
-class Judge:
+class Judge(TimingAudits):
     def __init__(self, job: Job, sock: socket.socket, candidate_pid: int) -> None:
         self.job = job
         self.sock = sock
@@ -449,55 +446,6 @@ class Judge:
             del out
             self._ask("release")
 
-    # -- step 4: timing, then the audits -----------------------------------------------------------
-
-    def _out_nbytes(self, shape: Shape, dtype: torch.dtype) -> int:
-        for prepared in self.prepared:
-            if prepared.case.shape == shape and prepared.case.dtype == dtype:
-                return prepared.out_nbytes
-        return 0
-
-    def _run_timing(self) -> None:
-        started = _perf_counter()
-        reply = self._ask("time", out_nbytes=[self._out_nbytes(s, d) for s, d in self.timed])
-        self.report.phase_seconds["timing"] = round(_perf_counter() - started, 3)
-        self.phase_started = _perf_counter()
-        pools = reply.get("pools")
-        if not isinstance(pools, list) or len(pools) != len(self.timed):
-            raise channel.BadMessage("timing pools do not match the timed shapes")
-        chooser = secrets.SystemRandom()
-        for k, ((shape, dtype), pool) in enumerate(zip(self.timed, pools)):
-            where = f"timing [{self.spec.format_shape(shape)}] {dtype_name(dtype)}"
-            entries = _pool_entries(pool)
-            if not entries:
-                raise Verdict("FAIL", "timing", f"{where}: no timed call of the candidate was "
-                              "reported", "replay")
-            for index, digest in chooser.sample(entries, min(AUDITS_PER_TIMED_SHAPE,
-                                                             len(entries))):
-                self._audit(k, shape, dtype, index, digest, where)
-        self._phase("audits")
-
-    def _audit(self, k: int, shape: Shape, dtype: torch.dtype, index: int, digest: list[int],
-               where: str) -> None:
-        """Timed call `index`: its inputs remade here, the kernel re-run on them with every
-        detector armed; the re-run must be right and have the timed output's digest."""
-        seed = case_seed(self.timing_seed, TIMED_CALL_STRIDE * k + index)
-        inputs = self._make(shape, dtype, generator(self.device, seed))
-        prepared = self._prepare(Case("timing", shape, dtype, f"audit {index}"), seed, inputs)
-        self._hand_over(inputs)
-        del inputs
-        out = self._call(prepared, f"{where} (audit re-run)")
-        self._check(prepared, out, where, stage="timing", rule="replay",
-                    prefix="an output produced while timing could not be reproduced by a "
-                           "checked call on the same inputs, which is wrong at ")
-        rerun = output_digest(out).tolist()
-        del out
-        self._ask("release")
-        if rerun != digest:
-            raise Verdict("FAIL", "timing", f"an output produced while timing differs bit for "
-                          f"bit from a checked call on the same inputs at {where}: timed "
-                          "calls compute something else", "replay")
-
 
 class _NotATensor:
     """What the candidate returned instead of a plain tensor, by type name."""
@@ -505,18 +453,6 @@ class _NotATensor:
     def __init__(self, type_name: str, is_tensor_subclass: bool) -> None:
         self.type_name = type_name[:200]
         self.is_tensor_subclass = is_tensor_subclass
-
-
-def _pool_entries(pool: Any) -> list[tuple[int, list[int]]]:
-    if not isinstance(pool, list):
-        raise channel.BadMessage("a timing pool that is not a list")
-    entries = []
-    for entry in pool:
-        if (not isinstance(entry, list) or len(entry) != 2 or type(entry[0]) is not int
-                or not isinstance(entry[1], list)):
-            raise channel.BadMessage("a malformed timing pool entry")
-        entries.append((entry[0], entry[1]))
-    return entries
 
 
 def _gpu_details(report: WorkerReport, device: torch.device) -> None:
