@@ -48,7 +48,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autokernel.agents.base import AgentContext, Attempt, Proposal
-from autokernel.agents.tuner_design import DesignPick, next_design_pick, suggestion_bonus
+from autokernel.agents.tuner_design import (
+    DesignPick, adaptive_order, next_design_pick, source_of, suggestion_bonus,
+)
 from autokernel.agents.tuner_seeds import PriorPoint, SweepSeeds, best_prior_configs, stall_reason
 from autokernel.agents.tuner_space import Config, TunableSpace, space_of
 from autokernel.harness.result import BenchResult
@@ -63,6 +65,7 @@ class _Observation:
     latency_us: float | None  # None: the configuration failed
     experiment: int
     launch_digest: str = ""
+    why: str = ""  # the hypothesis it was proposed with (which design source picked it)
 
 
 class _InertTunables:
@@ -103,6 +106,19 @@ class _InertTunables:
 
 
 @dataclass
+class _SweepState:
+    """What one proposal's search works from: the space, what this sweep measured (and so must not
+    propose again), the prior results of earlier structures, and the target's RNG."""
+
+    space: TunableSpace
+    observations: list[_Observation]
+    visited: set[Config]
+    rng: random.Random
+    inert: _InertTunables
+    prior: list[PriorPoint]
+
+
+@dataclass
 class _TargetSearch:
     """Per-target memory that is not in the history: the queued batch and the RNG."""
 
@@ -133,6 +149,7 @@ class TunerAgent:
         n_estimators: int = 48,
         restrict_to: Sequence[Mapping[str, Any]] | None = None,
         seeded_design: int = 6,
+        adaptive_turns: bool = False,
     ) -> None:
         self.seed = seed
         self.initial_neighbours = initial_neighbours
@@ -146,6 +163,8 @@ class TunerAgent:
         self.patience = patience
         self.n_estimators = n_estimators
         self.seeded_design = seeded_design  # a seeded sweep's initial design (tuner_design.py)
+        # The design's sources take plain turns, or play-the-winner turns (adaptive_order).
+        self.adaptive_turns = adaptive_turns
         # Only these configurations exist (a benchmark's lookup table): nothing else is proposed.
         self.restrict_to = list(restrict_to) if restrict_to is not None else None
         self._searches: dict[tuple[int, str], _TargetSearch] = {}
@@ -184,6 +203,9 @@ class TunerAgent:
         # falls back to them when nothing else is left.
         inert = _InertTunables(space, observations)
         search.queue = [item for item in search.queue if not inert.repeats_measured(item[0])]
+        prior = ([] if seeds is None
+                 else seeds.prior_points(space, best_tunables, self.good_quantile))
+        state = _SweepState(space, observations, visited, search.rng, inert, prior)
 
         if seeds is not None:
             stalled = stall_reason([o.latency_us for o in observations], seeds.stall_after,
@@ -191,10 +213,8 @@ class TunerAgent:
             if stalled:
                 self.last_message = stalled
                 return None
-            prior = seeds.prior_points(space, best_tunables, self.good_quantile)
             suggested = seeds.suggested_configs(space, best_tunables)
-            pick = self._seeded_design_pick(space, observations, visited, search.rng, inert,
-                                            prior, suggested)
+            pick = self._seeded_design_pick(state, best_config, suggested)
             if pick is not None:
                 return self._proposal(context.best_source, space, best_tunables, pick.config,
                                       pick.why)
@@ -209,12 +229,9 @@ class TunerAgent:
             return None
 
         if not search.queue:
-            prior, bonus = [], {}
-            if seeds is not None:
-                prior = seeds.prior_points(space, best_tunables, self.good_quantile)
-                bonus = suggestion_bonus(seeds.suggested_configs(space, best_tunables), prior)
-            search.queue = self._next_batch(space, observations, visited, search.rng, inert,
-                                            prior, bonus)
+            bonus = ({} if seeds is None
+                     else suggestion_bonus(seeds.suggested_configs(space, best_tunables), prior))
+            search.queue = self._next_batch(state, bonus)
         if not search.queue:
             self.last_message = "no unmeasured configuration left to propose"
             return None
@@ -246,7 +263,7 @@ class TunerAgent:
                 and (previous.latency_us is None or latency < previous.latency_us)
             ):
                 found[config] = _Observation(config, latency, attempt.experiment,
-                                             attempt.launch_digest)
+                                             attempt.launch_digest, attempt.hypothesis)
         return sorted(found.values(), key=lambda o: o.experiment)
 
     def _plateau(
@@ -265,86 +282,54 @@ class TunerAgent:
             return False
         return all(n in visited for n in space.neighbours(best_config))
 
-    def _next_batch(
-        self,
-        space: TunableSpace,
-        observations: list[_Observation],
-        visited: set[Config],
-        rng: random.Random,
-        inert: _InertTunables,
-        prior: list[PriorPoint],
-        bonus: Mapping[Config, float] | None = None,
-    ) -> list[tuple[Config, str]]:
+    def _next_batch(self, state: _SweepState, bonus: Mapping[Config, float] | None = None,
+                    ) -> list[tuple[Config, str]]:
         # A warm start (prior results that can tell good from bad) replaces the initial design.
-        warm_model = self._fit(space, observations, prior) if prior else None
-        if warm_model is None and (
-                len(observations) < 1 + self.initial_neighbours + self.initial_random):
-            return self._initial_design(space, observations, visited, rng, inert)
-        model = warm_model if prior else self._fit(space, observations, prior)
-        candidates = self._candidates(space, observations, visited, rng, prior)
+        model = self._fit(state)
+        if (model is None or not state.prior) and (
+                len(state.observations) < 1 + self.initial_neighbours + self.initial_random):
+            return self._initial_design(state)
+        candidates = self._candidates(state)
         if bonus:  # unmeasured suggestions stay candidates, with their bonus on P(good)
-            candidates = sorted(set(candidates) | {c for c in bonus if c not in visited
-                                                   and space.contains(c)})
+            candidates = sorted(set(candidates) | {c for c in bonus if c not in state.visited
+                                                   and state.space.contains(c)})
         if not candidates:
             return []
-        fresh = [c for c in candidates if not inert.repeats_measured(c)]
+        fresh = [c for c in candidates if not state.inert.repeats_measured(c)]
         candidates = fresh or candidates
         if model is None:
             # One class only (all failed, or too few to split): explore around the best and away.
-            rng.shuffle(candidates)
+            state.rng.shuffle(candidates)
             return [(c, "exploration (surrogate needs good and bad examples)")
                     for c in candidates[: self.batch_size]]
-        import numpy as np
-
-        good_column = list(model.classes_).index(1)
-        scores = model.predict_proba(np.asarray(candidates, dtype=float))[:, good_column]
+        scores = _p_good(model, candidates)
         if bonus:
-            scores = scores + np.asarray([bonus.get(c, 0.0) for c in candidates])
-        return self._diverse_pick(space, candidates, scores, len(observations), rng)
+            scores = [s + bonus.get(c, 0.0) for s, c in zip(scores, candidates)]
+        return self._diverse_pick(state.space, candidates, scores, len(state.observations),
+                                  state.rng)
 
-    def _seeded_design_pick(
-        self,
-        space: TunableSpace,
-        observations: list[_Observation],
-        visited: set[Config],
-        rng: random.Random,
-        inert: _InertTunables,
-        prior: list[PriorPoint],
-        suggested: list[Config],
-    ) -> DesignPick | None:
+    def _seeded_design_pick(self, state: _SweepState, best_config: Config,
+                            suggested: list[Config]) -> DesignPick | None:
         """The seeded sweep's next initial-design point (autokernel.agents.tuner_design), or None
         once `seeded_design` points were measured: the model-guided phase takes over."""
+        observations = state.observations
         turn = len(observations) - 1  # measurements after the sweep's starting point
         if not observations or turn >= self.seeded_design:
             return None
-        model = self._fit(space, observations, prior)
-
-        def score(configs: list[Config]) -> list[float]:
-            import numpy as np
-
-            good_column = list(model.classes_).index(1)
-            return [float(p) for p in
-                    model.predict_proba(np.asarray(configs, dtype=float))[:, good_column]]
-
-        def warm_candidates() -> list[Config]:
-            return self._candidates(space, observations, visited, rng, prior)
-
+        model = self._fit(state)
+        order, centre = None, observations[0].config
+        if self.adaptive_turns:
+            order, centre = adaptive_order(_design_record(observations)), best_config
         return next_design_pick(
-            turn=turn, space=space, starter=observations[0].config, suggested=suggested,
-            prior=prior, warm_candidates=warm_candidates,
-            score=score if model is not None else None, visited=visited,
-            skip=inert.repeats_measured, rng=rng)
+            turn=turn, space=state.space, starter=centre, suggested=suggested,
+            prior=state.prior, warm_candidates=lambda: self._candidates(state),
+            score=(lambda configs: _p_good(model, configs)) if model is not None else None,
+            visited=state.visited, skip=state.inert.repeats_measured, rng=state.rng, order=order)
 
-    def _initial_design(
-        self,
-        space: TunableSpace,
-        observations: list[_Observation],
-        visited: set[Config],
-        rng: random.Random,
-        inert: _InertTunables,
-    ) -> list[tuple[Config, str]]:
+    def _initial_design(self, state: _SweepState) -> list[tuple[Config, str]]:
+        space, observations, rng, inert = state.space, state.observations, state.rng, state.inert
         picked: list[tuple[Config, str]] = []
-        taken = set(visited)
+        taken = set(state.visited)
         if observations:
             starter = observations[0].config  # the target's experiment 0
             neighbours = [c for c in space.neighbours(starter) if c not in taken]
@@ -363,11 +348,11 @@ class TunerAgent:
                 picked.append((config, "initial design: random configuration"))
         return picked
 
-    def _fit(self, space: TunableSpace, observations: list[_Observation],
-             prior: list[PriorPoint]) -> Any:
+    def _fit(self, state: _SweepState) -> Any:
         import numpy as np
         from sklearn.ensemble import ExtraTreesClassifier
 
+        observations = state.observations
         passing = sorted(o.latency_us for o in observations if o.latency_us is not None)
         if not passing:
             return None
@@ -380,7 +365,8 @@ class TunerAgent:
             labels.append(1 if good else 0)
             # Clearly good points weigh more than ones just under the threshold (as in LFBO).
             weights.append(1.0 + (threshold - o.latency_us) / threshold if good else 1.0)
-        for point in prior:  # another structure's results: labelled on their own, down-weighted
+        # Another structure's results: labelled against each other, down-weighted.
+        for point in state.prior:
             features.append(point.config)
             labels.append(1 if point.good else 0)
             weights.append(point.weight)
@@ -396,16 +382,10 @@ class TunerAgent:
         model.fit(np.asarray(features, dtype=float), labels, sample_weight=weights)
         return model
 
-    def _candidates(
-        self,
-        space: TunableSpace,
-        observations: list[_Observation],
-        visited: set[Config],
-        rng: random.Random,
-        prior: list[PriorPoint],
-    ) -> list[Config]:
+    def _candidates(self, state: _SweepState) -> list[Config]:
+        space, rng, prior = state.space, state.rng, state.prior
         passing = sorted(
-            (o for o in observations if o.latency_us is not None),
+            (o for o in state.observations if o.latency_us is not None),
             key=lambda o: o.latency_us,  # type: ignore[arg-type,return-value]
         )
         parents = [o.config for o in passing[: self.parents]]
@@ -417,7 +397,7 @@ class TunerAgent:
                 found.add(space.perturb(parent, rng, dims=rng.choice((2, 3))))
         for _ in range(min(self.random_candidates, space.size)):
             found.add(space.random(rng))
-        return sorted(c for c in found - visited if space.contains(c))
+        return sorted(c for c in found - state.visited if space.contains(c))
 
     def _diverse_pick(
         self,
@@ -472,3 +452,25 @@ class TunerAgent:
             agent=self.name,
             sweep=exploring,
         )
+
+
+def _p_good(model: Any, configs: list[Config]) -> list[float]:
+    """The surrogate's P(good) of each configuration."""
+    import numpy as np
+
+    good_column = list(model.classes_).index(1)
+    return [float(p) for p in
+            model.predict_proba(np.asarray(configs, dtype=float))[:, good_column]]
+
+
+def _design_record(observations: list[_Observation]) -> list[tuple[str | None, bool]]:
+    """Per seeded-design point measured after the starter: the source that picked it (from its
+    hypothesis) and whether it improved the sweep's best at the time."""
+    record: list[tuple[str | None, bool]] = []
+    best = observations[0].latency_us if observations else None
+    for o in observations[1:]:
+        improved = o.latency_us is not None and (best is None or o.latency_us < best)
+        record.append((source_of(o.why), improved))
+        if improved:
+            best = o.latency_us
+    return record

@@ -67,6 +67,38 @@ def suggestion_bonus(suggested: Sequence[Config],
             for c in suggested}
 
 
+def source_of(why: str) -> str | None:
+    """Which source picked a design point, from the hypothesis it was proposed with (the loop's
+    history keeps it, so a resumed sweep credits its sources as before); None: not a design pick."""
+    for name, text in DESIGN_WHY.items():
+        if why.startswith(text):
+            return name
+    return None
+
+
+def rotated(first: int) -> list[str]:
+    first %= len(SOURCE_ORDER)
+    return list(SOURCE_ORDER[first:] + SOURCE_ORDER[:first])
+
+
+def adaptive_order(record: Sequence[tuple[str | None, bool]]) -> list[str]:
+    """The sources in the order they are asked for the next design point, play-the-winner style.
+
+    `record` holds, per design point measured so far, the source that picked it and whether it
+    improved the sweep's best. A source whose pick improved the best keeps the turn (its next pick
+    builds on that win: the neighbour source then steps from the new best); one whose pick did not
+    loses it to the next source in `SOURCE_ORDER`. A useless source so costs one call per round
+    instead of a third of the design, and a useful one is exploited at once. An unattributed record
+    (history without hypotheses) falls back to plain turns."""
+    if not record:
+        return rotated(0)
+    source, improved = record[-1]
+    if source is None:
+        return rotated(len(record))
+    here = SOURCE_ORDER.index(source)
+    return rotated(here if improved else here + 1)
+
+
 def next_design_pick(
     *,
     turn: int,
@@ -79,11 +111,14 @@ def next_design_pick(
     visited: set[Config],
     skip: Callable[[Config], bool],
     rng: random.Random,
+    order: Sequence[str] | None = None,
 ) -> DesignPick | None:
     """The seeded design's configuration for measurement number `turn` (0-based) of the sweep, or
-    None when every source is empty. `score` is None while no surrogate can be fitted (one class
-    only): then suggestions keep the LLM's order and neighbours a random one. `skip` tells a
-    configuration that would only launch a measured kernel again (the tuner's inert tunables)."""
+    None when every source is empty. `order`: the sources in the order they are asked
+    (`adaptive_order`); None takes plain turns by `turn`. `starter` is where the neighbour source
+    steps from. `score` is None while no surrogate can be fitted (one class only): then suggestions
+    keep the LLM's order and neighbours a random one. `skip` tells a configuration that would only
+    launch a measured kernel again (the tuner's inert tunables)."""
     bonus = suggestion_bonus(suggested, prior)
     sources: dict[str, list[Config]] = {
         "surrogate": [],
@@ -93,7 +128,7 @@ def next_design_pick(
     rng.shuffle(sources["neighbour"])  # the order among equals when nothing else ranks them
     if score is not None:
         sources["surrogate"] = [c for c in warm_candidates() if c not in visited]
-    for name in SOURCE_ORDER[turn % len(SOURCE_ORDER):] + SOURCE_ORDER[:turn % len(SOURCE_ORDER)]:
+    for name in order if order is not None else rotated(turn):
         configs = [c for c in sources[name] if not skip(c)] or sources[name]
         if not configs:
             continue

@@ -84,16 +84,17 @@ class SweepRun:
     stalled_first: bool  # the stall stop (8 calls without a 1% gain) would have ended it before
 
 
-ARMS: dict[str, tuple[bool, bool]] = {  # (suggested configurations, warm start)
-    "unseeded": (False, False), "seeded": (True, True),
-    "suggested only": (True, False), "warm start only": (False, True),
+ARMS: dict[str, tuple[bool, bool, bool]] = {  # (suggested configurations, warm start, adaptive)
+    "unseeded": (False, False, False), "seeded": (True, True, False),
+    "seeded, adaptive turns": (True, True, True),
+    "suggested only": (True, False, False), "warm start only": (False, True, False),
 }
 
 
 def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.01,
               max_calls: int | None = None) -> SweepRun:
     """One sweep of the scenario's structure; see the module docstring for what is counted."""
-    suggest, warm = ARMS[arm]
+    suggest, warm, adaptive = ARMS[arm]
     seeded = suggest or warm
     entry = scenario.entry
     harness = LookupHarness(scenario.rows)
@@ -105,7 +106,8 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
     history = [Attempt(0, "baseline", "baseline", latency_us=best_us,
                        tunables=dict(scenario.starter))]
     latencies: list[float | None] = [best_us]
-    tuner = TunerAgent(seed=seed, restrict_to=[c for c, _ in scenario.rows])
+    tuner = TunerAgent(seed=seed, restrict_to=[c for c, _ in scenario.rows],
+                       adaptive_turns=adaptive)
     seeds = (SweepSeeds(suggested=suggest_configs(scenario) if suggest else [],
                         prior=scenario.prior if warm else []) if seeded else None)
     target = Target(rank=1, kernel_type=entry.kernel_type, shapes=[list(entry.shape)],
@@ -124,7 +126,8 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
         kept = latency is not None and latency < best_us
         history.append(Attempt(call, proposal.description,
                                "fail" if latency is None else "keep" if kept else "revert",
-                               latency_us=latency, tunables=dict(proposal.tunables)))
+                               latency_us=latency, tunables=dict(proposal.tunables),
+                               hypothesis=proposal.hypothesis))
         latencies.append(latency)
         if kept:
             best_us, source = latency, proposal.source  # type: ignore[assignment]
