@@ -3,8 +3,13 @@
 A kernel file is a Python module with, at module level:
 
     KERNEL_TYPE = "rmsnorm"          # one of autokernel.ops.KERNEL_TYPES
-    BACKEND = "triton"               # "cuda" later
+    BACKEND = "triton"               # or "cuda"
     def kernel_fn(x, weight, eps=1e-6): ...   # the reference's positional signature
+
+A "cuda" file also holds its CUDA C++ source: a module-level string literal `CUDA_SOURCE`, or
+`CUDA_FILE`, the name of a sibling `.cu` file (exactly one of the two). Its tunables reach the C++
+as `-D NAME=value` defines (`cuda_defines`), so their values must be ints, bools (1/0), floats or
+C identifiers.
 
 and, optionally, tunables: plain module-level constants assigned a literal, whose legal values are
 listed in a literal dict `TUNABLE_SPACE`:
@@ -22,15 +27,20 @@ so every candidate it tries is a real edit that git can diff, commit and revert.
 from __future__ import annotations
 
 import ast
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from autokernel.ops import KERNEL_TYPES
 
 BACKENDS: tuple[str, ...] = ("triton", "cuda")
 ENTRY_POINT = "kernel_fn"
 SPACE_NAME = "TUNABLE_SPACE"
+CUDA_SOURCE_NAME = "CUDA_SOURCE"
+CUDA_FILE_NAME = "CUDA_FILE"
+_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+CU_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.cu$")
 
 
 class KernelFileError(ValueError):
@@ -43,6 +53,8 @@ class KernelFileInfo:
     backend: str
     tunables: dict[str, Any] = field(default_factory=dict)
     space: dict[str, list[Any]] = field(default_factory=dict)
+    cuda_source: str | None = None  # a "cuda" file's inline CUDA_SOURCE
+    cuda_file: str | None = None  # or the name of its sibling .cu file (CUDA_FILE)
 
 
 def _module_assignments(tree: ast.Module) -> dict[str, ast.Assign | ast.AnnAssign]:
@@ -102,7 +114,70 @@ def parse_kernel_source(source: str) -> KernelFileInfo:
             if name not in assigns:
                 raise KernelFileError(f"tunable {name} has no module-level assignment")
             tunables[name] = _literal(assigns[name], name)
-    return KernelFileInfo(kernel_type, backend, tunables, space)
+    if backend != "cuda":
+        return KernelFileInfo(kernel_type, backend, tunables, space)
+    cuda_source, cuda_file = _cuda_source_names(assigns)
+    for name, values in space.items():
+        for value in [tunables[name], *values]:
+            cuda_define_value(value, name)  # raises for a value no -D define can carry
+    return KernelFileInfo(kernel_type, backend, tunables, space, cuda_source, cuda_file)
+
+
+def _cuda_source_names(assigns: dict[str, ast.Assign | ast.AnnAssign]
+                       ) -> tuple[str | None, str | None]:
+    has_source, has_file = CUDA_SOURCE_NAME in assigns, CUDA_FILE_NAME in assigns
+    if has_source == has_file:
+        raise KernelFileError(f"a cuda kernel file needs exactly one of {CUDA_SOURCE_NAME} (the "
+                              f"CUDA C++ source as a string literal) or {CUDA_FILE_NAME} (a "
+                              "sibling .cu file's name)")
+    name = CUDA_SOURCE_NAME if has_source else CUDA_FILE_NAME
+    value = _literal(assigns[name], name)
+    if not isinstance(value, str) or not value.strip():
+        raise KernelFileError(f"{name} must be a non-empty string literal")
+    if has_file and not CU_FILE_NAME.match(value):
+        raise KernelFileError(f"{CUDA_FILE_NAME} must name a .cu file beside kernel.py (no "
+                              f"directories); got {value!r}")
+    return (value, None) if has_source else (None, value)
+
+
+def cuda_define_value(value: Any, name: str = "tunable") -> str:
+    """The text of `-D NAME=<text>` for a tunable's value: ints and floats as C literals, bools
+    as 1/0, strings as C identifiers (a VARIANT the C++ compares with `#if VARIANT == ...` after
+    defining each variant's name, or uses as a token)."""
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return repr(value) if value == value and abs(value) != float("inf") else _bad(name, value)
+    if isinstance(value, str) and _C_IDENTIFIER.match(value):
+        return value
+    return _bad(name, value)
+
+
+def _bad(name: str, value: Any) -> NoReturn:
+    raise KernelFileError(f"{name}={value!r} cannot reach the CUDA source as a -D define (use "
+                          "an int, a bool, a finite float or a C identifier)")
+
+
+def cuda_defines(tunables: dict[str, Any]) -> dict[str, str]:
+    """Every tunable as a -D define, by name (the build's and the runtime's one convention)."""
+    return {name: cuda_define_value(value, name) for name, value in sorted(tunables.items())}
+
+
+def cuda_source_text(info: KernelFileInfo, kernel_path: str | Path | None) -> str:
+    """A cuda file's C++ source: the inline string, or its sibling CUDA_FILE read from disk."""
+    if info.cuda_source is not None:
+        return info.cuda_source
+    if info.cuda_file is None:
+        raise KernelFileError(f"not a cuda kernel file (backend {info.backend!r})")
+    if kernel_path is None:
+        raise KernelFileError(f"{CUDA_FILE_NAME} {info.cuda_file!r} needs the kernel file's path")
+    path = Path(kernel_path).parent / info.cuda_file
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KernelFileError(f"cannot read {CUDA_FILE_NAME} {path}: {exc}") from exc
 
 
 def read_kernel_file(path: str | Path) -> KernelFileInfo:
