@@ -29,7 +29,8 @@ def _markdown(report: dict, commit: str) -> str:
         f"- data: `{report['table']}` (H100 80GB HBM3, do_bench, measured at commit 0de5c0e: "
         "see its sweep.md); no GPU was used here",
         "- method: `scripts/tuner_seeding_bench.py` (autokernel.agents.bench.seeding "
-        "says what is counted); calls = harness calls after the starter's own until one "
+        "says what is counted); calls = every harness call of the sweep, the starter's "
+        "included, the same count for every arm, until one "
         f"within {report['tolerance']:.0%} of the structure's best is measured",
         "", "| target | structure | configs | prior | " + " | ".join(
             f"{a} median / mean (reached)" for a in arms) + " |",
@@ -43,8 +44,10 @@ def _markdown(report: dict, commit: str) -> str:
     lines.append("| **overall** | | | | " + " | ".join(
         f"**{o[a]['median_calls']:g} / {o[a]['mean_calls']:.1f}** ({o[a]['reached']}/"
         f"{o[a]['runs']})" for a in arms) + " |")
-    lines += ["", f"Seeded vs unseeded: {o['mean_call_reduction']:.1%} fewer calls on the mean, "
-              f"{o['median_call_reduction']:.1%} on the median (the issue's target: 30%)."]
+    lines.append("")
+    lines += [f"- {arm} vs unseeded: {o[arm]['mean_call_reduction']:.1%} fewer calls on the mean, "
+              f"{o[arm]['median_call_reduction']:.1%} on the median (the issue's target: 30%)"
+              for arm in arms if "mean_call_reduction" in o[arm]]
     return "\n".join(lines) + "\n"
 
 

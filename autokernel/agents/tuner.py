@@ -319,7 +319,11 @@ class TunerAgent:
         model = self._fit(state)
         order, centre = None, observations[0].config
         if self.adaptive_turns:
-            order, centre = adaptive_order(_design_record(observations)), best_config
+            order = adaptive_order(_design_record(observations))
+            # Local moves step from the best so far (where a win was); from the starter once the
+            # best's neighbourhood holds nothing unmeasured in the space.
+            if any(n not in state.visited for n in state.space.neighbours(best_config)):
+                centre = best_config
         return next_design_pick(
             turn=turn, space=state.space, starter=centre, suggested=suggested,
             prior=state.prior, warm_candidates=lambda: self._candidates(state),

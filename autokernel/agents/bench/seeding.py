@@ -9,10 +9,12 @@ Two sweeps of the same new structure (`lookup.sweep_scenario`), each answered by
 Both search only the configurations the table holds (`TunerAgent(restrict_to=...)`): anything else
 has no measured figure, and a sweep spending its calls on configurations nobody measured would
 count table gaps, not search. Both are driven like the hybrid drives a sweep: the best so far is the
-file the next proposal edits. A sweep counts the calls after the starter's own measurement until
-one configuration within `tolerance` of the structure's best is measured; one that ends (plateau,
-no candidate left) or reaches `max_calls` first is counted as having measured every configuration
-(the cost of an exhaustive sweep) and reported as not reached.
+file the next proposal edits. Every arm counts the same thing, the `LookupHarness` calls of the
+sweep, the starter's own measurement included, until one configuration within `tolerance` of the
+structure's best is measured (1: the starter already was); one that ends (plateau, no candidate
+left) or reaches `max_calls` first is counted as having measured every configuration (the cost of
+an exhaustive sweep) and reported as not reached. The seeds cost no call (the prior results were
+measured by an earlier sweep; the suggestions come with the LLM's proposal).
 """
 
 from __future__ import annotations
@@ -79,7 +81,7 @@ def suggest_configs(scenario: Scenario, count: int = SUGGESTIONS) -> list[dict[s
 
 @dataclass
 class SweepRun:
-    calls: int  # harness calls after the starter's until within tolerance (or the cap)
+    calls: int  # harness calls, the starter's included, until within tolerance (or the cap)
     reached: bool
     stalled_first: bool  # the stall stop (8 calls without a 1% gain) would have ended it before
 
@@ -116,7 +118,7 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
     stalled_first = False
     for call in range(1, cap + 1):
         if best_us <= goal:
-            return SweepRun(call - 1, True, stalled_first)
+            return SweepRun(harness.calls, True, stalled_first)
         context = AgentContext(target=target, device="cuda", gpu_summary="", best_source=source,
                                reference_source="", history=history, best=None, experiment=call)
         proposal = tuner.propose(context, seeds) if seeded else tuner.propose(context)
@@ -133,7 +135,7 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
             best_us, source = latency, proposal.source  # type: ignore[assignment]
         stalled_first = stalled_first or bool(stall_reason(latencies, STALL_AFTER, STALL_GAIN))
         if latency is not None and latency <= goal:
-            return SweepRun(call, True, stalled_first)
+            return SweepRun(harness.calls, True, stalled_first)
     return SweepRun(len(scenario.rows), False, stalled_first)
 
 
@@ -164,8 +166,11 @@ def compare(scenarios: list[Scenario], seeds: list[int], tolerance: float = 0.01
                for arm, runs in runs_of.items()},
         })
     overall = {arm: summarize(runs) for arm, runs in every.items()}
-    overall["mean_call_reduction"] = 1.0 - (overall["seeded"]["mean_calls"]
-                                            / overall["unseeded"]["mean_calls"])
-    overall["median_call_reduction"] = 1.0 - (overall["seeded"]["median_calls"]
-                                              / max(1e-9, overall["unseeded"]["median_calls"]))
+    for arm in every:
+        if arm != "unseeded" and "unseeded" in every:
+            overall[arm] |= {
+                "mean_call_reduction": 1.0 - (overall[arm]["mean_calls"]
+                                              / overall["unseeded"]["mean_calls"]),
+                "median_call_reduction": 1.0 - (overall[arm]["median_calls"]
+                                                / max(1e-9, overall["unseeded"]["median_calls"]))}
     return {"tolerance": tolerance, "seeds": seeds, "targets": per_target, "overall": overall}
