@@ -214,6 +214,11 @@ RULES: dict[str, str] = {
     "launch-hook": "no Triton launch hooks (pre_run_hooks, triton.knobs)",
     "introspection": "no frames, code objects or tracebacks (the harness's state)",
     "undefined-name": "every name must be bound in the file or be a builtin",
+    # The C++ text of a BACKEND = "cuda" file (autokernel.cuda.scan.CUDA_RULES says more).
+    "host-memory": "CUDA source: no cudaMalloc/cudaFree/cudaMemcpy/cudaMemset (torch allocates)",
+    "inline-asm": "CUDA source: no inline assembly that calls out (call, trap, exit, syscall)",
+    "preprocessor-escape": "CUDA source: no token pasting, universal character names, macro "
+                           "includes or unusual pragmas",
 }
 
 

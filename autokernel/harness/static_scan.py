@@ -73,6 +73,7 @@ class _Scanner(ast.NodeVisitor):
         self.name_scopes: list[tuple[str, set[str]]] = []
         self.scopes: list[_Scope] = []
         self.class_depth = 0
+        self.allowed_modules: frozenset[str] = frozenset()  # beyond the allow-list (cuda files)
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -161,6 +162,8 @@ class _Scanner(ast.NodeVisitor):
             self.flag("import-not-allowed", node, "relative import (a kernel file stands alone)")
             return
         module = node.module or ""
+        if module in self.allowed_modules:
+            return
         if (violation := check_module(module, node.lineno)) is not None:
             self.violations.append(violation)
             return
@@ -473,17 +476,34 @@ class _Scanner(ast.NodeVisitor):
         self.class_depth -= 1
 
 
-def scan_source(source: str) -> list[Violation]:
-    """Every rule the source breaks, in line order (empty: the scan passes)."""
+def scan_source(source: str, cuda_file_text: str | None = None) -> list[Violation]:
+    """Every rule the source breaks, in line order (empty: the scan passes).
+
+    A `BACKEND = "cuda"` file may also import its runtime, and its C++ (the inline CUDA_SOURCE,
+    or `cuda_file_text`, its CUDA_FILE's text) is scanned by `autokernel.cuda.scan`."""
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
     scanner = _Scanner()
+    cuda = cuda_kernel_file(tree)
+    if cuda:
+        from autokernel.cuda.scan import RUNTIME_MODULES, scan_cuda_parts
+
+        scanner.allowed_modules = RUNTIME_MODULES
+        scanner.violations.extend(scan_cuda_parts(tree, cuda_file_text))
     scanner.collect_module_names(tree)
     scanner.visit(tree)
     unique = {(v.line, v.rule, v.message): v for v in scanner.violations}
     return sorted(unique.values(), key=lambda v: (v.line, v.rule))
+
+
+def cuda_kernel_file(tree: ast.Module) -> bool:
+    """Whether the module assigns BACKEND = "cuda" at module level."""
+    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BACKEND"
+                                                    for t in node.targets)
+               and isinstance(node.value, ast.Constant) and node.value.value == "cuda"
+               for node in tree.body)
 
 
 def summarize(violations: list[Violation], limit: int = 3) -> str:
