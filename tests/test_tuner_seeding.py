@@ -15,6 +15,7 @@ from autokernel.agents.bench.lookup import (
 from autokernel.agents.bench.seeding import compare, run_sweep, suggest_configs
 from autokernel.agents.hybrid import HybridAgent
 from autokernel.agents.tuner import TunerAgent
+from autokernel.agents.tuner_design import adaptive_order, source_of
 from autokernel.agents.tuner_seeds import PriorResult, SweepSeeds, stall_reason
 from autokernel.harness.result import BenchResult, Status
 from autokernel.profiling.plan import Target
@@ -85,6 +86,55 @@ def test_the_seeded_design_takes_turns_and_distrusts_a_suggestion_the_prior_foun
     assert whys[0] == "suggested by the LLM"
     assert whys[1].startswith("initial design (seeded): the surrogate's best candidate")
     assert whys[2].startswith("initial design (seeded): one step from the starter")
+
+
+def test_adaptive_turns_keep_a_winning_source_and_pass_a_losing_one_on() -> None:
+    assert adaptive_order([]) == ["suggested", "surrogate", "neighbour"]
+    assert adaptive_order([("suggested", True)])[0] == "suggested"  # a win keeps the turn
+    assert adaptive_order([("suggested", False)])[0] == "surrogate"  # a loss passes it on
+    assert adaptive_order([("surrogate", True), ("neighbour", False)])[0] == "suggested"
+    assert adaptive_order([(None, True)]) == ["surrogate", "neighbour", "suggested"]  # plain turns
+    assert source_of("initial design (seeded): one step from the starter (P(good)=0.50)") == (
+        "neighbour")
+    assert source_of("surrogate P(good)=0.90 over 9 measured") is None
+
+
+def drive_seeded(tuner: TunerAgent, seeds: SweepSeeds, steps: int) -> list[Proposal]:
+    """A seeded sweep on the bowl, the best so far being the file each proposal edits."""
+    history, proposals = baseline(), []
+    source, best = kernel_source("softmax", SPACE, START), latency(START)
+    for experiment in range(1, steps + 1):
+        proposal = tuner.propose(context(history, source, experiment), seeds)
+        assert proposal is not None
+        proposals.append(proposal)
+        us = latency(proposal.tunables)
+        history.append(Attempt(experiment, proposal.description, "keep" if us < best else "revert",
+                               latency_us=us, tunables=proposal.tunables,
+                               hypothesis=proposal.hypothesis))
+        if us < best:
+            best, source = us, proposal.source
+    return proposals
+
+
+def test_the_adaptive_design_exploits_a_winning_source_and_drops_a_useless_one() -> None:
+    # The LLM's first suggestion is worse than the starter: the suggestions lose their turn at
+    # once, where plain turns come back to them every third point.
+    slow = {"BLOCK": 16, "WARPS": 8, "STAGES": 3}
+    seeds = SweepSeeds(suggested=[slow, {"BLOCK": 16, "WARPS": 8}])
+    plain = drive_seeded(TunerAgent(seed=0), seeds, 4)
+    adaptive = drive_seeded(TunerAgent(seed=0, adaptive_turns=True), seeds, 4)
+    assert [p.hypothesis for p in plain].count("suggested by the LLM") == 2
+    assert [p.hypothesis for p in adaptive].count("suggested by the LLM") == 1
+    # With nothing else to go on, a one-step move that beats the starter keeps the turn, and the
+    # next move steps from that new best (so two wins in a row walk down the bowl).
+    walk = drive_seeded(TunerAgent(seed=0, adaptive_turns=True), SweepSeeds(), 5)
+    assert all(p.hypothesis.startswith("initial design (seeded): one step from") for p in walk)
+    path = [START] + [p.tunables for p in walk]
+    assert all(latency(b) < latency(a) for a, b in zip(path, path[1:]))  # every move a win
+    assert all(sum(a[n] != b[n] for n in SPACE) == 1 for a, b in zip(path, path[1:]))
+    assert path[-1] == {"BLOCK": 128, "WARPS": 1, "STAGES": 1}  # the bowl's minimum, 5 calls
+    plain_walk = drive_seeded(TunerAgent(seed=0), SweepSeeds(), 5)
+    assert any("surrogate's best" in p.hypothesis for p in plain_walk)  # plain turns move on
 
 
 def test_a_warm_start_trains_the_surrogate_but_is_never_counted_as_measured() -> None:
