@@ -1,6 +1,7 @@
 """`autokernel bench KERNEL.py`: the correctness + anti-cheat + timing harness on one kernel file.
 
-Exit status 0 only for PASS; 1 for FAIL, REJECTED, CRASH or TIMEOUT; 2 for bad input (no such
+Exit status 0 only for PASS; 1 for FAIL, REJECTED, CRASH, TIMEOUT or SKIPPED (a CUDA kernel on
+--device cpu); 2 for bad input (no such
 file, not a kernel file, unknown shape or dtype). With --json the BenchResult is printed as one
 JSON object; with --json-out PATH it is also written to PATH. Scripts should read the verdict from
 the exit status or the --json-out file, never from stdout's last line: stdout is a terminal
@@ -18,7 +19,7 @@ from autokernel.cli._common import (DEVICE_OPTION, DTYPE_DEFAULT, Device, consol
                                     fail, plain)
 
 STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "REJECTED": "bold magenta",
-                "CRASH": "bold red", "TIMEOUT": "bold yellow"}
+                "CRASH": "bold red", "TIMEOUT": "bold yellow", "SKIPPED": "bold cyan"}
 STAGE_STYLE = {"pass": "green", "fail": "red", "skip": "dim"}
 
 

@@ -14,6 +14,7 @@ class Status(str, Enum):
     REJECTED = "REJECTED"  # static scan or a cheat detector fired: the rule in `reason`
     CRASH = "CRASH"        # exception, CUDA error or segfault: the message in `reason`
     TIMEOUT = "TIMEOUT"
+    SKIPPED = "SKIPPED"    # not judged on this device (a CUDA C++ kernel on --device cpu)
 
 
 @dataclass

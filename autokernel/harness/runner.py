@@ -175,6 +175,31 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
             return
 
 
+def _judge_cuda(result: BenchResult, info: Any, path: Path, device: str, caches: Path,
+                timeout_s: float) -> BenchResult:
+    """A CUDA C++ kernel after its static scan: SKIPPED on the CPU; on a GPU, built in this
+    trusted process (a compile error is a CRASH with nvcc's first lines), then SKIPPED until the
+    sandboxed CUDA candidate path exists (autokernel.cuda.harness says what is missing)."""
+    from autokernel.cuda.build import CudaBuildError
+    from autokernel.cuda.harness import GPU_PATH_NOT_WIRED, NEEDS_GPU, prebuild
+
+    if device == "cpu":
+        result.status, result.stage, result.reason = Status.SKIPPED, "device", NEEDS_GPU
+        return result
+    try:
+        built = prebuild(info, path, caches, timeout_s)
+    except CudaBuildError as exc:
+        result.status, result.stage = Status.CRASH, "build"
+        result.reason, result.detail = f"nvcc: {exc}", exc.detail
+        return result
+    result.phase_seconds["build"] = built.seconds
+    result.stages["build"] = "pass"
+    result.status, result.stage = Status.SKIPPED, "worker"
+    result.reason = GPU_PATH_NOT_WIRED.format(arch=built.arch, seconds=built.seconds,
+                                              cached=" (cached)" if built.cached else "")
+    return result
+
+
 # -- the API --------------------------------------------------------------------------------------
 
 def run_bench(
@@ -217,7 +242,7 @@ def run_bench(
     """
     from autokernel.harness.cases import default_timing_dtypes, default_timing_shapes
     from autokernel.harness.static_scan import scan_source, summarize
-    from autokernel.kernelfile import KernelFileError, parse_kernel_source
+    from autokernel.kernelfile import KernelFileError, cuda_source_text, parse_kernel_source
     from autokernel.ops import get_spec
     from autokernel.ops.spec import dtype_name, parse_dtype
 
@@ -274,12 +299,17 @@ def run_bench(
         correctness_dtypes=[dtype_name(d) for d in checked_dtypes],
         timing_meaningful=device == "cuda",
     )
-    if info.backend != "triton":
-        result.status, result.stage, result.rule = Status.REJECTED, "static_scan", "backend"
-        result.reason = f"backend {info.backend!r} is not supported by the harness yet (triton)"
-        return finish(result)
+    cuda_file_text = None
+    if info.cuda_file is not None:
+        try:
+            cuda_file_text = cuda_source_text(info, path)
+        except KernelFileError as exc:
+            result.status, result.stage, result.rule = Status.REJECTED, "static_scan", \
+                "kernel-format"
+            result.reason = f"not a valid kernel file: {exc}"
+            return finish(result)
     if static_scan:
-        violations = scan_source(source)
+        violations = scan_source(source, cuda_file_text)
         if violations:
             result.status, result.stage = Status.REJECTED, "static_scan"
             result.rule, result.reason = violations[0].rule, "static scan: " + summarize(violations)
@@ -292,6 +322,8 @@ def run_bench(
 
     caches = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     caches.mkdir(parents=True, exist_ok=True)
+    if info.backend == "cuda":
+        return finish(_judge_cuda(result, info, path, device, caches, timeout_s))
     cached = {k: v for k, v in read_baseline_cache(caches).items()
               if k.startswith(f"{info.kernel_type}|")}
     workdir = Path(tempfile.mkdtemp(prefix="autokernel-bench-"))

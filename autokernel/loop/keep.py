@@ -30,6 +30,9 @@ VERDICT_OF_STATUS = {
     Status.CRASH: "crash",
     Status.TIMEOUT: "timeout",
     Status.REJECTED: "rejected",
+    # Never judged on this device (a CUDA kernel on --device cpu): never kept; the row's
+    # correctness column says SKIPPED and the reason says why.
+    Status.SKIPPED: "rejected",
 }
 
 
