@@ -65,6 +65,18 @@ def test_every_command_and_file_the_readme_names_exists() -> None:
             assert (ROOT / target).exists(), target
 
 
+def test_every_run_directory_the_readme_names_is_ignored_by_this_clone() -> None:
+    """`autokernel run` refuses an --out inside a git work tree that does not ignore it, and a
+    user follows the README from a clone of this repository: its --out folders must be ignored."""
+    text = README.read_text(encoding="utf-8")
+    outs = {m.group(1) for line in shell_commands(text)
+            for m in re.finditer(r"--out (\S+)", line)}
+    assert outs
+    for out in outs:
+        check = subprocess.run(["git", "-C", str(ROOT), "check-ignore", "-q", out + "/x"])
+        assert check.returncode == 0, f"{out} is not ignored by .gitignore"
+
+
 def test_the_ci_blocks_are_the_commands_ci_runs() -> None:
     """`.ci/run` finds its commands by the README's markers; they must stay exactly these."""
     script = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
