@@ -29,6 +29,7 @@ launcher that reads a result on the host to plan its next launch is not supporte
 Command line (used by `autokernel doctor`):
     python -m autokernel.aot check path/to/kernel.py [--shape 8x1000] [--dtype bf16]
         [--no-execute] [--json]
+A `BACKEND = "cuda"` file is compiled with nvcc instead (`autokernel.cuda.aot`).
 """
 
 from __future__ import annotations
@@ -432,7 +433,12 @@ def check_kernel_file(
     from autokernel.kernelfile import ENTRY_POINT, read_kernel_file
     from autokernel.ops import get_spec
 
-    kernel_type = read_kernel_file(path).kernel_type
+    info = read_kernel_file(path)
+    if info.backend == "cuda":  # nvcc for the real target; shapes and dtypes change nothing
+        from autokernel.cuda.aot import check_cuda_kernel_file
+
+        return check_cuda_kernel_file(path, arch=arch)
+    kernel_type = info.kernel_type
     spec = get_spec(kernel_type)
     calls: list[Call] = []
     for shape in shapes or [spec.smoke_shape]:
