@@ -1,0 +1,245 @@
+"""The CUDA C++ backend's CPU-checkable foundation (issue 15): the kernel-file format, the nvcc
+build and its cache, compile errors, the SKIPPED verdict on the CPU, the AOT check, and every
+CUDA starter compiled for sm_90a (the CI machine has nvcc 13; without nvcc those tests skip).
+The GPU tests at the end run the starters against the references on a real device."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from autokernel.cuda.build import (CudaBuildError, arch_for_capability, build_extension,
+                                   find_nvcc, gencode_flags)
+from autokernel.harness.result import Status
+from autokernel.kernelfile import (KernelFileError, cuda_defines, cuda_source_text,
+                                   parse_kernel_source, read_kernel_file, set_tunables)
+
+CUDA_STARTERS_DIR = Path(__file__).resolve().parents[1] / "autokernel" / "kernels" / "cuda"
+CUDA_STARTERS = sorted(CUDA_STARTERS_DIR.glob("*.py"))
+needs_nvcc = pytest.mark.skipif(find_nvcc() is None, reason="nvcc not found (CUDA toolkit absent)")
+
+TINY_SOURCE = """
+#include <stdint.h>
+__global__ void fill(float* out, int64_t n) {
+    const int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = VALUE;
+}
+extern "C" int fill_launch(void* out, int64_t n, cudaStream_t stream) {
+    if (n > 0) fill<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>((float*)out, n);
+    return (int)cudaGetLastError();
+}
+"""
+
+
+def cuda_file(**extra: str) -> str:
+    fields = {"KERNEL_TYPE": '"reduce"', "BACKEND": '"cuda"', "BLOCK": "256",
+              "VARIANT": '"fast"', "TUNABLE_SPACE": '{"BLOCK": [128, 256], '
+                                                   '"VARIANT": ["fast", "exact"]}',
+              "CUDA_SOURCE": 'r"""__global__ void k() {}"""', **extra}
+    body = "".join(f"{name} = {value}\n" for name, value in fields.items() if value)
+    return body + "def kernel_fn(x, axis=-1):\n    return x\n"
+
+
+@pytest.fixture(scope="session")
+def build_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One nvcc cache for the session: each starter compiles once however many tests use it."""
+    return tmp_path_factory.mktemp("cuda-cache")
+
+
+# -- the format -----------------------------------------------------------------------------------
+
+def test_cuda_file_parses_with_source_and_defines() -> None:
+    info = parse_kernel_source(cuda_file())
+    assert (info.backend, info.cuda_source, info.cuda_file) == ("cuda", "__global__ void k() {}",
+                                                                None)
+    assert cuda_defines(info.tunables) == {"BLOCK": "256", "VARIANT": "fast"}
+    edited = parse_kernel_source(set_tunables(cuda_file(), {"BLOCK": 128, "VARIANT": "exact"}))
+    assert cuda_defines(edited.tunables) == {"BLOCK": "128", "VARIANT": "exact"}
+
+
+def test_cuda_file_needs_exactly_one_source(tmp_path: Path) -> None:
+    with pytest.raises(KernelFileError, match="exactly one of CUDA_SOURCE"):
+        parse_kernel_source(cuda_file(CUDA_SOURCE=""))
+    with pytest.raises(KernelFileError, match="exactly one of CUDA_SOURCE"):
+        parse_kernel_source(cuda_file(CUDA_FILE='"k.cu"'))
+    with pytest.raises(KernelFileError, match="beside kernel.py"):
+        parse_kernel_source(cuda_file(CUDA_SOURCE="", CUDA_FILE='"../k.cu"'))
+    text = cuda_file(CUDA_SOURCE="", CUDA_FILE='"k.cu"')
+    (tmp_path / "kernel.py").write_text(text)
+    (tmp_path / "k.cu").write_text("// the sibling source\n")
+    info = read_kernel_file(tmp_path / "kernel.py")
+    assert cuda_source_text(info, tmp_path / "kernel.py") == "// the sibling source\n"
+
+
+def test_tunables_a_define_cannot_carry_are_refused() -> None:
+    with pytest.raises(KernelFileError, match="-D define"):
+        parse_kernel_source(cuda_file(VARIANT='"not an identifier"',
+                                      TUNABLE_SPACE='{"VARIANT": ["not an identifier"]}'))
+    assert cuda_defines({"ON": True, "SCALE": 0.5}) == {"ON": "1", "SCALE": "0.5"}
+
+
+def test_arch_targets() -> None:
+    assert [arch_for_capability(*c) for c in ((9, 0), (8, 0), (8, 9))] == ["sm_90a", "sm_80",
+                                                                            "sm_89"]
+    assert gencode_flags("sm_90a") == ["-gencode=arch=compute_90a,code=sm_90a"]
+    with pytest.raises(ValueError):
+        gencode_flags("sm_90a; rm -rf")
+
+
+# -- build, cache, errors -------------------------------------------------------------------------
+
+@needs_nvcc
+def test_build_is_cached_by_content(build_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = build_extension(TINY_SOURCE, {"VALUE": "1.0f"}, arch="sm_90a", cache_dir=build_cache)
+    assert first.library.is_file() and not first.cached and first.seconds > 0
+    assert "fill" in first.ptxas_log
+
+    import subprocess
+
+    def no_nvcc(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a cached build ran nvcc")
+
+    monkeypatch.setattr(subprocess, "run", no_nvcc)
+    again = build_extension(TINY_SOURCE, {"VALUE": "1.0f"}, arch="sm_90a", cache_dir=build_cache)
+    assert (again.cached, again.library, again.seconds) == (True, first.library, 0.0)
+    monkeypatch.undo()
+    other = build_extension(TINY_SOURCE, {"VALUE": "2.0f"}, arch="sm_90a", cache_dir=build_cache)
+    assert other.key != first.key and not other.cached
+
+
+@needs_nvcc
+def test_compile_error_carries_the_first_nvcc_lines(tmp_path: Path) -> None:
+    source = "__global__ void k(float* y) {\n    y[0] = undefined_name;\n}\n"
+    with pytest.raises(CudaBuildError) as caught:
+        build_extension(source, {}, arch="sm_90a", cache_dir=tmp_path)
+    message = str(caught.value)
+    assert message.startswith("CUDA_SOURCE line 2: error:") and "undefined_name" in message
+    assert "undefined_name" in caught.value.detail and str(tmp_path) not in caught.value.detail
+    assert not list((tmp_path / "cuda").rglob("*.so"))
+
+
+# -- the harness and the AOT check on the CPU ----------------------------------------------------
+
+def test_cuda_kernel_on_cpu_is_skipped_not_rejected(tmp_path: Path) -> None:
+    from autokernel.harness.runner import run_bench
+
+    result = run_bench(CUDA_STARTERS_DIR / "reduce.py", device="cpu", cache_dir=tmp_path)
+    assert result.status is Status.SKIPPED and not result.passed
+    assert "needs a GPU" in result.reason and result.stages == {"static_scan": "pass"}
+    assert result.backend == "cuda"
+
+
+def test_cuda_kernel_scan_still_rejects_on_cpu(tmp_path: Path) -> None:
+    from autokernel.harness.runner import run_bench
+
+    source = (CUDA_STARTERS_DIR / "reduce.py").read_text()
+    bad = tmp_path / "kernel.py"
+    bad.write_text(source.replace("#include <stdint.h>", "#include <cublas_v2.h>"))
+    result = run_bench(bad, device="cpu", cache_dir=tmp_path)
+    assert result.status is Status.REJECTED and result.rule == "import-not-allowed"
+
+
+def test_skipped_is_never_kept() -> None:
+    from autokernel.harness.result import BenchResult
+    from autokernel.loop.keep import verdict_for
+
+    result = BenchResult(status=Status.SKIPPED, reason="needs a GPU")
+    # A non-PASS result is decided before its measurement is read.
+    verdict = verdict_for(result, None, None, 0.01, {})  # type: ignore[arg-type]
+    assert verdict.status == "rejected" and "needs a GPU" in verdict.reason
+
+
+@needs_nvcc
+def test_aot_check_reports_resources_or_errors(build_cache: Path, tmp_path: Path) -> None:
+    from autokernel.cuda.aot import check_cuda_kernel_file
+
+    results = check_cuda_kernel_file(CUDA_STARTERS_DIR / "reduce.py", cache_dir=build_cache)
+    assert results and all(r.ok and r.n_regs and r.local_bytes == 0 for r in results)
+    assert {r.context.split(",")[0] for r in results} == {"sm_90a"}
+    broken = tmp_path / "kernel.py"
+    broken.write_text((CUDA_STARTERS_DIR / "reduce.py").read_text().replace(
+        "sum = block_sum(sum);", "sum = block_sum(sum, 1);"))
+    [failed] = check_cuda_kernel_file(broken, cache_dir=build_cache)
+    assert not failed.ok and "error" in failed.error and "CUDA_SOURCE line" in failed.error
+
+
+# -- CI: every CUDA starter compiles for sm_90a ---------------------------------------------------
+
+@needs_nvcc
+@pytest.mark.parametrize("path", CUDA_STARTERS, ids=lambda p: p.stem)
+def test_cuda_starter_compiles_for_sm90a(path: Path, build_cache: Path) -> None:
+    from autokernel.cuda.harness import prebuild
+    from autokernel.harness.static_scan import scan_source
+
+    info = read_kernel_file(path)
+    assert info.backend == "cuda" and info.kernel_type == path.stem
+    assert scan_source(path.read_text()) == []
+    source = path.read_text()
+    assert source.startswith('"""'), "a starter opens with its algorithm and limits"
+    built = prebuild(info, path, build_cache, timeout_s=300, arch="sm_90a")  # raises on errors
+    assert "spill" not in built.ptxas_log or " 0 bytes spill stores" in built.ptxas_log
+
+
+def test_cuda_starters_import_without_a_gpu() -> None:
+    """load_extension is lazy: importing a CUDA kernel file builds nothing."""
+    import importlib.util
+
+    for path in CUDA_STARTERS:
+        spec = importlib.util.spec_from_file_location(f"cuda_starter_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        assert module.EXTENSION._library is None
+
+
+# -- on a GPU --------------------------------------------------------------------------------------
+
+GPU_CASES = {
+    "reduce": [((7, 33), {}), ((4, 4097), {}), ((3, 300, 5), {"axis": 1}), ((65537, 1), {})],
+    "softmax": [((7, 33), {}), ((2, 20000), {}), ((2, 8, 33), {"axis": 1}), ((1537, 1), {})],
+    "rmsnorm": [((7, 33), {}), ((5, 4097), {}), ((2, 1537, 3), {"axis": 1}), ((33, 1), {})],
+}
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel_type", sorted(GPU_CASES))
+def test_cuda_starter_matches_reference_on_gpu(kernel_type: str) -> None:
+    """Every dtype, odd widths (vector tails), a non-last axis, and an unaligned view."""
+    import importlib.util
+
+    import torch
+
+    from autokernel.reference import REFERENCES
+
+    path = CUDA_STARTERS_DIR / f"{kernel_type}.py"
+    spec = importlib.util.spec_from_file_location(f"cuda_gpu_{kernel_type}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    tolerance = {torch.float32: 1e-4, torch.float16: 1e-2, torch.bfloat16: 2e-2}
+    for dtype, tol in tolerance.items():
+        for shape, params in GPU_CASES[kernel_type]:
+            x = torch.randn(shape, device="cuda", dtype=torch.float32).to(dtype)
+            args: list[object] = [x]
+            if kernel_type == "rmsnorm":
+                args += [torch.randn(shape[params.get("axis", -1)], device="cuda").to(dtype), 1e-6]
+            if "axis" in params:
+                args.append(params["axis"])
+            expected = REFERENCES[kernel_type](*args)
+            got = module.kernel_fn(*args)
+            torch.cuda.synchronize()
+            torch.testing.assert_close(got, expected, atol=tol, rtol=tol)
+        unaligned = torch.randn(4 * 1000 + 1, device="cuda").to(dtype)[1:].view(4, 1000)
+        args = [unaligned] + ([torch.ones(1000, device="cuda", dtype=dtype), 1e-6]
+                              if kernel_type == "rmsnorm" else [])
+        torch.testing.assert_close(module.kernel_fn(*args), REFERENCES[kernel_type](*args),
+                                   atol=tol, rtol=tol)
+
+
+@pytest.mark.gpu
+def test_cuda_harness_path_on_gpu() -> None:
+    pytest.skip("TODO(issue 15): the sandboxed CUDA candidate path (prepare_candidate before the "
+                "import, launch counting of the extension, ghost replay) is not wired; run_bench "
+                "builds, then answers SKIPPED. Once wired: every CUDA starter PASSes run_bench "
+                "in every dtype, and tests/adversarial CUDA kernels are non-PASS.")
