@@ -97,7 +97,7 @@ class ResultRow:
     latency_us: float | None = None
     pct_peak: float | None = None
     speedup_vs_pytorch: float | None = None
-    correctness: str  # the harness status: PASS, FAIL, CRASH, TIMEOUT, REJECTED
+    correctness: str  # the harness status: PASS, FAIL, CRASH, TIMEOUT, REJECTED, SKIPPED
     peak_vram_mb: float | None = None
     description: str
     # autokernel's own.
