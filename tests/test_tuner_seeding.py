@@ -46,7 +46,7 @@ def baseline() -> list[Attempt]:
 
 
 def test_without_a_warm_start_suggestions_and_neighbours_take_turns() -> None:
-    tuner, history = TunerAgent(seed=0), baseline()
+    tuner, history = TunerAgent(seed=0, adaptive_turns=False), baseline()
     seeds = SweepSeeds(suggested=[{"BLOCK": 128}, {"WARPS": 1, "STAGES": 3}, {"BLOCK": 128}])
     proposed = []
     for experiment in (1, 2, 3, 4, 5):
@@ -73,7 +73,7 @@ def test_the_seeded_design_takes_turns_and_distrusts_a_suggestion_the_prior_foun
     worst = {"BLOCK": 16, "WARPS": 8, "STAGES": 3}  # the earlier structure's slowest
     best = {"BLOCK": 128, "WARPS": 1, "STAGES": 1}
     seeds = SweepSeeds(suggested=[worst, best], prior=prior)
-    tuner, history = TunerAgent(seed=0), baseline()
+    tuner, history = TunerAgent(seed=0, adaptive_turns=False), baseline()
     whys = []
     for experiment in (1, 2, 3):
         proposal = tuner.propose(context(history, experiment=experiment), seeds)
@@ -121,7 +121,7 @@ def test_the_adaptive_design_exploits_a_winning_source_and_drops_a_useless_one()
     # once, where plain turns come back to them every third point.
     slow = {"BLOCK": 16, "WARPS": 8, "STAGES": 3}
     seeds = SweepSeeds(suggested=[slow, {"BLOCK": 16, "WARPS": 8}])
-    plain = drive_seeded(TunerAgent(seed=0), seeds, 4)
+    plain = drive_seeded(TunerAgent(seed=0, adaptive_turns=False), seeds, 4)
     adaptive = drive_seeded(TunerAgent(seed=0, adaptive_turns=True), seeds, 4)
     assert [p.hypothesis for p in plain].count("suggested by the LLM") == 2
     assert [p.hypothesis for p in adaptive].count("suggested by the LLM") == 1
@@ -133,7 +133,7 @@ def test_the_adaptive_design_exploits_a_winning_source_and_drops_a_useless_one()
     assert all(latency(b) < latency(a) for a, b in zip(path, path[1:]))  # every move a win
     assert all(sum(a[n] != b[n] for n in SPACE) == 1 for a, b in zip(path, path[1:]))
     assert path[-1] == {"BLOCK": 128, "WARPS": 1, "STAGES": 1}  # the bowl's minimum, 5 calls
-    plain_walk = drive_seeded(TunerAgent(seed=0), SweepSeeds(), 5)
+    plain_walk = drive_seeded(TunerAgent(seed=0, adaptive_turns=False), SweepSeeds(), 5)
     assert any("surrogate's best" in p.hypothesis for p in plain_walk)  # plain turns move on
 
 
@@ -189,10 +189,12 @@ def test_the_seeded_sweep_needs_fewer_calls_on_the_h100_table() -> None:
     scenarios = [sweep_scenario(e) for e in load_table() if e.kernel_type in ("rmsnorm",
                                                                               "softmax")]
     assert all(len(suggest_configs(s)) == 5 for s in scenarios)
-    report = compare(scenarios, seeds=[0, 1, 2])
+    adaptive = "seeded, adaptive turns"  # the tuner's default; "seeded" takes plain turns
+    report = compare(scenarios, seeds=[0, 1, 2], arms=("unseeded", "seeded", adaptive))
     overall = report["overall"]
+    assert overall[adaptive]["mean_calls"] < 0.8 * overall["unseeded"]["mean_calls"], report
     assert overall["seeded"]["mean_calls"] < 0.8 * overall["unseeded"]["mean_calls"], report
-    run = run_sweep(scenarios[0], arm="seeded", seed=0)
+    run = run_sweep(scenarios[0], arm=adaptive, seed=0)
     assert run.reached and run.calls == 2  # the starter, then the rule's first suggestion: the best
 
 

@@ -32,9 +32,10 @@ The search follows likelihood-free Bayesian optimization as Helion's LFBO patter
 
 A sweep can be seeded (`propose(context, seeds=SweepSeeds(...))`, autokernel.agents.tuner_seeds):
 its initial design then takes turns between the LLM's suggested configurations, the surrogate
-(warm-started from the results of structures swept before) and the starter's one-step neighbours
-(autokernel.agents.tuner_design); the model-guided phase follows after a few points, and a stall
-rule ends the sweep. The tuner alone (`--agent tuner`) passes no seeds.
+(warm-started from the results of structures swept before) and one-step neighbours, a source that
+improved the best keeping the turn (autokernel.agents.tuner_design); the model-guided phase
+follows after a few points, and a stall rule ends the sweep. The tuner alone (`--agent tuner`)
+passes no seeds.
 
 The state is rebuilt from the loop's history on every call, so a resumed run continues the same
 search without a separate checkpoint.
@@ -149,7 +150,7 @@ class TunerAgent:
         n_estimators: int = 48,
         restrict_to: Sequence[Mapping[str, Any]] | None = None,
         seeded_design: int = 6,
-        adaptive_turns: bool = False,
+        adaptive_turns: bool = True,
     ) -> None:
         self.seed = seed
         self.initial_neighbours = initial_neighbours

@@ -22,6 +22,12 @@ neighbours in random order). Taking turns bounds the cost of a useless source: w
 first hit of a useful one comes at most k times later than if it had gone alone. A source with
 nothing left (no surrogate while nothing tells good from bad; no suggestions) passes its turn on.
 
+By default the turns adapt (`adaptive_order`, play-the-winner): a source whose pick improved the
+sweep's best keeps the turn, one whose pick did not passes it on, and the neighbour source steps
+from the best so far (from the starter once that neighbourhood is measured). So a useless source
+costs one call per round, and a winning local move is followed by the next one at once
+(`TunerAgent(adaptive_turns=False)`: plain turns, as measured in tuner-seeding-37788e8.md).
+
 After `TunerAgent.seeded_design` measurements (6: two turns of each source) the model-guided phase
 takes over, the warm start still in the surrogate. There, a suggestion not yet measured stays a
 candidate with a bonus on its P(good) (`SUGGESTION_BONUS`): the LLM saw the new source, the

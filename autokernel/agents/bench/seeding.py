@@ -86,7 +86,9 @@ class SweepRun:
     stalled_first: bool  # the stall stop (8 calls without a 1% gain) would have ended it before
 
 
-ARMS: dict[str, tuple[bool, bool, bool]] = {  # (suggested configurations, warm start, adaptive)
+# (suggested configurations, warm start, adaptive turns). "seeded" is the plain-turns design of
+# tuner-seeding-37788e8.md; the tuner's default is adaptive turns (tuner-seeding-993c50e.md).
+ARMS: dict[str, tuple[bool, bool, bool]] = {
     "unseeded": (False, False, False), "seeded": (True, True, False),
     "seeded, adaptive turns": (True, True, True),
     "suggested only": (True, False, False), "warm start only": (False, True, False),
