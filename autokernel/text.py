@@ -1,4 +1,5 @@
-"""How figures and failures are written for people: durations and one-line error summaries."""
+"""How figures and failures are written for people: durations, counts and one-line error
+summaries."""
 
 from __future__ import annotations
 
@@ -10,6 +11,11 @@ def format_duration(seconds: float) -> str:
     if seconds >= 60:
         return f"{seconds / 60:.1f} min"
     return f"{seconds:.0f} s"
+
+
+def count_of(number: int, noun: str) -> str:
+    """'1 experiment', '3 experiments': a count with its noun in the right number."""
+    return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
 def error_summary(exc: BaseException, limit: int | None = None) -> str:

@@ -38,6 +38,7 @@ from autokernel.agents.claude_prompt import TUNER_PREFIX
 from autokernel.agents.hybrid import structure_key
 from autokernel.files import atomic_write_text
 from autokernel.loop.workspace import FRONTIER_DIR
+from autokernel.text import count_of
 
 PASSING = ("keep", "revert", "baseline")  # statuses of measured, correct kernels
 INCUMBENT = ("keep", "baseline")  # statuses that made a kernel the best
@@ -223,7 +224,7 @@ class Frontier:
                 chosen = min(others, key=lambda e: (e.picks, e.latency_us, e.experiment))
                 why = (f"to explore (probability {self.explore:g}): the least edited of the "
                        f"{len(others)} other passing structures of this target, edited "
-                       f"{chosen.picks} time{'s' if chosen.picks != 1 else ''} before")
+                       f"{count_of(chosen.picks, 'time')} before")
         chosen.picks += 1
         return ParentKernel(experiment=chosen.experiment, source=chosen.source,
                             latency_us=chosen.latency_us, why=why, is_best=chosen is best,

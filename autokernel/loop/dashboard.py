@@ -15,7 +15,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autokernel.text import format_duration
+from autokernel.text import count_of, format_duration
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -101,7 +101,7 @@ def best_figures(target: TargetState) -> tuple[float | None, float | None, float
 
 def target_summary(target: TargetState) -> str:
     _, eager, compiled = best_figures(target)
-    parts = [f"{target.experiments} experiments, {target.keeps} kept"]
+    parts = [f"{count_of(target.experiments, 'experiment')}, {target.keeps} kept"]
     if eager is not None:
         parts.append(f"best {times(eager)} eager")
     if compiled is not None:
