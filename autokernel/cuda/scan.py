@@ -209,3 +209,11 @@ def scan_cuda_parts(tree: ast.Module, cuda_file_text: str | None = None) -> list
         return []
     return [Violation(v.rule, v.line, f"CUDA_FILE line {v.line}: {v.message}")
             for v in scan_cuda_source(cuda_file_text)]
+
+
+def cuda_kernel_file(tree: ast.Module) -> bool:
+    """Whether the module assigns BACKEND = "cuda" at module level."""
+    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BACKEND"
+                                                    for t in node.targets)
+               and isinstance(node.value, ast.Constant) and node.value.value == "cuda"
+               for node in tree.body)

@@ -35,6 +35,7 @@ import ast
 import builtins
 from dataclasses import dataclass
 
+from autokernel.cuda.scan import RUNTIME_MODULES, cuda_kernel_file, scan_cuda_parts
 from autokernel.harness.scan_ast import (
     dotted, format_fields, function_locals, pure_chain, root_name, scope_bindings,
 )
@@ -486,24 +487,13 @@ def scan_source(source: str, cuda_file_text: str | None = None) -> list[Violatio
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
     scanner = _Scanner()
-    cuda = cuda_kernel_file(tree)
-    if cuda:
-        from autokernel.cuda.scan import RUNTIME_MODULES, scan_cuda_parts
-
+    if cuda_kernel_file(tree):
         scanner.allowed_modules = RUNTIME_MODULES
         scanner.violations.extend(scan_cuda_parts(tree, cuda_file_text))
     scanner.collect_module_names(tree)
     scanner.visit(tree)
     unique = {(v.line, v.rule, v.message): v for v in scanner.violations}
     return sorted(unique.values(), key=lambda v: (v.line, v.rule))
-
-
-def cuda_kernel_file(tree: ast.Module) -> bool:
-    """Whether the module assigns BACKEND = "cuda" at module level."""
-    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "BACKEND"
-                                                    for t in node.targets)
-               and isinstance(node.value, ast.Constant) and node.value.value == "cuda"
-               for node in tree.body)
 
 
 def summarize(violations: list[Violation], limit: int = 3) -> str:
