@@ -325,11 +325,13 @@ class TunerAgent:
             # best's neighbourhood holds nothing unmeasured in the space.
             if any(n not in state.visited for n in state.space.neighbours(best_config)):
                 centre = best_config
+        label = "the starter" if centre == observations[0].config else "the best so far"
         return next_design_pick(
             turn=turn, space=state.space, starter=centre, suggested=suggested,
             prior=state.prior, warm_candidates=lambda: self._candidates(state),
             score=(lambda configs: _p_good(model, configs)) if model is not None else None,
-            visited=state.visited, skip=state.inert.repeats_measured, rng=state.rng, order=order)
+            visited=state.visited, skip=state.inert.repeats_measured, rng=state.rng, order=order,
+            centre_label=label)
 
     def _initial_design(self, state: _SweepState) -> list[tuple[Config, str]]:
         space, observations, rng, inert = state.space, state.observations, state.rng, state.inert

@@ -51,7 +51,7 @@ SOURCE_ORDER = ("suggested", "surrogate", "neighbour")
 DESIGN_WHY = {
     "surrogate": "initial design (seeded): the surrogate's best candidate",
     "suggested": SUGGESTED_WHY,
-    "neighbour": "initial design (seeded): one step from the starter",
+    "neighbour": "initial design (seeded): one step from",  # + the point it steps from
 }
 
 Scorer = Callable[[list[Config]], list[float]]  # P(good) of each configuration
@@ -118,11 +118,13 @@ def next_design_pick(
     skip: Callable[[Config], bool],
     rng: random.Random,
     order: Sequence[str] | None = None,
+    centre_label: str = "the starter",
 ) -> DesignPick | None:
     """The seeded design's configuration for measurement number `turn` (0-based) of the sweep, or
     None when every source is empty. `order`: the sources in the order they are asked
     (`adaptive_order`); None takes plain turns by `turn`. `starter` is where the neighbour source
-    steps from. `score` is None while no surrogate can be fitted (one class only): then suggestions
+    steps from, `centre_label` what it is in the pick's reason ("the starter", "the best so
+    far"). `score` is None while no surrogate can be fitted (one class only): then suggestions
     keep the LLM's order and neighbours a random one. `skip` tells a configuration that would only
     launch a measured kernel again (the tuner's inert tunables)."""
     bonus = suggestion_bonus(suggested, prior)
@@ -142,9 +144,10 @@ def next_design_pick(
             # The LLM's order is its own ranking; one the earlier structure found bad drops down.
             ranked = sorted(configs, key=lambda c: -bonus.get(c, 0.0))  # stable
             return DesignPick(ranked[0], DESIGN_WHY[name])
+        why = f"{DESIGN_WHY[name]} {centre_label}" if name == "neighbour" else DESIGN_WHY[name]
         if score is None:
-            return DesignPick(configs[0], DESIGN_WHY[name])
+            return DesignPick(configs[0], why)
         scores = score(configs)
         best = max(range(len(configs)), key=lambda i: (scores[i], -i))
-        return DesignPick(configs[best], f"{DESIGN_WHY[name]} (P(good)={scores[best]:.2f})")
+        return DesignPick(configs[best], f"{why} (P(good)={scores[best]:.2f})")
     return None
