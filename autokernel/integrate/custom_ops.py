@@ -2,8 +2,11 @@
 
 A custom op is opaque to `torch.compile`: Dynamo records one call, Inductor leaves the Triton
 kernel alone, and the fake implementation below tells the compiler the output's shape and dtype
-without running anything. Autograd goes through `register_autograd`, with one of two backwards per
-kernel type (`INTEGRATION.backward` in its op entry, `autokernel/ops/<type>.py`):
+without running anything. Where a kernel's host code can be traced, it is registered as a
+`torch.library.triton_op` instead, whose Triton launches Inductor sees and fuses around
+(`triton_ops.py`); `KernelOp.compile_path` says which one a kernel got, and why not the first.
+Autograd goes through `register_autograd`, with one of two backwards per kernel type
+(`INTEGRATION.backward` in its op entry, `autokernel/ops/<type>.py`):
 
 - "analytic": a closed-form gradient written with PyTorch ops (matmul, softmax, cross_entropy,
   rotary_embedding, reduce). Cheap, and exact up to rounding;
@@ -35,6 +38,14 @@ from typing import Any
 import torch
 
 from autokernel.integrate.integration import Integration  # inlined before this by export
+from autokernel.integrate.triton_ops import (  # inlined before this by export
+    CUSTOM_OP,
+    TRITON_OP,
+    compile_path_label,
+    define_triton_op,
+    traceable_body,
+    untraceable_reason,
+)
 
 OP_NAMESPACE = "autokernel"
 
@@ -154,11 +165,19 @@ class KernelOp:
     device_type: str  # "cuda", or "cpu" when the kernels run in the Triton interpreter
     direct: Callable[..., torch.Tensor] | None = None
     integration: Integration | None = None  # the op entry's schema, backward and routes
+    compile_path: str = CUSTOM_OP  # TRITON_OP: Inductor sees its launches; CUSTOM_OP: opaque
+    opaque_reason: str | None = None  # why a custom_op is not a triton_op
+
+    @property
+    def compile_label(self) -> str:
+        return compile_path_label(self.compile_path, self.opaque_reason)
 
 
-def op_name(kernel_type: str, source: str, device_type: str) -> str:
-    """A name that changes with the kernel's source and build, so two versions never collide."""
-    digest = hashlib.sha1(f"{kernel_type}\0{device_type}\0{source}".encode()).hexdigest()[:12]
+def op_name(kernel_type: str, source: str, device_type: str, path: str = CUSTOM_OP) -> str:
+    """A name that changes with the kernel's source, build and registration path, so two
+    versions never collide."""
+    build = device_type if path == CUSTOM_OP else f"{device_type}\0{path}"
+    digest = hashlib.sha1(f"{kernel_type}\0{build}\0{source}".encode()).hexdigest()[:12]
     return f"{kernel_type}_{digest}"
 
 
@@ -179,9 +198,10 @@ def _unaliased(out: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
     return out
 
 
-# A trailing argument added to a schema after kernels were written for it (reduce, softmax and
-# rmsnorm's axis), at the value that means what those kernels already do (over the last dim).
-LEGACY_TRAILING_DEFAULT = -1
+# Trailing arguments added to a schema after kernels were written for it (reduce, softmax and
+# rmsnorm's axis; reduce's op), at the values that mean what those kernels already do (over the
+# last dim; a sum).
+LEGACY_TRAILING_DEFAULTS = (-1, "sum")
 
 
 def _kernel_fn_arity(kernel_fn: Callable[..., Any]) -> int | None:
@@ -201,40 +221,92 @@ def _fitted(args: tuple[Any, ...], arity: int | None) -> tuple[Any, ...]:
     value that kernel already computes; any other axis is a call it cannot make."""
     if arity is None or len(args) <= arity:
         return args
-    if any(a != LEGACY_TRAILING_DEFAULT for a in args[arity:]):
+    if any(a not in LEGACY_TRAILING_DEFAULTS for a in args[arity:]):
         raise ValueError(f"this kernel_fn takes {arity} arguments, not an axis")
     return args[:arity]
 
 
+def choose_compile_path(kernel_fn: Callable[..., torch.Tensor], module: types.ModuleType | None,
+                        integration: Integration, device_type: str,
+                        compile_transparent: bool | None,
+                        dtype: torch.dtype = torch.float16) -> tuple[str, str | None]:
+    """(TRITON_OP or CUSTOM_OP, why not a triton_op). `compile_transparent`: None decides by
+    tracing the host code on the op entry's example; True takes a triton_op without the check
+    (where a module is known); False keeps the custom_op."""
+    if compile_transparent is False:
+        return CUSTOM_OP, "compile_transparent=False"
+    if module is None:
+        return CUSTOM_OP, "no kernel module to trace"
+    if compile_transparent:
+        return TRITON_OP, None
+    if interpreting():
+        return CUSTOM_OP, "Triton interpreter: wrap_triton cannot capture interpreted kernels"
+    if integration.example is None:
+        return CUSTOM_OP, "no example inputs in its op entry to trace the host code with"
+    example = tuple(a.to(device_type) if isinstance(a, torch.Tensor) else a
+                    for a in integration.example(dtype))
+    why = untraceable_reason(traceable_body(kernel_fn, module), example)
+    return (CUSTOM_OP, why) if why else (TRITON_OP, None)
+
+
 def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], source: str,
                     integration: Integration,
-                    reference: Callable[..., torch.Tensor] | None) -> KernelOp:
+                    reference: Callable[..., torch.Tensor] | None,
+                    module: types.ModuleType | None = None,
+                    compile_transparent: bool | None = None,
+                    dtype: torch.dtype = torch.float16) -> KernelOp:
     """Register `kernel_fn` as `autokernel::<type>_<digest>` with the op entry's schema, fake
-    and backward (`integration`).
+    and backward (`integration`): a triton_op where its host code traces (`module` is the
+    kernel file's module, whose launches the trace routes through wrap_triton), else a
+    custom_op (`choose_compile_path`, tracing at the op entry's example in `dtype`, one the
+    harness verified).
 
-    Registering the same source twice in one process reuses the first registration (a custom op
+    Registering the same source twice in one process reuses the first registration (an op
     name can be defined only once), which computes the same thing.
     """
     device_type = "cpu" if interpreting() else "cuda"
-    name = op_name(kernel_type, source, device_type)
-    qualname = f"{OP_NAMESPACE}::{name}"
-
+    path, why = choose_compile_path(kernel_fn, module, integration, device_type,
+                                    compile_transparent, dtype)
     arity = _kernel_fn_arity(kernel_fn)
 
     def implementation(*args: Any) -> torch.Tensor:
         return _unaliased(kernel_fn(*_fitted(args, arity)), args)
 
-    existing = _existing_op(name)
-    if existing is not None:
-        return KernelOp(kernel_type, qualname, existing, integration.backward, device_type,
-                        implementation, integration)
+    if path == TRITON_OP:
+        traced = traceable_body(kernel_fn, module)  # type: ignore[arg-type]
 
-    custom = torch.library.custom_op(qualname, implementation, mutates_args=(),
-                                     schema=integration.schema)
-    custom.register_fake(integration.fake)
-    custom.register_autograd(backward_for(integration, reference), setup_context=_setup_context)
-    return KernelOp(kernel_type, qualname, _existing_op(name) or custom, integration.backward,
-                    device_type, implementation, integration)
+        def transparent(*args: Any) -> torch.Tensor:
+            return _unaliased(traced(*_fitted(args, arity)), args)
+
+        try:
+            return _register(kernel_type, source, device_type, integration, reference,
+                             TRITON_OP, transparent, implementation)
+        except Exception as exc:  # a schema triton_op cannot take: the custom_op still works
+            why = f"triton_op registration failed: {type(exc).__name__}: {exc}"[:160]
+    return _register(kernel_type, source, device_type, integration, reference, CUSTOM_OP,
+                     implementation, implementation, why)
+
+
+def _register(kernel_type: str, source: str, device_type: str, integration: Integration,
+              reference: Callable[..., torch.Tensor] | None, path: str,
+              body: Callable[..., torch.Tensor], direct: Callable[..., torch.Tensor],
+              opaque_reason: str | None = None) -> KernelOp:
+    name = op_name(kernel_type, source, device_type, path)
+    qualname = f"{OP_NAMESPACE}::{name}"
+    found = _existing_op(name)
+    if found is None:
+        if path == TRITON_OP:
+            registered = define_triton_op(qualname, body, integration.schema)
+        else:
+            registered = torch.library.custom_op(qualname, body, mutates_args=(),
+                                                 schema=integration.schema)
+        # A triton_op's own fake runs the body on fake tensors; the op entry's needs no trace.
+        registered.register_fake(integration.fake)
+        registered.register_autograd(backward_for(integration, reference),
+                                     setup_context=_setup_context)
+        found = _existing_op(name) or registered
+    return KernelOp(kernel_type, qualname, found, integration.backward, device_type, direct,
+                    integration, path, opaque_reason)
 
 
 def _setup_context(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:

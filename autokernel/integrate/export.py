@@ -14,7 +14,9 @@ The written module holds:
   `autokernel/ops/<type>.py`: schema, fake, backward and routes), as a string run with the
   inlined modules' names in scope;
 - the manifest (what each kernel may be used for) as Python literals;
-- `patch(model, device=None)`, `kernels(device=None)` and `MANIFEST`.
+- `patch(model, device=None, ...)`, `kernels(device=None, compile_transparent=None)` and
+  `MANIFEST`. Each kernel becomes a triton_op or a custom_op by the same rule, in the same
+  inlined code (`triton_ops.py`), as in `autokernel verify` and `autokernel.load`.
 
 Nothing of the run machinery (the workspace, git, the harness, autokernel itself) is needed.
 """
@@ -33,7 +35,8 @@ if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
 
 EXPORT_MARKER = "# autokernel export"
-INLINED_MODULES = ("interpreter_compat.py", "integrate/integration.py", "integrate/custom_ops.py",
+INLINED_MODULES = ("interpreter_compat.py", "integrate/integration.py",
+                   "integrate/triton_ops.py", "integrate/custom_ops.py",
                    "integrate/routing.py", "integrate/attention_chain.py",
                    "integrate/function_routes.py",
                    "integrate/patch.py")  # in dependency order: one namespace, plain names
@@ -108,24 +111,29 @@ RUNTIME_FOOTER = '''
 # ---------------------------------------------------------------------------------------------
 # Loading this run's kernels, and `patch`
 
-_LOADED: dict[str, list[RoutedKernel]] = {}
+_LOADED: dict[tuple[str, bool | None], list[RoutedKernel]] = {}
 
 
 def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def kernels(device: str | None = None) -> list[RoutedKernel]:
-    """This run's kernels, registered as custom ops for `device` ("cuda", or "cpu" through the
-    Triton interpreter), once per process."""
+def kernels(device: str | None = None,
+            compile_transparent: bool | None = None) -> list[RoutedKernel]:
+    """This run's kernels, registered for `device` ("cuda", or "cpu" through the Triton
+    interpreter), once per process: each a triton_op that torch.compile sees into where its host
+    code traces, else a custom_op (`compile_transparent`: None decides so, True takes triton_ops,
+    False custom ops). `patch(model).report.lines()` says which path each kernel took."""
     device = device or _default_device()
-    if device not in _LOADED:
+    key = (device, compile_transparent)
+    if key not in _LOADED:
         prepare_device(device)  # TRITON_INTERPRET must be decided before the kernels are defined
         reference = load_kernel_module(f"{MODULE_PREFIX}_reference", REFERENCE_SOURCE,
                                        f"<{MODULE_PREFIX}:reference.py>")
-        _LOADED[device] = build_kernels(MANIFEST, KERNEL_SOURCES, reference.REFERENCES,
-                                        _integrations(), device, MODULE_PREFIX)
-    return _LOADED[device]
+        _LOADED[key] = build_kernels(MANIFEST, KERNEL_SOURCES, reference.REFERENCES,
+                                     _integrations(), device, MODULE_PREFIX,
+                                     compile_transparent=compile_transparent)
+    return _LOADED[key]
 
 
 def _integrations() -> dict[str, Integration]:
@@ -139,14 +147,17 @@ def _integrations() -> dict[str, Integration]:
     return found
 
 
-def patch(model: nn.Module, device: str | None = None, under_compile: str = "inductor") -> Patch:
+def patch(model: nn.Module, device: str | None = None, under_compile: str = "inductor",
+          compile_transparent: bool | None = None, left_out: tuple[str, ...] = ()) -> Patch:
     """Route `model`'s matching modules and calls to this run's kernels, in place.
 
     Returns a Patch: `.report.lines()` says what was routed (and what fell back to PyTorch and
-    why), `.unpatch()` gives every module its own forward back. Under torch.compile the calls
-    are left to Inductor unless `under_compile="kernels"`.
+    why), and whether each kernel is compile-transparent (triton_op) or opaque (custom_op, and
+    why); `.unpatch()` gives every module its own forward back. Under torch.compile the calls
+    are left to Inductor unless `under_compile="transparent"` (the triton_ops go into the
+    graph) or `"kernels"` (every kernel does); `left_out` tags stay out of compiled graphs.
     """
-    return patch_model(model, kernels(device), under_compile)
+    return patch_model(model, kernels(device, compile_transparent), under_compile, left_out)
 '''
 
 

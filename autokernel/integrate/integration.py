@@ -63,3 +63,7 @@ class Integration:
     """Torch-function routes by kernel role ("" for kernel types without roles)."""
     function_routes: bool = False
     """The model's own functions are routed too (rotary: rope(x, cos, sin), function_routes.py)."""
+    example: Callable[[torch.dtype], tuple[Any, ...]] | None = None
+    """Small CPU arguments of the schema in a dtype, on which registration traces a kernel's
+    host code to decide whether it can be a compile-transparent triton_op (`triton_ops.py`);
+    None: it stays a custom_op."""

@@ -217,7 +217,8 @@ def manifest_entry(run: FinishedRun, target: TargetState) -> dict[str, Any]:
         "dtypes": verified_dtypes(target, plan_target.dtype),
         "params": verified_params(target.kernel_type, plan_target.params),
         "sites": sites,
-        "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
+        "tolerances": {dtype_name(d): [t.atol, t.rtol]
+                       for d, t in spec.tolerances_for(plan_target.params).items()},
         "limits": _limits(target.kernel_type),
         "backward": get_integration(target.kernel_type).backward,
         "share": plan_target.share,
@@ -242,19 +243,22 @@ class LoadedKernels:
     manifest: list[dict[str, Any]] = field(default_factory=list)
     device: str = "cuda"
 
-    def patch(self, model: nn.Module, under_compile: str = "inductor") -> Patch:
+    def patch(self, model: nn.Module, under_compile: str = "inductor",
+              left_out: tuple[str, ...] = ()) -> Patch:
         """Route `model` to the kernels; under torch.compile they step aside for Inductor
-        unless `under_compile="kernels"` (see `patch_model`)."""
+        unless `under_compile="transparent"` (the triton_ops go into compiled graphs) or
+        `"kernels"` (every kernel does); see `patch_model`."""
         from autokernel.integrate.patch import patch_model
 
-        return patch_model(model, self.kernels, under_compile)
+        return patch_model(model, self.kernels, under_compile, left_out)
 
     def __repr__(self) -> str:
         tags = ", ".join(k.tag for k in self.kernels)
         return f"LoadedKernels({self.root}, [{tags}], device={self.device!r})"
 
 
-def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
+def load_finished(run: FinishedRun, device: str | None = None,
+                  compile_transparent: bool | None = None) -> LoadedKernels:
     import torch
 
     from autokernel.integrate.patch import KernelLoadError, build_kernels
@@ -271,19 +275,23 @@ def load_finished(run: FinishedRun, device: str | None = None) -> LoadedKernels:
         references = {t: get_spec(t).reference for t in types}
         integrations = {t: get_integration(t) for t in types}
         kernels = build_kernels(manifest, sources, references, integrations, device,
-                                MODULE_PREFIX, filenames)
+                                MODULE_PREFIX, filenames, compile_transparent)
     except KernelLoadError as exc:
         raise RunError(str(exc)) from None
     return LoadedKernels(run.root, kernels, manifest, device)
 
 
 def load(
-    directory: str | Path, device: str | None = None, all_kernels: bool = False
+    directory: str | Path, device: str | None = None, all_kernels: bool = False,
+    compile_transparent: bool | None = None,
 ) -> LoadedKernels:
     """The finished kernels of the run in `directory`; `.patch(model)` routes a model to them.
 
     `device`: "cuda" (default when a GPU is visible) or "cpu", which runs the kernels in the
     Triton interpreter (slow; for tests) and must be chosen before any Triton kernel is loaded.
     Only kernels measured faster than eager PyTorch are included unless `all_kernels`.
+    `compile_transparent`: None registers each kernel as a triton_op (torch.compile sees its
+    Triton launches) where its host code traces, else as a custom_op; True/False force one.
     """
-    return load_finished(open_run(directory, include_slower=all_kernels), device)
+    return load_finished(open_run(directory, include_slower=all_kernels), device,
+                         compile_transparent)

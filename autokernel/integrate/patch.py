@@ -78,6 +78,7 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     PatchReport,
     RoutedKernel,
     RouteStats,
+    in_compiled_graphs,
 )
 from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
 
@@ -313,24 +314,31 @@ def _route_rope_functions(patch: Patch, kernel: RoutedKernel, whole: set[str],
 
 
 def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
-                under_compile: str = "inductor") -> Patch:
+                under_compile: str = "inductor", left_out: Iterable[str] = ()) -> Patch:
     """Route `model`'s matching modules and calls to `kernels`, in place; see the module doc.
 
     One kernel per kernel type routes modules (matmul: the first of role "linear"); every kernel
     whose (type, role) routes torch calls takes them in its own call sites, a call going to the
     first kernel that takes it. `under_compile`: "inductor" (the default) leaves every call to
     the original code while torch.compile traces, so a compiled patched model is the compiled
-    original; "kernels" puts the kernels into compiled graphs as custom ops.
+    original; "transparent" puts the compile-transparent kernels (triton_ops, whose launches
+    Inductor sees and fuses around) into compiled graphs and leaves the opaque ones (custom
+    ops) to Inductor; "kernels" puts every kernel into compiled graphs. `left_out`: tags of
+    kernels left to Inductor under torch.compile whatever the mode (verify's rule).
     """
     if under_compile not in UNDER_COMPILE:
         raise ValueError(f"under_compile must be one of {', '.join(UNDER_COMPILE)}, "
                          f"not {under_compile!r}")
-    kernels = [dataclasses.replace(k, in_compiled_graphs=under_compile == "kernels")
-               for k in kernels]
+    left_out = frozenset(left_out)
+    kernels = [dataclasses.replace(k, in_compiled_graphs=in_compiled_graphs(
+        k, under_compile, left_out)) for k in kernels]
     if any(isinstance(m.__dict__.get("forward"), (_Route, _Scope)) for m in model.modules()):
         raise ValueError("this model is already patched; call unpatch() on its Patch first")
     report = PatchReport({k.tag: RouteStats(k.tag, k.kernel_type, k.op.backward,
-                                            functional=routes_calls(k)) for k in kernels})
+                                            functional=routes_calls(k),
+                                            compile_path=k.op.compile_label,
+                                            in_compiled_graphs=k.in_compiled_graphs)
+                          for k in kernels})
     patch = Patch(model, report)
     module_kernels: dict[str, RoutedKernel] = {}
     for kernel in kernels:
@@ -393,9 +401,11 @@ def prepare_device(device: str) -> None:
 def build_kernels(entries: Iterable[Mapping[str, Any]], sources: Mapping[str, str],
                   references: Mapping[str, Callable[..., torch.Tensor]],
                   integrations: Mapping[str, Integration], device: str, module_prefix: str,
-                  filenames: Mapping[str, str] | None = None) -> list[RoutedKernel]:
-    """Execute each manifest entry's kernel source, register it as a custom op with its op
-    entry's integration (schema, fake, backward, routes), describe it."""
+                  filenames: Mapping[str, str] | None = None,
+                  compile_transparent: bool | None = None) -> list[RoutedKernel]:
+    """Execute each manifest entry's kernel source, register it as a triton_op or custom op
+    (`compile_transparent`: see `custom_ops.choose_compile_path`) with its op entry's
+    integration (schema, fake, backward, routes), describe it."""
     prepare_device(device)
     kernels = []
     for entry in entries:
@@ -414,6 +424,8 @@ def build_kernels(entries: Iterable[Mapping[str, Any]], sources: Mapping[str, st
         # Probes and recompute backwards use it; a kernel type whose oracle is in its op entry,
         # not reference.py, is absent from an export's references and needs neither.
         reference = references.get(kernel_type)
-        op = register_kernel(kernel_type, kernel_fn, source, integration, reference)
+        dtype = DTYPES[entry["dtypes"][0]] if entry.get("dtypes") else torch.float16
+        op = register_kernel(kernel_type, kernel_fn, source, integration, reference, module,
+                             compile_transparent, dtype)
         kernels.append(RoutedKernel.from_manifest(entry, op, reference))
     return kernels

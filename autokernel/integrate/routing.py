@@ -29,6 +29,7 @@ from autokernel.integrate.custom_ops import (  # `autokernel export` inlines tha
     BACKWARD_DESCRIPTION,
     KernelOp,
 )
+from autokernel.integrate.triton_ops import TRITON_OP
 from autokernel.integrate.integration import Integration
 
 DTYPES: dict[str, torch.dtype] = {
@@ -109,6 +110,9 @@ class RouteStats:
     skipped: dict[str, str] = field(default_factory=dict)  # module path -> why it is not routed
     calls: int = 0
     fallbacks: dict[str, int] = field(default_factory=dict)  # reason -> calls left to PyTorch
+    # "compile-transparent (triton_op)" or "opaque to torch.compile (custom_op: why)"
+    compile_path: str = ""
+    in_compiled_graphs: bool = False  # goes into compiled graphs (else left to Inductor)
 
     def count_call(self) -> None:
         if not torch.compiler.is_compiling():
@@ -129,7 +133,8 @@ class RouteStats:
             "modules": list(self.modules), "scopes": list(self.scopes),
             "functions": list(self.functions),
             "skipped": dict(self.skipped), "calls": self.calls,
-            "fallbacks": dict(self.fallbacks),
+            "fallbacks": dict(self.fallbacks), "compile_path": self.compile_path,
+            "in_compiled_graphs": self.in_compiled_graphs,
         }
 
     def summary(self) -> str:
@@ -147,7 +152,12 @@ class RouteStats:
             left = sum(self.fallbacks.values())
             reasons = "; ".join(f"{r} ×{n}" for r, n in sorted(self.fallbacks.items()))
             text += f", {left} left to PyTorch ({reasons})"
-        return text + f"; {BACKWARD_DESCRIPTION[self.backward]}"
+        text += f"; {BACKWARD_DESCRIPTION[self.backward]}"
+        if self.compile_path:
+            graphs = "in compiled graphs" if self.in_compiled_graphs else \
+                "left to Inductor under torch.compile"
+            text += f"; {self.compile_path}, {graphs}"
+        return text
 
 
 @dataclass
@@ -173,8 +183,18 @@ class PatchReport:
 # Checks shared by every route
 
 
-UNDER_COMPILE = ("inductor", "kernels")  # patch_model's choices; see in_compiled_graphs
+UNDER_COMPILE = ("inductor", "transparent", "kernels")  # patch_model's choices
 LEFT_TO_INDUCTOR = "under torch.compile: left to Inductor"
+
+
+def in_compiled_graphs(kernel: RoutedKernel, under_compile: str, left_out: frozenset[str]) -> bool:
+    """Whether torch.compile puts the kernel into its graphs: "kernels" every kernel,
+    "transparent" the triton_ops only, "inductor" none; a tag in `left_out` never."""
+    if kernel.tag in left_out:
+        return False
+    if under_compile == "transparent":
+        return kernel.op.compile_path == TRITON_OP
+    return under_compile == "kernels"
 
 
 def _refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
@@ -289,12 +309,14 @@ def _axis_view(x: torch.Tensor, axis: int) -> torch.Tensor:
     return x.reshape(math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
 
 
-def _call_over_axis(kernel: RoutedKernel, x: torch.Tensor, axis: int) -> Outcome:
+def _call_over_axis(kernel: RoutedKernel, x: torch.Tensor, axis: int, *trailing: Any) -> Outcome:
     """A single-input kernel over dim `axis` of x: on its rows when that is the last dim (the
-    signature every kernel takes), else on the [outer, N, inner] view with the axis argument 1."""
+    signature every kernel takes), else on the [outer, N, inner] view with the axis argument 1.
+    `trailing` arguments (reduce's op) follow the axis, which is then passed at the last dim too
+    (-1)."""
     if axis == x.ndim - 1:
-        return _call_kernel(kernel, _rows(x, x.shape[-1]))
-    return _call_kernel(kernel, _axis_view(x, axis), 1)
+        return _call_kernel(kernel, _rows(x, x.shape[-1]), *((-1, *trailing) if trailing else ()))
+    return _call_kernel(kernel, _axis_view(x, axis), 1, *trailing)
 
 
 def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:
