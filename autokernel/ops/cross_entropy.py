@@ -351,4 +351,5 @@ INTEGRATION = Integration(
     backward="analytic",
     gradient=_cross_entropy_gradient,
     call_routes={"": (CallRoute((F.cross_entropy,), _cross_entropy_call),)},
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.zeros(64, dtype=torch.long)),
 )

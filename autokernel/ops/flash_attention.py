@@ -409,4 +409,5 @@ INTEGRATION = Integration(
     # (attention_chain.py defers the scores until the chain is known).
     call_routes={"": (CallRoute((F.scaled_dot_product_attention,), _sdpa_call),
                       CallRoute(CHAIN_STARTS, start_chain))},
+    example=lambda dtype: (*(torch.empty(1, 2, 128, 64, dtype=dtype) for _ in "qkv"), True, None),
 )

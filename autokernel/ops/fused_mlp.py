@@ -379,4 +379,6 @@ INTEGRATION = Integration(
     fake=_fake_fused_mlp,
     backward="recompute",
     module_route=ModuleRoute(_recognize_swiglu, _fused_mlp_forward, whole_forward=True),
+    example=lambda dtype: tuple(torch.empty(s, dtype=dtype)
+                                for s in ((64, 128), (256, 128), (256, 128), (128, 256))),
 )

@@ -187,4 +187,5 @@ INTEGRATION = Integration(
     backward="analytic",
     gradient=_gelu_gradient,
     call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), _gelu_call),)},
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype), "none"),
 )

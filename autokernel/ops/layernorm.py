@@ -245,4 +245,5 @@ INTEGRATION = Integration(
     fake=fake_like_first,
     backward="recompute",
     module_route=ModuleRoute(_recognize_layernorm, _layernorm_forward),
+    example=lambda dtype: (*(torch.empty(s, dtype=dtype) for s in ((64, 128), 128, 128)), 1e-5),
 )

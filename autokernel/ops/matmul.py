@@ -501,4 +501,5 @@ INTEGRATION = Integration(
         "gemm": (CallRoute(GEMM_FUNCTIONS, _matmul_call),
                  CallRoute((torch.addmm, torch.Tensor.addmm), _addmm_call)),
     },
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(128, 64, dtype=dtype)),
 )

@@ -405,4 +405,5 @@ INTEGRATION = Integration(
     fake=fake_like_first,
     backward="recompute",
     module_route=ModuleRoute(_recognize_rmsnorm, _rmsnorm_forward),
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(128, dtype=dtype), 1e-5),
 )

@@ -410,4 +410,6 @@ INTEGRATION = Integration(
     gradient=_rotary_gradient,
     module_route=ModuleRoute(_recognize_rotary, _rotary_forward, whole_forward=True),
     function_routes=True,  # a model's own rope(x, cos, sin) functions: function_routes.py
+    example=(lambda dtype:
+             tuple(torch.empty(s, dtype=dtype) for s in ((1, 2, 128, 64), (128, 64), (128, 64)))),
 )

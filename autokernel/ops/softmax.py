@@ -252,4 +252,5 @@ INTEGRATION = Integration(
     backward="analytic",
     gradient=_softmax_gradient,
     call_routes={"": (CallRoute(tuple(SOFTMAX_SIGNATURES), _softmax_call),)},
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype),),
 )
