@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import DEVICE
 from fabricated_run import fabricate_run
 from finished_run import (  # noqa: F401 - fixtures
     EXPECTED_CALLS,
@@ -68,6 +69,8 @@ print(json.dumps({
     "calls": {stats.kernel_type: stats.calls for stats in patch.report.kernels.values()},
     "grad_error": grad_error,
     "tags": [entry["tag"] for entry in exported.MANIFEST],
+    "compile_paths": [stats.compile_path for stats in patch.report.kernels.values()],
+    "forced_paths": [k.op.compile_path for k in exported.kernels(device, True)],
 }))
 '''
 
@@ -89,7 +92,8 @@ def test_export_writes_one_module_that_patches_a_model_without_autokernel(
     assert done.returncode == 0, done.stderr[-2000:]
     source = module.read_text()
     assert "autokernel" not in imports_of(source)
-    assert imports_of(source) <= {"__future__", "collections", "dataclasses", "hashlib",
+    assert imports_of(source) <= {"__future__", "collections", "contextlib", "dataclasses",
+                                  "functools", "hashlib",
                                   "inspect", "linecache", "math", "os", "sys", "types", "typing",
                                   "weakref",
                                   "torch",
@@ -113,6 +117,12 @@ def test_export_writes_one_module_that_patches_a_model_without_autokernel(
     assert outcome["max_abs_error"] < 1e-5
     assert outcome["grad_error"] < 1e-4  # the backwards (and the inlined reference) work too
     assert sorted(outcome["tags"]) == sorted(t["tag"] for t in state["targets"])
+    # The export registers each kernel by the same rule (triton_ops.py, inlined): on the CPU
+    # interpreter the automatic choice is the custom_op, and says why; forced, triton_ops.
+    if DEVICE == "cpu":
+        assert all(path.startswith("opaque to torch.compile (custom_op: Triton interpreter")
+                   for path in outcome["compile_paths"]), outcome["compile_paths"]
+    assert set(outcome["forced_paths"]) == {"triton_op"}
 
 
 def test_export_overwrites_its_own_module_but_nothing_else(run_dir: Path,

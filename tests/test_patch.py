@@ -409,7 +409,8 @@ def test_under_compile_the_kernels_step_aside_for_inductor_by_default(
         assert patch.report.calls == 0  # the compiled graph holds the original ops only
         model(*inputs)  # eager calls still go to the kernels
     assert patch.report.calls > 0
-    with pytest.raises(ValueError, match="under_compile must be one of inductor, kernels"):
+    with pytest.raises(ValueError,
+                       match="under_compile must be one of inductor, transparent, kernels"):
         patch_model(make_model(device), kernels.values(), under_compile="cudagraphs")
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
+from autokernel.integrate.compiled_path import compiled_path_lines
 from autokernel.text import error_summary
 
 if TYPE_CHECKING:
@@ -384,6 +385,7 @@ def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[s
         lines.append("patched torch.compile: the kernels step aside while torch.compile traces "
                      "(Inductor compiles the original ops); patch(model, under_compile="
                      "\"kernels\") puts them in the graph as custom ops")
+    lines += compiled_path_lines(result.get("compiled_path") or {})
     amdahl = result.get("amdahl", {})
     if amdahl.get("estimate_vs_eager") is not None:
         lines.append(f"Amdahl estimate (plan shares × kernel device-time speedups vs eager): "

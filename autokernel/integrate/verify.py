@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.integrate.compiled_path import settle
 from autokernel.integrate.accuracy import (  # noqa: F401 - verify's API, re-exported
     ERROR_FLOOR,
     ERROR_GROWTH,
@@ -72,9 +73,10 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
 from autokernel.text import error_summary
 from autokernel.versions import software_versions
 
-# How verify patches its model, as patch() does by default: under torch.compile the kernels step
-# aside and Inductor compiles the original ops (recorded in the result, said in its lines).
-PATCH_UNDER_COMPILE = "inductor"
+# How verify patches its model: under torch.compile the compile-transparent kernels (triton_ops)
+# go into the graph and the opaque ones (custom_ops) step aside for Inductor; then
+# `compiled_path.settle` leaves out kernels until patched+compile is not slower than compile.
+PATCH_UNDER_COMPILE = "transparent"
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -245,6 +247,10 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     patch.report.reset_counts()
     rows = _kernel_rows(run, loaded_kernels.manifest, patch.report, calls)
     speedup = {which: speedups(timing[which]["contestants"]) for which in (DEVICE, WALL)}
+    compiled_path: dict[str, Any] = {}
+    if options.compile:
+        compiled_path, patch = _settle_compiled_path(loaded_kernels, patch, model, patched,
+                                                     inputs, options, rows, speedup, timing)
     parts = [{"tag": r["tag"], "share": r["share"], "kernel_speedup": r["speedup_vs_eager"]}
              for r in rows if r["calls_per_forward"] > 0]
     measured = speedup[DEVICE]
@@ -257,11 +263,48 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     passed = accuracy.passed and gradients.get("passed", True) is not False
     result = _result(run, options, dtype_label, rows, sum(calls.values()), accuracy.to_dict(),
                      gradients, timing, passed, log)
-    result.update(speedup=speedup, amdahl=amdahl, host=host_cost(run, rows))
+    result.update(speedup=speedup, amdahl=amdahl, host=host_cost(run, rows),
+                  compiled_path=compiled_path)
     patch.unpatch()
     result["seconds"] = round(time.perf_counter() - started, 1)
     save_result(run.root, result)
     return result
+
+
+def _settle_compiled_path(loaded_kernels: Any, patch: Any, model: nn.Module, patched: nn.Module,
+                          inputs: Any, options: VerifyOptions, rows: list[dict[str, Any]],
+                          speedup: dict[str, Any], timing: dict[str, Any]
+                          ) -> tuple[dict[str, Any], Any]:
+    """`compiled_path.settle` on this model: returns its record and the patch now in place."""
+    import torch
+
+    from autokernel.profiling.model_loader import call_forward
+
+    stats = patch.report.kernels
+    in_graph = [tag for tag, s in stats.items() if s.in_compiled_graphs and s.calls]
+    opaque = {tag: s.compile_path for tag, s in stats.items() if not s.in_compiled_graphs}
+    current = {"patch": patch}
+
+    def retime(left_out: list[str]) -> float | None:
+        current["patch"].unpatch()
+        current["patch"] = loaded_kernels.patch(patched, PATCH_UNDER_COMPILE, tuple(left_out))
+        torch._dynamo.reset()  # both contestants compile afresh, alike
+        device = torch.device(options.device)
+        contestants = {name: (lambda c=torch.compile(target, backend=options.compile_backend):
+                              call_forward(c, inputs))
+                       for name, target in (("compile", model), ("patched_compile", patched))}
+        with torch.no_grad():
+            for fn in contestants.values():
+                for _ in range(WARMUP_CALLS):
+                    fn()
+            torch.cuda.synchronize()
+            timed = time_device(contestants, device, options.iters, options.budget_s / 2)
+        return speedups(timed["contestants"]).get("patched_compile_vs_compile")
+
+    record = settle(speedup[DEVICE].get("patched_compile_vs_compile"), in_graph, opaque,
+                    {r["tag"]: r["speedup_vs_compile"] for r in rows},
+                    bool(timing["meaningful"]), retime)
+    return record, current["patch"]
 
 
 def _result(run: FinishedRun, options: VerifyOptions, dtype_label: str,
