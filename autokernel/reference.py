@@ -128,10 +128,17 @@ def rotary_embedding(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> t
     return (xc * cos.to(ct) + rotated * sin.to(ct)).to(x.dtype)
 
 
-def reduce(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
-    """Sum over dim `axis` (the last by default), accumulated in float32, returned in x's
-    dtype."""
-    return x.to(_compute_dtype(x)).sum(dim=axis).to(x.dtype)
+def reduce(x: torch.Tensor, axis: int = -1, op: str = "sum") -> torch.Tensor:
+    """`op` over dim `axis` (the last by default), in float32, returned in x's dtype: "sum",
+    "mean" (the sum divided by N) or "amax" (the largest element; NaN if the row holds one)."""
+    xc = x.to(_compute_dtype(x))
+    if op == "amax":
+        return xc.amax(dim=axis).to(x.dtype)
+    if op == "mean":
+        return xc.mean(dim=axis).to(x.dtype)
+    if op != "sum":
+        raise ValueError(f"reduce op {op!r}: choose sum, mean or amax")
+    return xc.sum(dim=axis).to(x.dtype)
 
 
 REFERENCES = {

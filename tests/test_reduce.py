@@ -147,3 +147,81 @@ def test_tunable_sample_covers_every_value() -> None:
 def test_stock_agrees_with_reference(dtype, device) -> None:
     args = _inputs((5, 300), dtype, device, "uniform")
     assert_matches_reference(SPEC, SPEC.stock, args, f"stock {dtype}")
+
+
+# ---------------------------------------------------------------------------------------------
+# params.op: mean and amax, the same kernels with the op as a constexpr
+
+OTHER_OPS = ("mean", "amax")
+
+
+@pytest.mark.parametrize("op", OTHER_OPS)
+@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", SPEC.cpu_sweep + SPEC.cpu_edge_shapes, ids=str)
+def test_mean_and_amax_match_reference_small(shape, dtype, atol, rtol, op, device) -> None:
+    # One distribution per shape (rotating), to keep the interpreter's time down.
+    distribution = DISTRIBUTIONS[len(str(shape)) % len(DISTRIBUTIONS)]
+    args = _inputs(shape, dtype, device, distribution, op=op)
+    assert args[-1] == op and args[-2] in (-1, 1)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{op} {shape} {dtype}", {"op": op})
+
+
+@pytest.mark.parametrize("op", OTHER_OPS)
+@pytest.mark.parametrize("shape", [(8, 37), (2, 300, 5)], ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_mean_and_amax_adversarial(case, dtype, shape, op, device) -> None:
+    generator = torch.Generator(device=device).manual_seed(1)
+    args = case.make_inputs(shape, dtype, device, generator, op=op)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {op} {shape} {dtype}",
+                             {"op": op})
+
+
+@pytest.mark.parametrize("shape, axis", [((5, 3000), -1), ((1, 70000), -1), ((3, 50, 7), 1)],
+                         ids=str)
+def test_amax_propagates_nan_and_keeps_infinities_and_all_negative_rows(shape, axis,
+                                                                        device) -> None:
+    x = -1.0 - torch.rand(shape, generator=torch.Generator().manual_seed(4)).to(device)
+    rows = x.movedim(axis, -1)  # a view: writes land in x
+    rows[0, ..., -1] = float("nan")  # the last element: a masked tail still sees it
+    rows[-1, ..., 0] = float("-inf")
+    out = KERNEL.kernel_fn(x, axis, "amax")
+    expected = x.amax(dim=axis)
+    assert torch.equal(out.isnan(), expected.isnan()) and out.isnan().any()
+    assert torch.equal(out.nan_to_num(), expected.nan_to_num())  # exact, never seeded with 0
+
+
+@pytest.mark.parametrize("op", OTHER_OPS)
+def test_mean_and_amax_over_any_dim_of_strided_inputs(op, device) -> None:
+    x = torch.randn(3, 5, 12, 4, generator=torch.Generator().manual_seed(3)).to(device)
+    params = {"op": op}
+    for axis in (0, 1, 2, 3, -3):
+        assert_matches_reference(SPEC, KERNEL.kernel_fn, (x, axis, op), f"{op} dim {axis}", params)
+    transposed = x.transpose(1, 3)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, (transposed, 1, op), f"{op} strided", params)
+    with pytest.raises(ValueError, match="not one of"):
+        KERNEL.kernel_fn(x, 1, "prod")
+
+
+@pytest.mark.parametrize("op", ("sum", *OTHER_OPS))
+def test_split_n_stages_agree_with_row_loop(op, device, tmp_path: Path) -> None:
+    # A mean's stage 1 writes sums; only stage 2 divides, by the whole row's length.
+    x = _inputs((2, 40000), torch.float32, device, "positive")[0]
+    outs = [load_starter_with("reduce", {"VARIANT": variant, "BLOCK_N": 1024}, tmp_path)
+            .kernel_fn(x, -1, op) for variant in ("row_loop", "split_n")]
+    torch.testing.assert_close(outs[0], outs[1], atol=1e-3, rtol=1e-5)
+    torch.testing.assert_close(outs[1], SPEC.reference(x.double(), -1, op).float(),
+                               atol=1e-3, rtol=1e-5)
+
+
+@pytest.mark.parametrize("op", OTHER_OPS)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_mean_and_amax_stock_agree_with_reference(op, dtype, device) -> None:
+    args = _inputs((5, 300), dtype, device, "uniform", op=op)
+    assert_matches_reference(SPEC, SPEC.stock, args, f"stock {op} {dtype}", {"op": op})
+
+
+def test_op_tolerances_amax_exact_mean_default_sum_unchanged() -> None:
+    assert SPEC.tolerance(torch.float32) == SPEC.tolerance(torch.float32, {"op": "sum"})
+    assert SPEC.tolerance(torch.float16, {"op": "amax"}).atol == 0.0
+    assert SPEC.tolerance(torch.float32, {"op": "mean"}).atol < SPEC.tolerance(torch.float32).atol

@@ -247,7 +247,8 @@ class Judge(TimingAudits):
         else:
             torch.set_num_threads(1)
         self.spec = get_spec(job.kernel_type)
-        self.tolerances = {dtype: self.spec.tolerance(dtype) for dtype in self.spec.dtypes}
+        self.tolerances = {dtype: self.spec.tolerance(dtype, job.params)
+                           for dtype in self.spec.dtypes}
         self.params = dict(job.params)
         self.timing_seed = case_seed(job.seed, TIMING_SEED_INDEX)
         self.dtypes = [parse_dtype(d) for d in job.correctness_dtypes]

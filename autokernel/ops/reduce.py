@@ -2,6 +2,13 @@
 
 Over a dim that is not the last, a shape (M, N, K) is out[M, K] = x[M, N, K].sum(1) (see
 `OpSpec.axis_dim`): the same sums, each over N elements K apart.
+
+`params.op` picks the reduction: "sum" (the default, what a plan without `op` means), "mean"
+(x.mean(dim): the float32 sum divided by N) or "amax" (x.amax(dim): the largest element, NaN
+where the row holds one, as torch.amax). Each op is a target of its own (the role: "" for sum,
+"mean", "amax"), verified at that op and routed only for that op's calls. A kernel file's
+`kernel_fn(x)` and `kernel_fn(x, axis)` stay valid for sums: the op is a trailing argument, passed
+only when it is not "sum". torch.max(x, dim) is not a reduce: it returns the indices too.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
     AtenRule,
+    InputMaker,
     Inputs,
     OpSpec,
     Shape,
@@ -33,7 +41,7 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    Context, Extracted, _arg, _numel, _over_axis, _shape, _single_axis,
+    Extracted, _arg, _numel, _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import OpCall
 
@@ -48,9 +56,30 @@ LARGE_SUM_SCALE = 4.0e3
 POSITIVE_SUM_SCALE = 16384.0
 
 
-def stock_sum(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
-    # torch.sum accumulates fp16/bf16 in float32 and returns x's dtype, like the reference.
-    return torch.sum(x, dim=axis)
+OPS = ("sum", "mean", "amax")
+STOCK_OPS = {"sum": torch.sum, "mean": torch.mean, "amax": torch.amax}
+
+
+def stock_sum(x: torch.Tensor, axis: int = -1, op: str = "sum") -> torch.Tensor:
+    # torch.sum/mean accumulate fp16/bf16 in float32 and return x's dtype, like the reference.
+    return STOCK_OPS[op](x, dim=axis)
+
+
+def with_op(maker: InputMaker) -> InputMaker:
+    """`maker`'s inputs followed by the reference's trailing op argument, for a target whose op
+    is not "sum" (after the axis, -1 when `maker` gave none): a sum's inputs stay (x) or
+    (x, 1), so a sum kernel written before ops gets the arguments it takes."""
+    def make(shape: Shape, dtype: torch.dtype, device: str | torch.device,
+             generator: torch.Generator, distribution: str = "normal", op: str = "sum",
+             **params: Any) -> Inputs:
+        if op not in OPS:
+            raise ValueError(f"reduce op {op!r}: choose one of {', '.join(OPS)}")
+        inputs = maker(shape, dtype, device, generator, distribution, **params)
+        if op == "sum":
+            return inputs
+        return (*inputs, -1, op) if len(inputs) == 1 else (*inputs, op)
+
+    return make
 
 
 def _row_values(
@@ -74,7 +103,7 @@ def _row_inputs(
     return (_row_values(shape, device, generator, distribution).to(dtype),)
 
 
-make_inputs = along_axis(_row_inputs)
+make_inputs = with_op(along_axis(_row_inputs))
 
 
 def flops(shape: Shape) -> float:
@@ -131,24 +160,41 @@ def _edge_columns(
     return (values.to(dtype),)
 
 
+def _all_negative_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    # Every value in -[0.5, 1.5) (scaled like "positive" so a row's sum stays finite in fp16): a
+    # max seeded with 0, or masked lanes that load 0 into a max, answers 0.
+    values = -(0.5 + torch.rand((m, n), generator=generator, device=device))
+    return ((values * min(1.0, POSITIVE_SUM_SCALE / n)).to(dtype),)
+
+
 ADVERSARIAL = (
     AdversarialCase(
         "cancelling_pairs",
         "big ±a pairs (a up to 2^14) cancel among small integers: the exact answer is small; a "
         "half-precision accumulator swamps or overflows",
-        along_axis(_cancelling_pairs),
+        with_op(along_axis(_cancelling_pairs)),
     ),
     AdversarialCase(
         "positive_long_rows",
         "positive values summing to ~8192 whatever N: a half-precision running sum stalls "
         "(swamping) on long rows",
-        along_axis(_positive_long_rows),
+        with_op(along_axis(_positive_long_rows)),
     ),
     AdversarialCase(
         "edge_columns",
         "zeros except the first and last column of each row: a dropped first/tail chunk, an "
         "off-by-one mask or a wrong row stride shows as a wrong integer",
-        along_axis(_edge_columns),
+        with_op(along_axis(_edge_columns)),
+    ),
+    AdversarialCase(
+        "all_negative_rows",
+        "every value negative: a max seeded with 0, or masked lanes loading 0 into a max, "
+        "answers 0",
+        with_op(along_axis(_all_negative_rows)),
     ),
 )
 
@@ -158,21 +204,43 @@ REDUCE_MIN_ELEMENTS = 1 << 16
 REDUCE_MIN_ROW = 32
 
 
-def _reduce_shape(op: OpCall, ctx: Context) -> Extracted:
+def _reduction_shape(op: OpCall, reduction: str) -> Extracted:
     x = _shape(op, 0)
     if not x:
         return None
-    if len(op.shapes) <= 2:  # aten::sum(self, dtype): the whole tensor
+    # aten::sum(self, dtype) and aten::mean(self, dtype) reduce the whole tensor, as does
+    # aten::amax(self, dim=[]); their .dim overloads name the dims.
+    if len(op.shapes) <= 2 or _arg(op, 1) == []:
         named: dict[str, int] = {"M": 1, "N": _numel(x)}
         params: dict[str, Any] = {}
     else:
         axis = _single_axis(_arg(op, 1), len(x))
-        if axis is None:  # several dims: not one row-wise sum
+        if axis is None:  # several dims: not one row-wise reduction
             return None
         named, params = _over_axis(x, axis)
     if _numel(x) < REDUCE_MIN_ELEMENTS or named["N"] < REDUCE_MIN_ROW:
         return None
-    return named, params
+    return named, (params if reduction == "sum" else {**params, "op": reduction})
+
+
+def _rule(reduction: str) -> AtenRule:
+    """The profiler's rule for one reduction's aten op: a target per op (its role; a sum's is
+    ""), so a mean is never verified as a sum or routed to a sum's kernel."""
+    return AtenRule(lambda op, ctx: _reduction_shape(op, reduction), root_only=True,
+                    role=None if reduction == "sum" else (lambda op, ctx: reduction))
+
+
+def _op_tolerances(params: Mapping[str, Any]) -> Mapping[torch.dtype, Tolerance] | None:
+    op = params.get("op", "sum")
+    if op == "amax":
+        # The answer is one of the inputs, exact in every dtype; the harness still lets one
+        # representable step pass.
+        return {dtype: Tolerance(atol=0.0, rtol=0.0) for dtype in DEFAULT_TOLERANCES}
+    if op == "mean":
+        # The sum's float32 atol covers an absolute rounding error of ~4e-3 on a sum near 0;
+        # divided by N it is ~4e-3 / N, within the default 1e-4 for the rows targets have.
+        return DEFAULT_TOLERANCES
+    return None
 
 
 SPEC = OpSpec(
@@ -215,8 +283,8 @@ SPEC = OpSpec(
                      (2, 1537, 3)),
     bench_shapes=((8192, 8192), (16384, 8192), (1024, 32768)),
     adversarial=ADVERSARIAL,
-    # A sum inside another op (aten::mean's) is not a sum the model asked for.
-    aten_ops={"aten::sum": AtenRule(_reduce_shape, root_only=True)},
+    # A reduction inside another op (aten::mean's sum) is not one the model asked for.
+    aten_ops={"aten::sum": _rule("sum"), "aten::mean": _rule("mean"), "aten::amax": _rule("amax")},
     axis_dim="K",
     tolerances={
         **DEFAULT_TOLERANCES,
@@ -229,9 +297,10 @@ SPEC = OpSpec(
         # is caught).
         torch.float32: Tolerance(atol=1e-2, rtol=1e-4),
     },
-    notes="sum over the last dim (or over dim 1 of x[M, N, K]), float32 accumulation, output in "
-    "x's dtype; FLOPs = M·N·K (one add per element); bytes = read x + write M·K sums. Inputs "
-    "shrink with N so sums stay finite in fp16.",
+    op_tolerances=_op_tolerances,
+    notes="sum (params.op: or mean, or amax) over the last dim (or over dim 1 of x[M, N, K]), "
+    "float32 accumulation, output in x's dtype; FLOPs = M·N·K (one add or max per element); "
+    "bytes = read x + write M·K results. Inputs shrink with N so sums stay finite in fp16.",
 )
 
 
@@ -241,57 +310,79 @@ SPEC = OpSpec(
 # uses only torch and the integrate modules' names above, because `autokernel export` ships it.
 
 
-def _fake_reduce(x: torch.Tensor, axis: int = -1) -> torch.Tensor:
+def _fake_reduce(x: torch.Tensor, axis: int = -1, op: str = "sum") -> torch.Tensor:
     kept = list(x.shape)
     del kept[axis]
     return x.new_empty(kept)
 
 
 def _reduce_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
-    args, _ = saved_inputs(ctx)
+    args, out = saved_inputs(ctx)
     x, axis = args[0], (args[1] if len(args) > 1 else -1)
-    return (grad.unsqueeze(axis).expand(x.shape).to(x.dtype), *[None] * (len(args) - 1))
+    op = args[2] if len(args) > 2 else "sum"
+    grad = grad.unsqueeze(axis)
+    if op == "mean":
+        grad = grad / x.shape[axis]
+    elif op == "amax":
+        # torch.amax's rule: the gradient is shared evenly among the elements equal to the max.
+        hit = x == out.unsqueeze(axis)
+        grad = grad * hit / hit.sum(dim=axis, keepdim=True)
+    return (grad.expand(x.shape).to(x.dtype), *[None] * (len(args) - 1))
 
 
-SUM_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
-    torch.sum: (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None)),
-    torch.Tensor.sum: (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None)),
+# (names, defaults) of each reduction's torch functions: torch.sum(input, dim, keepdim, dtype),
+# torch.mean the same, torch.amax(input, dim=(), keepdim) (no dim: every dim).
+_SIGNATURE = (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None))
+_AMAX_SIGNATURE = (("input", "dim", "keepdim"), (_REQUIRED, (), False))
+SIGNATURES: dict[str, dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]]] = {
+    "sum": {torch.sum: _SIGNATURE, torch.Tensor.sum: _SIGNATURE},
+    "mean": {torch.mean: _SIGNATURE, torch.Tensor.mean: _SIGNATURE},
+    "amax": {torch.amax: _AMAX_SIGNATURE, torch.Tensor.amax: _AMAX_SIGNATURE},
 }
 
 
-def _sum_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-              kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs, *SUM_SIGNATURES[func])
-    if bound is None:
-        return None, "arguments"
-    x = bound["input"]
-    if not isinstance(x, torch.Tensor) or x.ndim == 0:
-        return None, "arguments"
-    axis = _one_dim(bound["dim"], x.ndim)
-    if axis is None:
-        return None, "not over one dim"
-    if bound["dtype"] not in (None, x.dtype) or not x.is_floating_point():
-        return None, "dtype"
-    why = _axis_refusal(kernel, axis, x.ndim)
-    if why:
-        return None, why
-    if x.numel() < kernel.limits.get("min_elements", 1) or \
-            x.shape[axis] < kernel.limits.get("min_row", 1):
-        return None, "smaller than a reduce target"
-    why = _refusal(kernel, x)
-    if why:
-        return None, why
-    out, why = _call_over_axis(kernel, x, axis)
-    if why:
-        return None, why
-    out = out.reshape(x.shape[:axis] + x.shape[axis + 1:])
-    return (out.unsqueeze(axis) if bound["keepdim"] else out), None
+def _reduction_call(reduction: str) -> Any:
+    """The call handler of one reduction's torch functions (a role's route)."""
+    signatures = SIGNATURES[reduction]
+    trailing = () if reduction == "sum" else (reduction,)
+
+    def call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+             kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+        bound = _bind(args, kwargs, *signatures[func])
+        if bound is None:
+            return None, "arguments"
+        x = bound["input"]
+        if not isinstance(x, torch.Tensor) or x.ndim == 0:
+            return None, "arguments"
+        axis = _one_dim(bound["dim"], x.ndim)
+        if axis is None:
+            return None, "not over one dim"
+        if bound.get("dtype") not in (None, x.dtype) or not x.is_floating_point():
+            return None, "dtype"
+        why = _axis_refusal(kernel, axis, x.ndim)
+        if why:
+            return None, why
+        if x.numel() < kernel.limits.get("min_elements", 1) or \
+                x.shape[axis] < kernel.limits.get("min_row", 1):
+            return None, "smaller than a reduce target"
+        why = _refusal(kernel, x)
+        if why:
+            return None, why
+        out, why = _call_over_axis(kernel, x, axis, *trailing)
+        if why:
+            return None, why
+        out = out.reshape(x.shape[:axis] + x.shape[axis + 1:])
+        return (out.unsqueeze(axis) if bound["keepdim"] else out), None
+
+    return call
 
 
 INTEGRATION = Integration(
-    schema="(Tensor x, int axis=-1) -> Tensor",
+    schema="(Tensor x, int axis=-1, str op='sum') -> Tensor",
     fake=_fake_reduce,
     backward="analytic",
     gradient=_reduce_gradient,
-    call_routes={"": (CallRoute(tuple(SUM_SIGNATURES), _sum_call),)},
+    # One role per reduction ("" is the sum's): a kernel takes only its own op's calls.
+    call_routes={("" if r == "sum" else r): (CallRoute(tuple(SIGNATURES[r]), _reduction_call(r)),)
+                 for r in OPS},
 )

@@ -131,6 +131,10 @@ class OpSpec:
     type, run in this order. A type with patterns must be named in
     autokernel/profiling/patterns.PATTERN_ORDER, which says when they run relative to the other
     types' (an earlier pattern claims its ops first)."""
+    op_tolerances: Callable[[Mapping[str, Any]], Mapping[torch.dtype, Tolerance] | None] | None \
+        = None
+    """(a target's params) -> its tolerances where they are not `tolerances`, else None: reduce's
+    amax is exact and its mean far tighter than a sum (`tolerances_for`)."""
     axis_dim: str | None = None
     """For ops that also run over a dim that is not the last (reduce, softmax, rmsnorm): the name
     of an optional trailing shape dim, the inner size K. A shape (M, N, K) with K > 1 is x[M, N, K]
@@ -147,8 +151,15 @@ class OpSpec:
         """K of a shape with an axis dim (1 when absent): 1 is over the last dim."""
         return int(shape[len(self.dims)]) if len(shape) > len(self.dims) else 1
 
-    def tolerance(self, dtype: torch.dtype) -> Tolerance:
-        return self.tolerances[dtype]
+    def tolerances_for(self, params: Mapping[str, Any] | None = None
+                       ) -> Mapping[torch.dtype, Tolerance]:
+        """The tolerances a target with these params is checked with."""
+        special = self.op_tolerances(params or {}) if self.op_tolerances else None
+        return self.tolerances if special is None else special
+
+    def tolerance(self, dtype: torch.dtype, params: Mapping[str, Any] | None = None
+                  ) -> Tolerance:
+        return self.tolerances_for(params)[dtype]
 
     def parse_shape(self, text: str | Shape) -> Shape:
         """'4096x4096' or (4096, 4096) -> (4096, 4096), checked against `dims`."""
