@@ -218,3 +218,95 @@ def test_a_softmax_kernel_verified_over_an_axis_takes_softmax_over_dim_1() -> No
     expected_leaf = x.clone().requires_grad_(True)
     (torch.softmax(expected_leaf, 1) * weights).sum().backward()
     torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=1e-4, rtol=1e-4)
+
+
+# ---------------------------------------------------------------------------------------------
+# reduce's params.op: torch.mean and amax over a dim are reduce targets of their own
+
+
+@pytest.mark.parametrize("problem, inputs, op", [
+    ("13_mean_over_dim1.py", "torch.randn(2, 512, 64)", "mean"),
+    ("14_amax_over_dim1.py", "torch.randn(2, 512, 64)", "amax"),
+])
+def test_a_mean_or_amax_over_dim_1_is_a_reduce_target_of_its_op(
+        tmp_path: Path, problem: str, inputs: str, op: str) -> None:
+    plan = _profile(tmp_path, problem, inputs)
+    (target,) = plan.targets
+    assert target.kernel_type == "reduce" and target.role == op
+    assert target.params == {"axis": 1, "op": op} and target.bench_shape == [2, 512, 64]
+    assert target.call_sites[0].route == "call"
+    assert plan.other_share < 0.5  # the reduction is the model's time, not "other"
+
+
+class ChannelStatistics(nn.Module):
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return (torch.mean(x, dim=1), x.mean(-1, keepdim=True), x.amax(dim=1, keepdim=True),
+                torch.amax(x, -1), x.sum(1), x.mean((0, 1)), x.amax())
+
+
+def test_mean_and_amax_kernels_take_only_their_own_op_over_any_dim() -> None:
+    mean, amax = build(entry("reduce", "mean", {"axis": 1, "op": "mean"}, tag="01_mean"),
+                       entry("reduce", "amax", {"axis": 1, "op": "amax"}, tag="02_amax"))
+    model = ChannelStatistics()
+    x = torch.randn(2, 40, 6, 3, device=DEVICE)
+    reference = model(x)
+    patch = patch_model(model, [mean, amax])
+    for a, b in zip(model(x), reference):
+        assert a.shape == b.shape
+        torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)
+    stats = patch.report.kernels
+    assert stats["01_mean"].calls == 2 and stats["01_mean"].fallbacks == {"not over one dim": 1}
+    assert stats["02_amax"].calls == 2 and stats["02_amax"].fallbacks == {"not over one dim": 1}
+
+    leaf = x.clone().requires_grad_(True)
+    outputs = model(leaf)
+    (outputs[0].square().sum() + outputs[2].sum()).backward()
+    expected_leaf = x.clone().requires_grad_(True)
+    patch.unpatch()
+    outputs = model(expected_leaf)
+    (outputs[0].square().sum() + outputs[2].sum()).backward()
+    torch.testing.assert_close(leaf.grad, expected_leaf.grad, atol=1e-5, rtol=1e-5)
+
+
+class MixedSums(nn.Module):
+    """One reduce target whose call sites mix the last dim and dim 1."""
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return x.sum(-1), y.sum(dim=1)
+
+
+def test_a_target_mixing_last_dim_and_axis_sites_routes_each_call_over_its_own_dim(
+        tmp_path: Path) -> None:
+    from autokernel.profiling.model_loader import load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    path = tmp_path / "mixed_sums.py"
+    path.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def forward(self, x, y):
+                return x.sum(-1), y.sum(dim=1)
+
+        def get_inputs():
+            return [torch.randn(8, 64, 512), torch.randn(2, 64, 512)]
+        """))
+    plan = build_plan(profile_model(load_model_file(path, device="cpu"), warmup=1, iters=1),
+                      model=str(path), class_name="Model")
+    (target,) = plan.targets
+    assert {tuple(s.shape) for s in target.call_sites} == {(512, 512), (2, 64, 512)}
+    # Its axis shape is checked by the harness, so the plan carries the axis whichever site is
+    # hotter, and the kernel is routed for both kinds of call.
+    assert target.params == {"axis": 1}
+
+    (kernel,) = build(entry("reduce", params=target.params))
+    model = MixedSums()
+    x, y = torch.randn(3, 5, 40, device=DEVICE), torch.randn(2, 40, 7, device=DEVICE)
+    reference = model(x, y)
+    patch = patch_model(model, [kernel])
+    for a, b in zip(model(x, y), reference):
+        torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
+    (stats,) = patch.report.kernels.values()
+    assert stats.calls == 2 and not stats.fallbacks
