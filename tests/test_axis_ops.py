@@ -310,3 +310,72 @@ def test_a_target_mixing_last_dim_and_axis_sites_routes_each_call_over_its_own_d
         torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
     (stats,) = patch.report.kernels.values()
     assert stats.calls == 2 and not stats.fallbacks
+
+
+# ---------------------------------------------------------------------------------------------
+# The loop on an axis target, end to end on the interpreter
+
+
+def test_the_loop_tunes_a_sum_over_dim_1_and_its_kernel_routes_the_call(tmp_path: Path) -> None:
+    """A KernelBench-style sum over dim 1 of x[4, 32, 16]: a PASS baseline at its axis shape,
+    one tuner experiment kept or reverted, and the best kernel takes the model's call."""
+    from autokernel.agents.tuner import TunerAgent
+    from autokernel.integrate.patch import build_kernels
+    from autokernel.loop.config import LoopConfig
+    from autokernel.loop.results import ResultsLog, read_rows
+    from autokernel.loop.runner import Runner
+    from autokernel.loop.state import RunState, TargetState
+    from autokernel.loop.workspace import BRANCH_PREFIX, Workspace
+    from autokernel.orchestrate import MoveOnConfig
+    from autokernel.profiling.plan import CallSite, Plan, Target
+    from autokernel.reference import REFERENCES
+    from test_patch import integrations
+
+    model_file = tmp_path / "sum_over_dim1.py"
+    model_file.write_text(textwrap.dedent("""\
+        import torch
+        from torch import nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x.sum(dim=1)
+
+        def get_inputs():
+            return [torch.randn(4, 32, 16)]
+
+        def get_init_inputs():
+            return []
+        """))
+    target = Target(rank=1, kernel_type="reduce", shapes=[[4, 32, 16]], dtype="fp32", calls=1,
+                    time_ms=1.0, share=0.9, bench_shape=[4, 32, 16], amdahl_2x=1.8,
+                    cumulative_2x=1.8, params={"axis": 1}, dims=["M", "N", "K"],
+                    call_sites=[CallSite("", "aten::sum", [4, 32, 16], "fp32", 1, 1.0,
+                                         params={"axis": 1}, route="call")])
+    plan = Plan(model=str(model_file), class_name="Model", device="cpu", dtype="fp32", gpu=None,
+                total_ms=1.1, targets=[target])
+    ws = Workspace.create(tmp_path / "run", run_tag="t", run_info={}, plan_json="{}\n",
+                          model_path=model_file, program_md="# playbook\n",
+                          reference_source="# oracles\n")
+    state = RunState(run_tag="t", branch=BRANCH_PREFIX + "t", head=ws.head(), hours=None,
+                     targets=[TargetState(index=0, rank=1, kernel_type="reduce",
+                                          tag="01_reduce")])
+    ResultsLog.create(ws.results_path)
+    config = LoopConfig(device="cpu", dtype="fp32", agent="tuner", hours=None,
+                        move_on=MoveOnConfig(max_experiments=1, target_speedup=None),
+                        bench_timeout_s=60.0, harness_quick=True, revisit=False)
+    assert Runner(ws, plan, state, config, TunerAgent(seed=0)).run() == "every target is done"
+
+    rows = read_rows(ws.results_path)
+    assert [r["status"] for r in rows][0] == "baseline" and rows[0]["correctness"] == "PASS"
+    assert len(rows) == 2 and rows[1]["status"] in ("keep", "revert", "fail")
+
+    (kernel,) = build_kernels([entry("reduce", params=target.params)],
+                              {"01_reduce": ws.read_kernel()}, REFERENCES,
+                              integrations([entry("reduce")]), DEVICE, "test_axis_loop")
+    model = nn.Module()
+    model.forward = lambda x: x.sum(dim=1)  # type: ignore[method-assign]
+    x = torch.randn(4, 32, 16, device=DEVICE)
+    patch = patch_model(model, [kernel])
+    torch.testing.assert_close(model(x), x.sum(dim=1), atol=1e-4, rtol=1e-4)
+    (stats,) = patch.report.kernels.values()
+    assert stats.calls == 1 and not stats.fallbacks
