@@ -379,3 +379,67 @@ def test_the_loop_tunes_a_sum_over_dim_1_and_its_kernel_routes_the_call(tmp_path
     torch.testing.assert_close(model(x), x.sum(dim=1), atol=1e-4, rtol=1e-4)
     (stats,) = patch.report.kernels.values()
     assert stats.calls == 1 and not stats.fallbacks
+
+
+# ---------------------------------------------------------------------------------------------
+# A weighted RMSNorm over NCHW channels: weight [C] broadcast as [1, C, 1, 1]
+
+
+CHANNEL_NORM = """\
+import torch
+from torch import nn
+
+class ChannelRMSNorm(nn.Module):
+    def __init__(self, channels, eps=1e-5):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(channels))
+
+    def forward(self, x):
+        rms = torch.sqrt(torch.mean(x * x, dim=1, keepdim=True) + self.eps)
+        return x / rms * self.weight.view(1, -1, 1, 1)
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = ChannelRMSNorm(8)
+
+    def forward(self, x):
+        return self.norm(x)
+
+def get_inputs():
+    return [torch.randn(2, 8, 16, 16)]
+"""
+
+
+def test_a_weighted_rmsnorm_over_channels_is_profiled_and_routed_over_its_axis(
+        tmp_path: Path) -> None:
+    from autokernel.profiling.model_loader import import_model_file, load_model_file
+    from autokernel.profiling.profiler import profile_model
+    from autokernel.profiling.ranking import build_plan
+
+    path = tmp_path / "channel_norm.py"
+    path.write_text(CHANNEL_NORM)
+    plan = build_plan(profile_model(load_model_file(path, device="cpu"), warmup=1, iters=1),
+                      model=str(path), class_name="Model")
+    (target,) = plan.targets
+    assert target.kernel_type == "rmsnorm" and target.params == {"axis": 1, "eps": 1e-5}
+    assert target.bench_shape == [2, 8, 256]
+    (site,) = target.call_sites
+    assert site.notes == {} and site.route == "module"
+
+    model = import_model_file(path).Model()
+    x = torch.randn(2, 8, 5, 3, device=DEVICE)
+    model.to(DEVICE)
+    reference = model(x)
+    (kernel,) = build(entry("rmsnorm", params={"eps": 1e-5, "axis": 1}))
+    patch = patch_model(model, [kernel])
+    torch.testing.assert_close(model(x), reference, atol=1e-4, rtol=1e-4)
+    (stats,) = patch.report.kernels.values()
+    assert stats.modules == ["norm"] and stats.calls == 1 and not stats.fallbacks
+    patch.unpatch()
+
+    (last_dim,) = build(entry("rmsnorm", params={"eps": 1e-5}, tag="02_rmsnorm"))
+    patch = patch_model(model, [last_dim])
+    (stats,) = patch.report.kernels.values()
+    assert stats.modules == [] and "over the last dim" in stats.skipped["norm"]

@@ -210,8 +210,9 @@ def _has_submodules(ctx: Context, path: str) -> bool:
 
 
 def _find_handwritten_rmsnorm(ctx: Context) -> None:
-    """A module of pow/mean/add/rsqrt-or-sqrt/div-or-mul with one 1-D weight (over the last dim),
-    or with no parameters at all, over any one dim (KernelBench's RMSNorm over NCHW channels)."""
+    """A module of pow/mean/add/rsqrt-or-sqrt/div-or-mul with one 1-D weight as wide as the
+    normalized dim, or with no parameters at all, over any one dim (KernelBench's RMSNorm over
+    NCHW channels)."""
     for scope, ops in ctx.in_scope.items():
         call = ctx.record.module_calls.get(scope)
         info = ctx.record.modules.get(call.path) if call else None
@@ -242,8 +243,8 @@ def _find_handwritten_rmsnorm(ctx: Context) -> None:
             continue
         dim = _arg(mean, 1)
         axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
-        if axis is None or (weight_shape is not None and (
-                axis != len(x) - 1 or x[-1] != weight_shape[0])):
+        # A weight spans the normalized dim, at any axis (a [C] gain viewed as [1, C, 1, 1]).
+        if axis is None or (weight_shape is not None and x[axis] != weight_shape[0]):
             continue
         named, params = _over_axis(x, axis)
         if weight_shape is None:
@@ -343,11 +344,14 @@ def _computes_weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel,
 
 
 def _computes_rmsnorm(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
-    """Does the module's own forward compute x·rsqrt(mean(x²) + eps)·weight on random inputs?"""
+    """Does the module's own forward compute x·rsqrt(mean(x²) + eps)·weight on random inputs,
+    over the last dim or over `details["axis"]` (weight [C] along it, NCHW channels at 1)?"""
     weight = module.weight
-    x = _probe_inputs((3, weight.shape[0]), weight)
+    axis = details.get("axis", -1)
+    width = weight.shape[0]
+    x = _probe_inputs((3, width) if axis == -1 else (2,) * axis + (width, 3, 2), weight)
     eps = getattr(module, details["eps_attribute"])
-    return _close(kernel, module.forward(x), kernel.reference(x, weight, float(eps)))
+    return _close(kernel, module.forward(x), kernel.reference(x, weight, float(eps), axis))
 
 
 def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
@@ -371,7 +375,14 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
         return f"probe: does not compute x·rsqrt(mean(x²) + eps) over {where}"
     if _probe_passes(lambda: _computes_rmsnorm(module, kernel, details)):
         return details
-    return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight"
+    if not _verified_over_an_axis(kernel):
+        return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim"
+    # A kernel verified over an axis also takes a weighted norm over that dim (a channel norm).
+    axis = int(kernel.params["axis"])
+    over_axis = {**details, "axis": axis}
+    if _probe_passes(lambda: _computes_rmsnorm(module, kernel, over_axis)):
+        return over_axis
+    return f"probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim or dim {axis}"
 
 
 def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
