@@ -566,13 +566,16 @@ def test_static_check_catches_what_the_harness_would_reject() -> None:
     assert check_kernel_source(BASE_KERNEL, "reduce") == []
     assert "this target is 'softmax'" in check_kernel_source(BASE_KERNEL, "softmax")[0]
     two_args = BASE_KERNEL.replace("def kernel_fn(x):", "def kernel_fn(x, scale):")
-    assert "requires 2 arguments; the reference is reduce(x, axis)" in check_kernel_source(
+    assert "requires 2 arguments; the reference is reduce(x, axis, op)" in check_kernel_source(
         two_args, "reduce")[0]
     off_space = BASE_KERNEL.replace("BLOCK_N = 64\n", "BLOCK_N = 96\n")
     assert "not one of its TUNABLE_SPACE values" in check_kernel_source(off_space, "reduce")[0]
     assert "syntax error" in check_kernel_source("def kernel_fn(:\n", "reduce")[0]
     escaping = BASE_KERNEL.replace("import torch\n", "import os\nimport torch\n")
     assert any("[import-not-allowed]" in p for p in check_kernel_source(escaping, "reduce"))
+    # A last-dim sum kernel may leave out the reference's later trailing arguments (axis, op).
+    with_axis = BASE_KERNEL.replace("def kernel_fn(x):", "def kernel_fn(x, axis=-1):")
+    assert check_kernel_source(with_axis, "reduce") == []
 
 
 # -- prompt ----------------------------------------------------------------------------------

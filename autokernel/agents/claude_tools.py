@@ -234,9 +234,14 @@ def _entry_signature_problem(tree: ast.Module, kernel_type: str) -> str | None:
     required = positional - len(args.defaults)
     expected_required = sum(1 for p in expected if p.default is inspect.Parameter.empty)
     wanted = f"{kernel_type}({', '.join(p.name for p in expected)})"
-    # A trailing `axis` is passed only to targets over a non-last dim; the harness refuses a
-    # kernel_fn without it there, so a last-dim kernel may leave it out.
-    passed = expected[:-1] if expected and expected[-1].name == "axis" else expected
+    # Trailing arguments added after kernels were written (`axis`, reduce's `op`) are passed only
+    # to targets that need them; the harness refuses a kernel_fn without them there, so a
+    # last-dim sum kernel may leave them out.
+    from autokernel.integrate.custom_ops import LEGACY_TRAILING
+
+    passed = list(expected)
+    while passed and passed[-1].name in LEGACY_TRAILING:
+        passed.pop()
     if positional < len(passed):
         return f"{ENTRY_POINT} takes {positional} positional arguments; the reference is {wanted}"
     if required > expected_required:

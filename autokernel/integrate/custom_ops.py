@@ -201,7 +201,8 @@ def _unaliased(out: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
 # Trailing arguments added to a schema after kernels were written for it (reduce, softmax and
 # rmsnorm's axis; reduce's op), at the values that mean what those kernels already do (over the
 # last dim; a sum).
-LEGACY_TRAILING_DEFAULTS = (-1, "sum")
+LEGACY_TRAILING: dict[str, Any] = {"axis": -1, "op": "sum"}
+LEGACY_TRAILING_DEFAULTS = tuple(LEGACY_TRAILING.values())
 
 
 def _kernel_fn_arity(kernel_fn: Callable[..., Any]) -> int | None:
