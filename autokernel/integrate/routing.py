@@ -302,6 +302,21 @@ def _axis_refusal(kernel: RoutedKernel, axis: int, ndim: int) -> str | None:
     return f"over dim {axis} of {ndim}; the kernel was verified over the last dim only"
 
 
+def _input_over_one_dim(kernel: RoutedKernel,
+                        bound: Mapping[str, Any] | None) -> tuple[torch.Tensor, int] | str:
+    """A bound `(input, dim, ...)` call's tensor and the one dim it works over (non-negative),
+    or why the call does not go to the kernel."""
+    if bound is None:
+        return "arguments"
+    x = bound["input"]
+    if not isinstance(x, torch.Tensor) or x.ndim == 0:
+        return "arguments"
+    axis = _one_dim(bound["dim"], x.ndim)
+    if axis is None:
+        return "not over one dim"
+    return _axis_refusal(kernel, axis, x.ndim) or (x, axis)
+
+
 def _axis_view(x: torch.Tensor, axis: int) -> torch.Tensor:
     """x as [outer, N, inner] for an op over dim `axis`: the reference's axis 1 (a view when x's
     dims after and before the axis each merge, a copy otherwise)."""

@@ -23,7 +23,7 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _axis_refusal, _bind, _call_over_axis, _one_dim,
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_over_axis, _input_over_one_dim,
     _refusal,
 )
 from autokernel.ops.spec import (
@@ -349,19 +349,12 @@ def _reduction_call(reduction: str) -> Any:
     def call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
              kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
         bound = _bind(args, kwargs, *signatures[func])
-        if bound is None:
-            return None, "arguments"
-        x = bound["input"]
-        if not isinstance(x, torch.Tensor) or x.ndim == 0:
-            return None, "arguments"
-        axis = _one_dim(bound["dim"], x.ndim)
-        if axis is None:
-            return None, "not over one dim"
+        found = _input_over_one_dim(kernel, bound)
+        if isinstance(found, str):
+            return None, found
+        x, axis = found
         if bound.get("dtype") not in (None, x.dtype) or not x.is_floating_point():
             return None, "dtype"
-        why = _axis_refusal(kernel, axis, x.ndim)
-        if why:
-            return None, why
         if x.numel() < kernel.limits.get("min_elements", 1) or \
                 x.shape[axis] < kernel.limits.get("min_row", 1):
             return None, "smaller than a reduce target"

@@ -16,7 +16,7 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _axis_refusal, _bind, _call_over_axis, _one_dim,
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_over_axis, _input_over_one_dim,
     _refusal,
 )
 from autokernel.ops.rowwise import (
@@ -224,17 +224,10 @@ SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                   kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     bound = _bind(args, kwargs, *SOFTMAX_SIGNATURES[func])
-    if bound is None:
-        return None, "arguments"
-    x = bound["input"]
-    if not isinstance(x, torch.Tensor) or x.ndim == 0:
-        return None, "arguments"
-    axis = _one_dim(bound["dim"], x.ndim)
-    if axis is None:
-        return None, "not over one dim"
-    why = _axis_refusal(kernel, axis, x.ndim)
-    if why:
-        return None, why
+    found = _input_over_one_dim(kernel, bound)
+    if isinstance(found, str):
+        return None, found
+    x, axis = found
     if bound["dtype"] not in (None, x.dtype):
         return None, "dtype argument"
     if x.numel() == 0:
