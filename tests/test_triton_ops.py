@@ -30,7 +30,8 @@ from autokernel.reference import REFERENCES
 from conftest import DEVICE
 from test_patch import entry, integrations
 
-TYPES = ("rmsnorm", "softmax", "gelu")
+TYPES = ("rmsnorm", "softmax", "gelu", "reduce")
+MODEL_TYPES = ("rmsnorm", "softmax", "gelu")  # the ones Block below calls
 
 
 def tiny_args(kernel_type: str, grad: bool = False) -> tuple[Any, ...]:
@@ -40,7 +41,7 @@ def tiny_args(kernel_type: str, grad: bool = False) -> tuple[Any, ...]:
         return torch.randn(*shape, generator=generator).to(DEVICE).requires_grad_(grad)
 
     return {"rmsnorm": lambda: (r(3, 16), r(16), 1e-5), "softmax": lambda: (r(3, 16),),
-            "gelu": lambda: (r(3, 16), "tanh")}[kernel_type]()
+            "gelu": lambda: (r(3, 16), "tanh"), "reduce": lambda: (r(3, 16),)}[kernel_type]()
 
 
 def registered(kernel_type: str, transparent: bool, prefix: str) -> Any:
@@ -83,7 +84,7 @@ class Block(nn.Module):
 def test_a_patched_model_captures_the_triton_ops_in_one_graph() -> None:
     import torch._dynamo
 
-    kernels = [registered(t, True, "tt_graph") for t in TYPES]
+    kernels = [registered(t, True, "tt_graph") for t in MODEL_TYPES]
     kernels[2].params["approximate"] = "tanh"
     model = Block().to(DEVICE)
     x = torch.randn(4, 3, 16, generator=torch.Generator().manual_seed(2)).to(DEVICE)
@@ -198,7 +199,7 @@ def test_on_a_gpu_inductor_compiles_the_triton_ops_with_no_graph_break(kernel_ty
 
 @pytest.mark.gpu
 def test_on_a_gpu_the_patched_compiled_model_equals_eager() -> None:
-    kernels = [registered(t, None, "tt_gpu_model") for t in TYPES]
+    kernels = [registered(t, None, "tt_gpu_model") for t in MODEL_TYPES]
     assert all(k.op.compile_path == TRITON_OP for k in kernels), [k.op.opaque_reason
                                                                   for k in kernels]
     kernels[2].params["approximate"] = "tanh"

@@ -378,4 +378,5 @@ INTEGRATION = Integration(
     # One role per reduction ("" is the sum's): a kernel takes only its own op's calls.
     call_routes={("" if r == "sum" else r): (CallRoute(tuple(SIGNATURES[r]), _reduction_call(r)),)
                  for r in OPS},
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype),),
 )
