@@ -207,10 +207,10 @@ def run(
                                    "agent)."),
     max_llm_calls: int = typer.Option(None, "--max-llm-calls", rich_help_panel=PANEL_AGENT,
                                       help="Stop after this many LLM requests (claude agent)."),
-    drafts: int = typer.Option(None, "--drafts", rich_help_panel=PANEL_AGENT,
+    drafts: int = typer.Option(1, "--drafts", rich_help_panel=PANEL_AGENT,
                                help="Conversations per round, each editing a parent picked on "
                                "the target's frontier, each judged as its own experiment "
-                               "(claude agent).", show_default="1"),
+                               "(claude agent)."),
     out: Path = typer.Option(None, "--out", rich_help_panel=PANEL_OUTPUT,
                              help="Workspace directory (new).",
                              show_default="./autokernel_runs/<model>-<timestamp>"),
@@ -230,7 +230,7 @@ def run(
     _positive(target_speedup, "--target-speedup", allow_zero=True)
     _positive(max_experiments_per_target, "--max-experiments-per-target")
     _positive(min_gain, "--min-gain", allow_zero=True)
-    if drafts is not None and drafts < 1:
+    if drafts < 1:
         fail(f"--drafts must be at least 1; got {drafts}")
     if top < 1:
         fail("--top must be at least 1")
@@ -247,7 +247,7 @@ def run(
     # Only the options the user gave: the agent refuses one it cannot use (--max-cost to the tuner).
     agent_options = {k: v for k, v in (("seed", seed), ("model", claude_model),
                                        ("max_cost", max_cost), ("max_llm_calls", max_llm_calls),
-                                       ("drafts", drafts))
+                                       ("drafts", drafts if drafts != 1 else None))
                      if v is not None}
     agent_impl, agent_name, agent_note = _make_agent_or_fail(agent, agent_options)
 
