@@ -62,11 +62,7 @@ def test_verify_splices_every_finished_kernel_and_matches_the_model(run_dir: Pat
         "matmul": "analytic", "fused_mlp": "recompute", "flash_attention": "recompute",
         "rotary_embedding": "analytic", "rmsnorm": "recompute"}
     assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
-    # Issue 14: patched+compile is never left slower than compile without saying what was
-    # taken out of the graph.
-    compiled = result["compiled_path"]
-    assert compiled["applied"] and compiled["in_graph"], compiled
-    assert compiled["ratio"] >= 1.0 or set(compiled["left_out"]) == set(compiled["in_graph"])
+    assert result["compiled_path"] == {}  # no --compile: no compiled path to settle
     assert result["gradients"]["checked"] and result["gradients"]["passed"]
 
     timing = result["timing"]
@@ -372,6 +368,11 @@ def test_verify_on_the_gpu_with_inductor(run_dir: Path) -> None:
         assert all(t["samples"] >= 20 for t in contestants.values())
     assert result["accuracy"]["passed"] and result["gradients"]["passed"]
     assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
+    # Issue 14: patched+compile is never left slower than compile without saying what was
+    # taken out of the graph.
+    compiled = result["compiled_path"]
+    assert compiled["applied"] and compiled["in_graph"], compiled
+    assert compiled["ratio"] >= 1.0 or set(compiled["left_out"]) == set(compiled["in_graph"])
 
 
 def test_verify_says_when_a_finished_kernel_is_not_used_by_the_model(tmp_path: Path) -> None:
