@@ -18,7 +18,8 @@ from typing import Any
 from autokernel.agents.base import AgentContext, Attempt
 from autokernel.agents.claude_tools import one_line
 from autokernel.harness.result import BenchResult
-from autokernel.loop.attempts import FAILED_VERDICTS, error_file
+from autokernel.loop.attempts import error_file
+from autokernel.loop.results import FAILED_STATUSES
 
 TUNER_PREFIX = "tuner:"  # the tuner's descriptions start so (autokernel.agents.tuner)
 PROGRAM_FILE = "program.md"
@@ -166,7 +167,7 @@ def _attempt_line(attempt: Attempt) -> str:
         line += f" -- {where}{one_line(attempt.reason, 200)}"
     if attempt.hypothesis:  # results.tsv's hypothesis column: it survives a resume
         line += f" (hypothesis: {one_line(attempt.hypothesis, 160)})"
-    if attempt.status in FAILED_VERDICTS and attempt.stage and attempt.stage != "agent":
+    if attempt.status in FAILED_STATUSES and attempt.stage and attempt.stage != "agent":
         line += f" [full error: {error_file(attempt.experiment)}]"
     return line
 

@@ -35,10 +35,11 @@ from typing import Any
 
 from autokernel.agents.base import Agent, AgentContext, AgentStop, Attempt, Proposal
 from autokernel.agents.claude_prompt import TUNER_PREFIX
-from autokernel.agents.tuner import FAILED_STATUSES, TunerAgent
+from autokernel.agents.tuner import TunerAgent
 from autokernel.agents.tuner_seeds import PriorResult, SweepSeeds
 from autokernel.harness.result import BenchResult
 from autokernel.kernelfile import KernelFileError, parse_kernel_source, set_tunables
+from autokernel.loop.results import FAILED_STATUSES
 
 
 def structure_key(source: str) -> str | None:

@@ -56,8 +56,8 @@ from autokernel.agents.tuner_seeds import PriorPoint, SweepSeeds, best_prior_con
 from autokernel.agents.tuner_space import Config, TunableSpace, space_of
 from autokernel.harness.result import BenchResult
 from autokernel.kernelfile import KernelFileError, set_tunables
+from autokernel.loop.results import FAILED_STATUSES
 
-FAILED_STATUSES = frozenset({"fail", "crash", "timeout", "rejected"})
 
 
 @dataclass

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
+from autokernel.loop.results import FAILED_STATUSES
 from autokernel.text import format_duration
 
 if TYPE_CHECKING:
@@ -30,7 +31,6 @@ if TYPE_CHECKING:
 
 REPORT_FILE = "report.md"
 PLOT_FILE = "progress.png"
-FAILED_STATUSES = ("fail", "crash", "timeout", "rejected")
 
 
 def read_results(path: Path) -> pd.DataFrame:

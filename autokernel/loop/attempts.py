@@ -17,9 +17,9 @@ from pathlib import Path
 
 from autokernel.files import atomic_write_text
 from autokernel.harness.result import BenchResult
+from autokernel.loop.results import FAILED_STATUSES
 from autokernel.loop.workspace import Workspace
 
-FAILED_VERDICTS = frozenset({"fail", "crash", "timeout", "rejected"})
 KERNEL_NAME = "kernel.py"
 ERROR_NAME = "error.txt"
 
@@ -54,7 +54,7 @@ def record_attempt(root: Path, experiment: int, source: str, verdict: str | None
                    result: BenchResult | None) -> Path | None:
     """Save a failed experiment's kernel.py and error.txt; None (nothing written) for any other
     verdict, or when no kernel was judged (the agent produced none)."""
-    if verdict not in FAILED_VERDICTS or not source or result is None:
+    if verdict not in FAILED_STATUSES or not source or result is None:
         return None
     folder = attempt_folder(root, experiment)
     folder.mkdir(parents=True, exist_ok=True)

@@ -27,13 +27,13 @@ from pathlib import Path
 
 from autokernel.agents.base import Attempt
 from autokernel.files import atomic_write_text
-from autokernel.loop.results import ResultRow, sanitize
+from autokernel.loop.results import FAILED_STATUSES, ResultRow, sanitize
 
 LESSONS_PROMPT_CHARS = 6_000  # the excerpt the agent's prompt carries; the file itself grows
 ENTRY_PREFIX = "## #"
 _ENTRY_KEY = re.compile(r"^## #(\d+)\b", re.MULTILINE)
 TUNER_AGENTS = ("tuner",)
-FAILED_VERDICTS = {"fail": "failed", "crash": "crashed", "timeout": "timed out",
+FAILED_WORDS = {"fail": "failed", "crash": "crashed", "timeout": "timed out",
                    "rejected": "rejected"}
 
 
@@ -136,10 +136,10 @@ def verdict_text(row: ResultRow, best: Attempt | None) -> str:
     """'kept at 41.2 µs = 1.18× best', 'reverted: 3.1% slower', 'failed at stage S: reason'."""
     objective = _objective(row)
     ratio = _ratio_to_best(row, best)
-    if row.status in FAILED_VERDICTS:
+    if row.status in FAILED_STATUSES:
         where = f" at stage {row.stage}" if row.stage else ""
         why = sanitize(row.reason or row.correctness, 160)
-        return f"{FAILED_VERDICTS[row.status]}{where}: {why}"
+        return f"{FAILED_WORDS[row.status]}{where}: {why}"
     if row.status == "baseline":
         return f"the starter, {objective:.1f} µs" if objective is not None else "the starter"
     at = f" at {objective:.1f} µs" if objective is not None else ""
@@ -169,7 +169,7 @@ def takeaway(row: ResultRow, best: Attempt | None) -> str:
         f"this change ({change})" if change else "this change")
     if row.status == "baseline":
         return "the starting point of this target"
-    if row.status in FAILED_VERDICTS:
+    if row.status in FAILED_STATUSES:
         where = f" {row.stage}" if row.stage else ""
         return f"{subject} fails{where}: {sanitize(row.reason or row.correctness, 160)}"
     if (best is not None and row.launch_digest and row.launch_digest == best.launch_digest):

@@ -42,6 +42,8 @@ from typing import Any
 # What happened to an experiment. `keep` and `baseline` rows point at a commit on the branch.
 STATUSES: tuple[str, ...] = ("baseline", "keep", "revert", "fail", "crash", "timeout", "rejected")
 COMMITTED_STATUSES: frozenset[str] = frozenset({"baseline", "keep"})
+# No kernel passed the harness (or the agent produced none): nothing was measured to compare.
+FAILED_STATUSES: frozenset[str] = frozenset({"fail", "crash", "timeout", "rejected"})
 
 # Which experiments the plateau rule (`--max-consecutive-reverts`) counts. A sample taken to teach
 # the search where the space is good (the tuner's initial design, its sweep of the tunables of a
