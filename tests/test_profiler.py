@@ -24,8 +24,8 @@ from typer.testing import CliRunner
 import autokernel as autokernel_package
 from autokernel.cli import app
 from autokernel.cli.profile import print_plan
-from autokernel.profiling.classify import classify_kernel_name, classify_profile
-from autokernel.profiling.events import ModuleCall, OpCall, RecordedProfile, TimedRow
+from autokernel.profiling.classify import SiteKey, classify_kernel_name, classify_profile
+from autokernel.profiling.events import ModuleCall, ModuleInfo, OpCall, RecordedProfile, TimedRow
 from autokernel.profiling.model_loader import (
     ModelLoadError,
     import_model_file,
@@ -34,7 +34,9 @@ from autokernel.profiling.model_loader import (
 )
 from autokernel.profiling.plan import Plan, amdahl_speedup
 from autokernel.profiling.profiler import SCOPE_PREFIX, profile_model, record_from_events
-from autokernel.profiling.ranking import PLAN_COLUMNS, build_plan, format_markdown, plan_rows
+from autokernel.profiling.ranking import (
+    PLAN_COLUMNS, _Tally, _target, build_plan, format_markdown, plan_rows,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 MODELS = REPO / "tests" / "fixtures" / "models"
@@ -159,6 +161,44 @@ def test_handwritten_rmsnorm_is_one_target_with_module_eps() -> None:
     assert {s.module: s.params["eps"] for s in rmsnorm.call_sites} == {"norm_a": 1e-6,
                                                                        "norm_b": 1e-5}
     assert all(s.calls == 1 for s in rmsnorm.call_sites)
+
+
+@pytest.mark.parametrize("routable_is_hotter", [True, False])
+def test_a_target_is_verified_with_the_params_of_a_site_verify_can_route(
+        routable_is_hotter: bool) -> None:
+    """nn.RMSNorm (eps 1e-6) and F.rms_norm (eps 1e-5) at one shape: whichever ran hotter, the
+    kernel is verified with the module's eps, so verify routes the module; a site with another
+    eps is marked as refused. Before, the hotter F.rms_norm's eps made the kernel unroutable
+    everywhere while the plan said "part" (a CI failure that depended on CPU timing)."""
+    module = SiteKey("norm", "aten::rms_norm", (120, 96), "fp32", (("eps", 1e-6),))
+    function = SiteKey("", "aten::rms_norm", (120, 96), "fp32", (("eps", 1e-5),))
+    hot, cold = _Tally(9.0, {("a", 0)}), _Tally(1.0, {("b", 0)})
+    sites = {module: hot, function: cold} if routable_is_hotter else {module: cold, function: hot}
+    modules = {"": ModuleInfo(type="model.Model"),
+               "norm": ModuleInfo(type="torch.nn.modules.normalization.RMSNorm",
+                                  params={"weight": [96]}, attrs={"eps": 1e-6})}
+    target = _target("rmsnorm", "", sites, 1, 10.0, modules)
+    assert target.params == {"eps": 1e-6}
+    assert target.route == "part: module; no: F.rms_norm outside nn.RMSNorm"
+    other_eps = SiteKey("norm2", "aten::rms_norm", (120, 96), "fp32", (("eps", 1e-5),))
+    modules["norm2"] = modules["norm"]
+    target = _target("rmsnorm", "", {module: hot, other_eps: cold}, 1, 10.0, modules)
+    assert {s.module: s.route for s in target.call_sites} == {
+        "norm": "module", "norm2": "no: eps=1e-05 (verified: 1e-06)"}
+
+
+def test_an_attention_site_with_another_scale_is_refused_the_default_is_its_value() -> None:
+    default = SiteKey("a", "aten::scaled_dot_product_attention", (2, 4, 64, 64), "fp32",
+                      (("causal", True), ("scale", None)))
+    explicit = SiteKey("b", "aten::scaled_dot_product_attention", (2, 4, 64, 64), "fp32",
+                       (("causal", True), ("scale", 0.125)))
+    other = SiteKey("c", "aten::scaled_dot_product_attention", (2, 4, 64, 64), "fp32",
+                    (("causal", True), ("scale", 0.3)))
+    sites = {default: _Tally(5.0, {("a", 0)}), explicit: _Tally(3.0, {("b", 0)}),
+             other: _Tally(1.0, {("c", 0)})}
+    target = _target("flash_attention", "", sites, 1, 10.0, {})
+    assert {s.module: s.route for s in target.call_sites} == {
+        "a": "call", "b": "call", "c": "no: scale=0.3 (verified: 0.125)"}
 
 
 def test_layernorm_is_not_rmsnorm() -> None:
@@ -726,7 +766,8 @@ ROUTES = [
     ("minigpt_lambda", {"matmul (linear)": "module", "matmul (batched)": "call",
                         "softmax": "call", "layernorm": "module"}),
     ("swiglu", {"fused_mlp": "module"}),
-    ("rmsnorm_handwritten", {"rmsnorm": "module"}),
+    # Two eps: the kernel is verified with the hotter module's, and verify refuses the other.
+    ("rmsnorm_handwritten", {"rmsnorm": "part: module; no: eps="}),
     ("rmsnorm_builtin", {"rmsnorm": "part: module; no: F.rms_norm outside nn.RMSNorm"}),
     ("layernorm", {"layernorm": "module"}),
     ("cross_entropy", {"cross_entropy": "call"}),
@@ -742,12 +783,17 @@ ROUTES = [
 def test_the_plan_says_how_verify_would_splice_each_target(name: str,
                                                            expected: dict[str, str]) -> None:
     plan = cpu_plan(name)
-    assert {t.label: t.route for t in plan.targets} == expected
+    routes = {t.label: t.route for t in plan.targets}
+    assert routes.keys() == expected.keys()
+    for label, route in expected.items():
+        # An expected route ending in "=" names a value that depends on which site ran hotter.
+        assert routes[label].startswith(route) if route.endswith("=") else \
+            routes[label] == route, (label, routes[label])
     for target in plan.targets:
         assert all(site.route for site in target.call_sites)
     row = {r[1]: r for r in plan_rows(plan)}
     column = PLAN_COLUMNS.index("verify splices")
-    assert all(row[label][column] == route for label, route in expected.items())
+    assert all(row[label][column] == routes[label] for label in expected)
 
 
 def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
@@ -772,6 +818,7 @@ def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
 
 CONSISTENCY = ["matmul_mixed", "explicit_attention", "explicit_attention_where",
                "attention_matmuls", "minigpt_lambda", "swiglu", "rmsnorm_builtin",
+               "rmsnorm_handwritten",
                "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax"]
 
 

@@ -30,7 +30,7 @@ from autokernel.profiling.plan import (
     amdahl_speedup,
     format_speedup,
 )
-from autokernel.profiling.routable import site_route, target_route
+from autokernel.profiling.routable import site_route, target_route, unverified_param
 
 OTHER_OPS_LISTED = 10
 NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
@@ -54,6 +54,28 @@ def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iteration
             total_us: float, modules: dict[str, ModuleInfo]) -> Target:
     per_ms = 1.0 / (1000.0 * iterations)
     ranked_sites = sorted(sites.items(), key=lambda kv: -kv[1].time_us)
+    by_shape: dict[tuple[int, ...], float] = defaultdict(float)
+    by_dtype: dict[str, float] = defaultdict(float)
+    for key, tally in ranked_sites:
+        by_dtype[key.dtype] += tally.time_us
+        if key.shape:
+            by_shape[key.shape] += tally.time_us
+    shapes = [list(s) for s, _ in sorted(by_shape.items(), key=lambda kv: -kv[1])]
+    bench_shape = shapes[0] if shapes else []
+    routes = {key: site_route(kernel_type, key, modules) for key, _ in ranked_sites}
+    # The parameters (eps, causal, ...) of the hottest call site at the bench shape that verify
+    # can route, else of the hottest there: the kernel is verified with them, and verify takes
+    # only calls with the same eps or scale, so a kernel verified for an unroutable site's eps
+    # would take no call at all.
+    at_bench = [k for k, _ in ranked_sites if list(k.shape) == bench_shape]
+    routable = [k for k in at_bench if not routes[k].startswith("no")]
+    params = dict((routable or at_bench)[0].params) if at_bench else {}
+    # Sites over a dim that is not the last put axis shapes among the target's shapes, which the
+    # harness then checks: the target carries an axis (the hottest such site's) even when its
+    # bench shape is over the last dim, so its kernel is routed for both kinds of call.
+    axis_site = next((dict(k.params) for k, _ in ranked_sites if "axis" in dict(k.params)), None)
+    if axis_site is not None and "axis" not in params:
+        params["axis"] = axis_site["axis"]
     call_sites = [
         CallSite(
             module=key.module,
@@ -64,26 +86,12 @@ def _target(kernel_type: str, role: str, sites: dict[SiteKey, _Tally], iteration
             time_ms=tally.time_us * per_ms,
             params=dict(key.params),
             notes=dict(key.notes),
-            route=site_route(kernel_type, key, modules),
+            route=(routes[key] if routes[key].startswith("no") else
+                   unverified_param(kernel_type, dict(key.params), list(key.shape), params)
+                   or routes[key]),
         )
         for key, tally in ranked_sites
     ]
-    by_shape: dict[tuple[int, ...], float] = defaultdict(float)
-    by_dtype: dict[str, float] = defaultdict(float)
-    for key, tally in ranked_sites:
-        by_dtype[key.dtype] += tally.time_us
-        if key.shape:
-            by_shape[key.shape] += tally.time_us
-    shapes = [list(s) for s, _ in sorted(by_shape.items(), key=lambda kv: -kv[1])]
-    bench_shape = shapes[0] if shapes else []
-    # The parameters (eps, causal, ...) of the hottest call site at the bench shape.
-    params = next((dict(k.params) for k, _ in ranked_sites if list(k.shape) == bench_shape), {})
-    # Sites over a dim that is not the last put axis shapes among the target's shapes, which the
-    # harness then checks: the target carries an axis (the hottest such site's) even when its
-    # bench shape is over the last dim, so its kernel is routed for both kinds of call.
-    axis_site = next((dict(k.params) for k, _ in ranked_sites if "axis" in dict(k.params)), None)
-    if axis_site is not None and "axis" not in params:
-        params["axis"] = axis_site["axis"]
     time_us = sum(t.time_us for t in sites.values())
     calls = set().union(*(t.calls for t in sites.values()))
     return Target(

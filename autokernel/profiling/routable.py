@@ -22,7 +22,9 @@ Plain Python on the recorded profile (no torch), like the classifier.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from autokernel.profiling.classify import SiteKey
 from autokernel.profiling.events import ModuleInfo
@@ -115,6 +117,31 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
             return MODULE
         return FUNCTION
     return CALL
+
+
+def _resolved_scale(scale: Any, shape: list[int]) -> float | None:
+    """An attention's scale as the number it stands for (None: 1/sqrt(D), D the last dim)."""
+    if scale is not None:
+        return float(scale)
+    return float(shape[-1]) ** -0.5 if shape and shape[-1] > 0 else None
+
+
+def unverified_param(kernel_type: str, site_params: Mapping[str, Any], shape: list[int],
+                     verified: Mapping[str, Any]) -> str | None:
+    """ "no: why" for a site whose eps (norms) or scale (attention) is not the one the target's
+    kernel is verified with: verify refuses such a call, since a tuned kernel may bake the value
+    in (`autokernel.integrate.routing._unverified`). None when they agree or one is unknown."""
+    if kernel_type in ("rmsnorm", "layernorm") and "eps" in verified and "eps" in site_params:
+        mine, theirs = site_params["eps"], verified["eps"]
+        if None not in (mine, theirs) and not math.isclose(float(mine), float(theirs),
+                                                            rel_tol=1e-6):
+            return f"no: eps={float(mine):g} (verified: {float(theirs):g})"
+    if kernel_type == "flash_attention" and "scale" in verified:
+        mine = _resolved_scale(site_params.get("scale"), shape)
+        theirs = _resolved_scale(verified["scale"], shape)
+        if None not in (mine, theirs) and not math.isclose(mine, theirs, rel_tol=1e-5):
+            return f"no: scale={mine:.4g} (verified: {theirs:.4g})"
+    return None
 
 
 def target_route(routes: Iterable[str]) -> str:
