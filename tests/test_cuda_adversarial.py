@@ -88,7 +88,4 @@ def test_cuda_cheats_are_not_pass_on_gpu(name: str, tmp_path: Path) -> None:
     if name in SCAN_CAUGHT:
         assert result.status is Status.REJECTED and result.rule == SCAN_CAUGHT[name][0]
         return
-    if result.status is Status.SKIPPED and "not wired" in result.reason:
-        pytest.skip("the sandboxed CUDA candidate path is not wired yet (issue 15): "
-                    f"{result.reason}")
     assert result.status in GPU_CAUGHT[name], result.reason

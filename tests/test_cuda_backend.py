@@ -331,8 +331,16 @@ def test_cuda_matmul_batch_broadcast_and_cross_entropy_ignore_on_gpu() -> None:
 
 
 @pytest.mark.gpu
-def test_cuda_harness_path_on_gpu() -> None:
-    pytest.skip("TODO(issue 15): the sandboxed CUDA candidate path (prepare_candidate before the "
-                "import, launch counting of the extension, ghost replay) is not wired; run_bench "
-                "builds, then answers SKIPPED. Once wired: every CUDA starter PASSes run_bench "
-                "in every dtype, and tests/adversarial CUDA kernels are non-PASS.")
+@pytest.mark.parametrize("path", CUDA_STARTERS, ids=lambda p: p.stem)
+def test_cuda_starter_passes_the_harness_on_gpu(path: Path, tmp_path: Path) -> None:
+    """The whole sandboxed path: built by the runner, loaded before the sandbox, every stage,
+    launches counted, ghost replay, in every dtype of its op."""
+    from autokernel.harness.runner import run_bench
+    from autokernel.ops import get_spec
+
+    info = read_kernel_file(path)
+    dtypes = list(get_spec(info.kernel_type).dtypes)
+    result = run_bench(path, device="cuda", cache_dir=tmp_path, timeout_s=540, quick=True,
+                       dtypes=dtypes)
+    assert result.status is Status.PASS, f"{result.stage}: {result.reason}"
+    assert result.stages.get("build") == "pass" and "build" in result.phase_seconds

@@ -86,3 +86,16 @@ def test_only_cuda_files_may_import_the_runtime() -> None:
     other = source.replace("from autokernel.cuda.runtime import load_extension",
                            "from autokernel.cuda.build import build_extension")
     assert "import-not-allowed" in {v.rule for v in scan_source(other)}
+
+
+@pytest.mark.parametrize("statement", [
+    "from autokernel.cuda.runtime import use_prebuilt",  # would register its own library
+    "from autokernel.cuda.runtime import Extension",  # would replace the monitored launch
+    "from autokernel.cuda.runtime import load_extension, forbid_builds",
+    "import autokernel.cuda.runtime",
+])
+def test_a_cuda_file_imports_only_load_extension_from_the_runtime(statement: str) -> None:
+    source = REDUCE.read_text().replace("from autokernel.cuda.runtime import load_extension",
+                                        f"from autokernel.cuda.runtime import load_extension\n"
+                                        f"{statement}")
+    assert "import-not-allowed" in {v.rule for v in scan_source(source)}

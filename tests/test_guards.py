@@ -48,6 +48,8 @@ def monitor() -> Iterator[LaunchMonitor]:
     """An installed launch monitor, its hooks removed again afterwards (they are class-wide)."""
     import torch.utils.dlpack
     from triton.compiler.compiler import CompiledKernel
+
+    from autokernel.cuda.runtime import Extension
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
 
@@ -55,7 +57,8 @@ def monitor() -> Iterator[LaunchMonitor]:
              (InterpretedFunction, "run", InterpretedFunction.__dict__["run"]),
              (CompiledKernel, "__getitem__", CompiledKernel.__dict__["__getitem__"]),
              (torch.cuda.Stream, "__new__", torch.cuda.Stream.__dict__["__new__"]),
-             (torch.cuda.CUDAGraph, "replay", torch.cuda.CUDAGraph.__dict__["replay"])]
+             (torch.cuda.CUDAGraph, "replay", torch.cuda.CUDAGraph.__dict__["replay"]),
+             (Extension, "launch", Extension.__dict__["launch"])]
     functions = [(module, name, getattr(module, name))
                  for module, name in ((torch.cuda, "set_stream"), (torch._C, "_to_dlpack"),
                                       (torch, "to_dlpack"), (torch.utils.dlpack, "to_dlpack"))]

@@ -1,4 +1,4 @@
-"""The harness's CUDA path: build in the trusted process, load in the sandboxed candidate.
+"""The harness's CUDA path: build in the trusted runner, load in the sandboxed candidate.
 
 `autokernel.harness.runner.run_bench` judges a `BACKEND = "cuda"` file in this order:
 
@@ -6,29 +6,31 @@
 2. on `--device cpu`: a SKIPPED verdict ("needs a GPU"); `python -m autokernel.aot check`
    compile-checks the file for sm_90a there;
 3. on a GPU: `prebuild` compiles CUDA_SOURCE (or CUDA_FILE) with every tunable as a define, for
-   the GPU's real target, in the trusted harness process, before anything of the candidate runs;
-   a compile error is a CRASH at stage "build" carrying nvcc's first error lines; the build's
-   seconds go to `phase_seconds["build"]`, outside the timing.
-4. TODO(issue 15, GPU): the sandboxed candidate process calls `prepare_candidate(job)` before it
-   imports kernel.py (it registers the built library and forbids builds, so the file can load
-   nothing but what was scanned and built), and the launch monitor counts the extension's GPU
-   launches (today it counts Triton launches only, so every CUDA kernel would read as "launched
-   no kernel"), and ghost replay skips `Extension.launch`. Until that is done and tested on a GPU,
-   `run_bench` stops after the build with a SKIPPED verdict that says so.
+   the GPU's real target, in the trusted runner, before anything of the candidate runs (the
+   incumbent too, when it is a CUDA file); a compile error is a CRASH at stage "build" carrying
+   nvcc's first error lines; the build's seconds go to `phase_seconds["build"]`, outside timing;
+4. the job carries `prebuilt_entries`; the sandboxed candidate process calls `prepare_candidate`
+   with them before the OS sandbox and before it imports kernel.py: the libraries load, and from
+   then on nothing else may be built, so the file runs nothing but the scanned and built source;
+5. every stage of the Triton path follows unchanged. The launch monitor
+   (`autokernel.harness.guards.launches`) wraps `Extension.launch`: each launcher call counts as
+   a launch (a file that launches nothing is rejected as for Triton), its stream is checked, and
+   ghost replay skips it, so an output that is still right without the launch is a cached one.
+
+What a launcher enqueues on the GPU is not counted kernel by kernel: a launcher that returns
+without launching anything counts as a launch, and is then caught by correctness (nothing was
+written: the output is the harness's poison) or by ghost replay (something else wrote it).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from autokernel.cuda.build import BuildResult, build_extension
 from autokernel.kernelfile import KernelFileInfo, cuda_defines, cuda_source_text
 
 NEEDS_GPU = ("needs a GPU: a CUDA C++ kernel cannot run on --device cpu (the CPU interpreter runs "
              "Triton only); `python -m autokernel.aot check` compiles it for sm_90a here")
-GPU_PATH_NOT_WIRED = ("built for {arch} in {seconds:.1f} s{cached}, but the sandboxed CUDA "
-                      "candidate path (launch counting, ghost replay) is not wired yet (issue 15)")
 
 
 def prebuild(info: KernelFileInfo, kernel_path: str | Path, cache_dir: str | Path,
@@ -40,13 +42,25 @@ def prebuild(info: KernelFileInfo, kernel_path: str | Path, cache_dir: str | Pat
                            source_name=source_name)
 
 
-def prepare_candidate(info: KernelFileInfo, kernel_path: str | Path, library: str | Path) -> None:
-    """In the candidate process, before kernel.py is imported: only the harness's build of the
-    file's own source and tunables may load. (Not called yet: see the module docstring.)"""
+def prebuilt_entries(info: KernelFileInfo, kernel_path: str | Path,
+                     library: str | Path) -> list[list[str]]:
+    """[source key, library] pairs under which the file's `load_extension` call finds its build:
+    the C++ text with the tunables' defines, and for a CUDA_FILE also the file's name, which is
+    what `load_extension(CUDA_FILE, ...)` passes."""
+    from autokernel.cuda.runtime import source_key
+
+    defines = cuda_defines(info.tunables)
+    entries = [[source_key(cuda_source_text(info, kernel_path), defines), str(library)]]
+    if info.cuda_file is not None:
+        entries.append([source_key(info.cuda_file, defines), str(library)])
+    return entries
+
+
+def prepare_candidate(entries: list[list[str]]) -> None:
+    """In the candidate process, before the OS sandbox and the import of kernel.py: load the
+    harness's builds, and forbid any other."""
     from autokernel.cuda import runtime
 
-    defines: dict[str, Any] = cuda_defines(info.tunables)
-    runtime.use_prebuilt(cuda_source_text(info, kernel_path), defines, library)
-    if info.cuda_file is not None:  # load_extension(CUDA_FILE, ...) names the file, not its text
-        runtime.use_prebuilt(info.cuda_file, defines, library)
+    for key, library in entries:
+        runtime.use_prebuilt(key, library)
     runtime.forbid_builds()

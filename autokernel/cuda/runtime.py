@@ -17,9 +17,10 @@ the current torch stream as a `cudaStream_t`: the launcher must launch on it. It
 `cudaError_t` (0 for success; `cudaGetLastError()` after the launch is the usual ending), which
 `launch` raises as a RuntimeError with CUDA's message.
 
-In the harness the library is built by the trusted worker before the candidate process imports
-the file (`use_prebuilt`), and the candidate may not build (`forbid_builds`): a file that loads a
-source or defines other than its own CUDA_SOURCE and tunables gets a clear error. Elsewhere
+In the harness the library is built by the trusted runner before the candidate process imports
+the file, and loaded there before the OS sandbox (`use_prebuilt`); the candidate may not build
+(`forbid_builds`): a file that loads a source or defines other than its own CUDA_SOURCE and
+tunables gets a clear error. Elsewhere
 (exported kernels, tests) the first launch builds for the current GPU through the content cache.
 """
 
@@ -28,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,10 +37,6 @@ from autokernel.kernelfile import CU_FILE_NAME, cuda_define_value
 _PREBUILT: dict[str, Path] = {}
 _BUILDS_ALLOWED = [True]
 _LOADED: dict[Path, ctypes.CDLL] = {}
-# Called with the launcher's name before each launch: the harness's launch monitor counts here.
-# TODO(issue 15, GPU): this counts host launcher calls, not GPU kernels; the monitor must also
-# count the kernels a launcher enqueues (CUDA events around it, or the profiler's kernel records).
-LAUNCH_OBSERVERS: list[Callable[[str], None]] = []
 
 
 def source_key(source: str, defines: dict[str, Any]) -> str:
@@ -50,9 +46,12 @@ def source_key(source: str, defines: dict[str, Any]) -> str:
     return hashlib.sha256(payload.encode()).hexdigest()
 
 
-def use_prebuilt(source: str, defines: dict[str, Any], library: str | Path) -> None:
-    """Register the library the trusted side built for (source, defines)."""
-    _PREBUILT[source_key(source, defines)] = Path(library)
+def use_prebuilt(key: str, library: str | Path) -> None:
+    """Register the library the trusted side built for the (source, defines) of `source_key`,
+    and load it now: in the harness this runs before the OS sandbox, which may refuse mapping
+    new executable code later."""
+    _PREBUILT[key] = Path(library)
+    _load(Path(library))
 
 
 def forbid_builds() -> None:
@@ -97,7 +96,9 @@ class Extension:
         return build_extension(text, self.defines).library
 
     def launch(self, name: str, *args: Any) -> None:
-        """Call the `extern "C"` launcher `name` with `args` and the current stream."""
+        """Call the `extern "C"` launcher `name` with `args` and the current stream. (In the
+        harness the launch monitor wraps this method: it counts each call as a launch and skips
+        it in ghost replay.)"""
         import torch
 
         converted: list[Any] = []
@@ -115,8 +116,6 @@ class Extension:
         converted.append(ctypes.c_void_p(torch.cuda.current_stream().cuda_stream))
         function = getattr(self.library(), name)
         function.restype = ctypes.c_int
-        for observer in LAUNCH_OBSERVERS:
-            observer(name)
         code = function(*converted)
         if code != 0:
             raise RuntimeError(f"{name} failed: CUDA error {code}: {self.error_string(code)}")

@@ -36,8 +36,10 @@ import re
 
 from autokernel.harness.scan_rules import Violation
 
-# What a cuda kernel file may import beyond the Python allow-list: its launch runtime, only.
-RUNTIME_MODULES: frozenset[str] = frozenset({"autokernel.cuda.runtime"})
+# What a cuda kernel file may import beyond the Python allow-list: its launch runtime's
+# `load_extension`, only (the runtime's launch observers and prebuilt table are the harness's).
+RUNTIME_MODULES: dict[str, frozenset[str]] = {"autokernel.cuda.runtime":
+                                              frozenset({"load_extension"})}
 
 ALLOWED_INCLUDES: frozenset[str] = frozenset({
     "cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "stdint.h",

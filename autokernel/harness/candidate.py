@@ -199,6 +199,10 @@ class Candidate(CandidateTiming):
         self.monitor.install()
         self.recorder = FallbackRecorder(self.monitor, self.device)
         self_test(self.monitor, self.recorder, self.device)
+        if self.job.get("cuda_prebuilt"):
+            from autokernel.cuda.harness import prepare_candidate
+
+            prepare_candidate(self.job["cuda_prebuilt"])
         self._confine()
         self.snapshot = IdentitySnapshot.take(harness_namespaces(self.job["kernel_type"]))
         threads = live_threads()

@@ -216,7 +216,8 @@ class Judge(TimingAudits):
                 "timing_dtypes": job.timing_dtypes, "quick": job.quick,
                 "timing_budget_s": job.timing_budget_s, "cached_baselines": job.cached_baselines,
                 "incumbent_path": job.incumbent_path, "min_gain": job.min_gain,
-                "timing_seed": self.timing_seed, "correctness_only": job.correctness_only}
+                "timing_seed": self.timing_seed, "correctness_only": job.correctness_only,
+                "cuda_prebuilt": job.cuda_prebuilt}
 
     def _call(self, prepared: Prepared, where: str, **options: bool) -> Any:
         """The kernel's output on the inputs last handed over, or a Mismatch-ready description
@@ -383,9 +384,9 @@ class Judge(TimingAudits):
         out = self._call(prepared, where, ghost=True)
         if self._mismatch(prepared, out, exhaustive=False) is None:
             raise Verdict("REJECTED", self.stage, f"ghost replay at {where}: the output is "
-                          "still correct with every Triton launch skipped, so this call's Triton "
-                          "kernels do not compute it (a host-side or library fallback, or a "
-                          "cached result replayed)", "ghost-replay")
+                          "still correct with every Triton launch (and CUDA launcher call) "
+                          "skipped, so this call's kernels do not compute it (a host-side or "
+                          "library fallback, or a cached result replayed)", "ghost-replay")
 
     def _run_stage(self, stage: str) -> None:
         cases = [p for p in self.prepared if p.case.stage == stage]

@@ -35,6 +35,9 @@ class Job:
     incumbent_path: str | None = None  # the worker's copy of the current best, timed alongside
     min_gain: float = 0.01  # a paired interval straddling 1 + min_gain widely is re-timed once
     correctness_only: bool = False  # every correctness and anti-cheat stage, then no timing
+    # [source key, library] of CUDA C++ builds (candidate's, incumbent's) the runner made; the
+    # candidate process loads them before its sandbox and may build nothing else.
+    cuda_prebuilt: list[list[str]] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -110,7 +110,7 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
     result.gpu = report.device_name or None
     result.torch_version, result.triton_version = report.torch_version, report.triton_version
     result.notes.extend(report.notes)
-    result.phase_seconds = dict(report.phase_seconds)
+    result.phase_seconds = {**result.phase_seconds, **report.phase_seconds}  # a CUDA build first
     result.sandbox = dict(report.sandbox)
     result.launch_digest = report.launch_digest
     result.incumbent_launch_digest = report.incumbent_launch_digest
@@ -175,29 +175,47 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
             return
 
 
-def _judge_cuda(result: BenchResult, info: Any, path: Path, device: str, caches: Path,
-                timeout_s: float) -> BenchResult:
-    """A CUDA C++ kernel after its static scan: SKIPPED on the CPU; on a GPU, built in this
-    trusted process (a compile error is a CRASH with nvcc's first lines), then SKIPPED until the
-    sandboxed CUDA candidate path exists (autokernel.cuda.harness says what is missing)."""
+def _build_cuda(result: BenchResult, info: Any, path: Path, device: str, caches: Path,
+                timeout_s: float) -> list[list[str]] | None:
+    """A CUDA C++ kernel after its static scan, built in this trusted process for the GPU's real
+    target: the job's prebuilt entries, or None with `result` finished (SKIPPED on the CPU, a
+    CRASH at stage "build" with nvcc's first lines)."""
     from autokernel.cuda.build import CudaBuildError
-    from autokernel.cuda.harness import GPU_PATH_NOT_WIRED, NEEDS_GPU, prebuild
+    from autokernel.cuda.harness import NEEDS_GPU, prebuild, prebuilt_entries
 
     if device == "cpu":
         result.status, result.stage, result.reason = Status.SKIPPED, "device", NEEDS_GPU
-        return result
+        return None
     try:
         built = prebuild(info, path, caches, timeout_s)
     except CudaBuildError as exc:
         result.status, result.stage = Status.CRASH, "build"
         result.reason, result.detail = f"nvcc: {exc}", exc.detail
-        return result
+        return None
     result.phase_seconds["build"] = built.seconds
     result.stages["build"] = "pass"
-    result.status, result.stage = Status.SKIPPED, "worker"
-    result.reason = GPU_PATH_NOT_WIRED.format(arch=built.arch, seconds=built.seconds,
-                                              cached=" (cached)" if built.cached else "")
-    return result
+    result.notes.append(f"built for {built.arch} in {built.seconds:.1f} s"
+                        + (" (cached)" if built.cached else ""))
+    return prebuilt_entries(info, path, built.library)
+
+
+def _incumbent_build(incumbent: Path, caches: Path, timeout_s: float,
+                     notes: list[str]) -> list[list[str]]:
+    """The incumbent's prebuilt entries when it is a CUDA file (it passed before, so its build
+    is usually cached); a failure costs the paired comparison, which the notes say."""
+    from autokernel.cuda.build import CudaBuildError
+    from autokernel.cuda.harness import prebuild, prebuilt_entries
+    from autokernel.kernelfile import KernelFileError, parse_kernel_source
+
+    try:
+        info = parse_kernel_source(incumbent.read_text(encoding="utf-8"))
+        if info.backend != "cuda":
+            return []
+        return prebuilt_entries(info, incumbent, prebuild(info, incumbent, caches,
+                                                          timeout_s).library)
+    except (OSError, KernelFileError, CudaBuildError) as exc:
+        notes.append(f"the incumbent's CUDA build failed, so it cannot load: {str(exc)[:200]}")
+        return []
 
 
 # -- the API --------------------------------------------------------------------------------------
@@ -322,8 +340,14 @@ def run_bench(
 
     caches = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     caches.mkdir(parents=True, exist_ok=True)
+    prebuilt: list[list[str]] = []
     if info.backend == "cuda":
-        return finish(_judge_cuda(result, info, path, device, caches, timeout_s))
+        entries = _build_cuda(result, info, path, device, caches, timeout_s)
+        if entries is None:
+            return finish(result)
+        prebuilt = entries
+    if incumbent is not None and device == "cuda":
+        prebuilt += _incumbent_build(Path(incumbent), caches, timeout_s, result.notes)
     cached = {k: v for k, v in read_baseline_cache(caches).items()
               if k.startswith(f"{info.kernel_type}|")}
     workdir = Path(tempfile.mkdtemp(prefix="autokernel-bench-"))
@@ -344,7 +368,7 @@ def run_bench(
             seed=secrets.randbelow(2**62), nonce=secrets.token_hex(16), result_fd=-1,
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
             incumbent_path=str(incumbent_copy) if incumbent_copy is not None else None,
-            min_gain=min_gain, correctness_only=correctness_only,
+            min_gain=min_gain, correctness_only=correctness_only, cuda_prebuilt=prebuilt,
         )
         env = candidate_env(device, workdir, caches)
         spawned = time.perf_counter()

@@ -74,7 +74,8 @@ class _Scanner(ast.NodeVisitor):
         self.name_scopes: list[tuple[str, set[str]]] = []
         self.scopes: list[_Scope] = []
         self.class_depth = 0
-        self.allowed_modules: frozenset[str] = frozenset()  # beyond the allow-list (cuda files)
+        # Beyond the allow-list (cuda files): module -> the names it may be imported for.
+        self.allowed_modules: dict[str, frozenset[str]] = {}
 
     def flag(self, rule: str, node: ast.AST, message: str) -> None:
         self.violations.append(Violation(rule, getattr(node, "lineno", 0), message))
@@ -164,6 +165,12 @@ class _Scanner(ast.NodeVisitor):
             return
         module = node.module or ""
         if module in self.allowed_modules:
+            allowed = self.allowed_modules[module]
+            for alias in node.names:
+                if alias.name not in allowed:
+                    self.flag("import-not-allowed", node,
+                              f"'from {module} import {alias.name}': only "
+                              f"{', '.join(sorted(allowed))} may be imported from it")
             return
         if (violation := check_module(module, node.lineno)) is not None:
             self.violations.append(violation)

@@ -6,8 +6,9 @@ import traceback
 
 from autokernel.text import bounded_text, error_summary
 
-NO_LAUNCH = ("kernel_fn launched no Triton kernel (a launch-free shortcut is refused even where "
-             "it is exact, as for N == 1: the harness judges the kernel, not the shortcut)")
+NO_LAUNCH = ("kernel_fn launched no Triton kernel or CUDA launcher (a launch-free shortcut is "
+             "refused even where it is exact, as for N == 1: the harness judges the kernel, not "
+             "the shortcut)")
 # The candidate process does not know which case it is called on: its reasons say WHERE, and the
 # judge puts the case's description there (and the stage, when the candidate leaves it empty).
 WHERE = "{where}"

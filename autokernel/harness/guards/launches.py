@@ -1,5 +1,5 @@
-"""`LaunchMonitor`: counts the candidate's Triton launches, checks their stream, skips them in
-ghost mode, and watches the side doors to another stream."""
+"""`LaunchMonitor`: counts the candidate's Triton launches (and a CUDA C++ file's launcher calls),
+checks their stream, skips them in ghost mode, and watches the side doors to another stream."""
 
 from __future__ import annotations
 
@@ -85,6 +85,7 @@ class LaunchMonitor:
             CompiledKernel = None  # noqa: N806
         if CompiledKernel is not None:
             self._wrap_getitem(CompiledKernel, "CompiledKernel.__getitem__")
+        self._wrap_cuda_launch()
         self._watch_streams()
         self._watch_side_doors()
 
@@ -215,6 +216,34 @@ class LaunchMonitor:
 
         cls.__getitem__ = getitem
         self.installed[label] = (cls, "__getitem__", getitem)
+
+    def _wrap_cuda_launch(self) -> None:
+        """A CUDA C++ file's launches go through `Extension.launch` (autokernel.cuda.runtime),
+        which calls one `extern "C"` launcher on the current stream: each call counts as a launch,
+        and ghost replay skips it. Nothing of torch runs inside it, so it is no `in_launch`: an op
+        recorded during it is the candidate's."""
+        from autokernel.cuda.runtime import Extension
+
+        original = Extension.launch
+        monitor = self
+
+        def launch(extension: Any, name: str, *args: Any) -> None:
+            recording = monitor.signatures is not None and not monitor.ghost
+            if not (monitor.armed or monitor.ghost or recording):
+                return original(extension, name, *args)
+            if recording and monitor.signatures is not None:
+                scalars = tuple(a for a in args if isinstance(a, (bool, int, float)))
+                monitor.signatures.append((f"cuda:{name}", repr(sorted(
+                    extension.defines.items())), scalars))
+            monitor.launches += 1
+            monitor._check_stream()
+            if monitor.ghost:
+                return None
+            return original(extension, name, *args)
+
+        launch.__qualname__ = original.__qualname__
+        Extension.launch = launch  # type: ignore[method-assign]
+        self.installed["Extension.launch"] = (Extension, "launch", launch)
 
     def _check_hooks(self, fn: Any) -> None:
         """A pre-run hook runs the candidate's choice of code inside the launch, with the
