@@ -32,6 +32,7 @@ static int64_t total = 0, calls = 0;
 int add_launch(int64_t value, void* stream) { (void)stream; total += value; calls += 1; return 0; }
 int64_t launcher_calls(void) { return calls; }
 const char* autokernel_error_string(int code) { (void)code; return "stand-in"; }
+int autokernel_runtime_init(void) { return 0; }
 """
 
 

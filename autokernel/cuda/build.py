@@ -41,10 +41,15 @@ DETAIL_CHARS = 6000
 FIRST_ERROR_LINES = 8
 HOPPER_ARCH = "sm_90a"  # wgmma and TMA need the arch-specific target, not plain sm_90
 
-# Appended to every source: the runtime names a launcher's failure by CUDA's own message.
+# Appended to every source: the runtime names a launcher's failure by CUDA's own message, and
+# the harness starts the library's (static) CUDA runtime on torch's primary context before the
+# candidate's OS sandbox, rather than at its first launch inside it.
 ERROR_STRING_SUFFIX = """
 extern "C" const char* autokernel_error_string(int code) {
     return cudaGetErrorString(static_cast<cudaError_t>(code));
+}
+extern "C" int autokernel_runtime_init(void) {
+    return static_cast<int>(cudaFree(0));
 }
 """
 NVCC_FLAGS = ("-shared", "-Xcompiler", "-fPIC", "-O3", "-std=c++17", "-lineinfo",

@@ -48,10 +48,16 @@ def source_key(source: str, defines: dict[str, Any]) -> str:
 
 def use_prebuilt(key: str, library: str | Path) -> None:
     """Register the library the trusted side built for the (source, defines) of `source_key`,
-    and load it now: in the harness this runs before the OS sandbox, which may refuse mapping
-    new executable code later."""
+    load it and start its CUDA runtime now: in the harness this runs before the OS sandbox,
+    which may refuse what a first load or a runtime's start does (mapping code, opening files)."""
     _PREBUILT[key] = Path(library)
-    _load(Path(library))
+    loaded = _load(Path(library))
+    init = loaded.autokernel_runtime_init
+    init.restype = ctypes.c_int
+    code = init()
+    if code != 0:
+        raise RuntimeError(f"{Path(library).name}: starting its CUDA runtime failed "
+                           f"(CUDA error {code})")
 
 
 def forbid_builds() -> None:
