@@ -64,6 +64,12 @@ class Dtype(StrChoice):
     fp32 = "fp32"
 
 
+class Backend(StrChoice):
+    triton = "triton"
+    cuda = "cuda"
+    auto = "auto"
+
+
 class AgentChoice(StrChoice):
     auto = "auto"
     tuner = "tuner"

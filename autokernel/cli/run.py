@@ -12,8 +12,8 @@ import typer
 from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTION,
                                     MODEL_FILE_ARGUMENT, PANEL_AGENT, PANEL_BUDGET, PANEL_HARNESS,
                                     PANEL_MOVE_ON, PANEL_OUTPUT, PANEL_SPEEDUP, AgentChoice,
-                                    Device, Dtype, SpeedupBaseline, console, device_or_fail, fail,
-                                    plain)
+                                    Backend, Device, Dtype, SpeedupBaseline, console,
+                                    device_or_fail, fail, plain)
 from autokernel.text import error_summary
 from autokernel.versions import software_versions
 
@@ -211,6 +211,10 @@ def run(
                                help="Conversations per round, each editing a parent picked on "
                                "the target's frontier, each judged as its own experiment "
                                "(claude agent)."),
+    backend: Backend = typer.Option(Backend.triton, "--backend", rich_help_panel=PANEL_AGENT,
+                                    help="Starters: triton; cuda (CUDA C++ where the type has "
+                                    "one; needs a GPU); auto (Triton, then the CUDA starter, "
+                                    "kept where it is faster)."),
     out: Path = typer.Option(None, "--out", rich_help_panel=PANEL_OUTPUT,
                              help="Workspace directory (new).",
                              show_default="./autokernel_runs/<model>-<timestamp>"),
@@ -220,7 +224,7 @@ def run(
 ) -> None:
     """Profile MODEL.py, then optimize its top kernels overnight in a workspace git repo."""
     device, dtype, agent = plain(device), plain(dtype), plain(agent)
-    speedup_baseline = plain(speedup_baseline)
+    speedup_baseline, backend = plain(speedup_baseline), plain(backend)
     if not model_file.is_file():
         fail(f"model file not found: {model_file}")
     _positive(hours, "--hours")
@@ -243,6 +247,9 @@ def run(
         fail(f"plan file not found: {plan_file}")
 
     resolved_device = device_or_fail(device)
+    if backend == "cuda" and resolved_device != "cuda":
+        fail("--backend cuda needs a GPU: CUDA C++ kernels cannot run on --device cpu (use "
+             "--backend triton, or auto, which is Triton there)")
     dtype = dtype or ("fp16" if resolved_device == "cuda" else "fp32")
     # Only the options the user gave: the agent refuses one it cannot use (--max-cost to the tuner).
     agent_options = {k: v for k, v in (("seed", seed), ("model", claude_model),
@@ -295,6 +302,7 @@ def run(
         min_keep_margin=min_gain,
         screen=screen,
         seed=seed,
+        backend=backend,
     )
     workspace, state = create_workspace(root, run_tag, model_file, class_name, plan, chosen,
                                          config, agent_options)

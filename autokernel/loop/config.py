@@ -32,6 +32,10 @@ class LoopConfig:
     revisit: bool = True
     max_rounds_without_keep: int = 2  # stop revisiting after this many rounds with no keep
     seed: int = 0
+    # Which starters begin each target: "triton"; "cuda" (the CUDA C++ starter where the type has
+    # one); "auto" (the Triton starter, then the CUDA starter as the first experiment, kept only
+    # where it is faster at the profiled shapes).
+    backend: str = "triton"
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -56,6 +56,7 @@ class Runner:
         dashboard: Dashboard | None = None,
         clock: Callable[[], float] = time.monotonic,
         starter_source: Callable[[str], str] | None = None,
+        cuda_starter_source: Callable[[str], str | None] | None = None,
     ) -> None:
         self.ws = workspace
         self.plan = plan
@@ -64,6 +65,7 @@ class Runner:
         self.agent = agent
         self.clock = clock
         self.starter_source = starter_source or _packaged_starter
+        self.cuda_starter_source = cuda_starter_source or _packaged_cuda_starter
         self.accounts = TimeAccounts(state, clock)
         self.journal = Journal(workspace, plan, state, config, accounts=self.accounts,
                                dashboard=dashboard or PlainDashboard(),
@@ -134,6 +136,9 @@ class Runner:
             if target.baseline is None:
                 self._run_baseline(target)
                 continue
+            if self._cuda_trial_due(target):
+                self._run_cuda_trial(target)
+                continue
             decision = should_move_on(move_on_record(target), self.config.move_on)
             if decision.move_on:
                 self.journal.finish_target(target, decision)
@@ -177,9 +182,38 @@ class Runner:
         self.dashboard.target_started(self.state, target)
         return target
 
+    def _starter(self, target: TargetState) -> tuple[str, str]:
+        """The target's starter source and its description, by --backend."""
+        kernel_type = target.kernel_type
+        if self.config.backend == "cuda":
+            source = self.cuda_starter_source(kernel_type)
+            if source is not None:
+                return source, f"baseline: the {kernel_type} CUDA starter"
+            self.dashboard.message(f"{target.tag}: no CUDA starter for {kernel_type}; it starts "
+                                   "from its Triton starter")
+        return self.starter_source(kernel_type), f"baseline: the {kernel_type} starter"
+
+    def _cuda_trial_due(self, target: TargetState) -> bool:
+        """--backend auto: the CUDA starter is tried once per target, right after a passing
+        Triton baseline, on a GPU, where the type has one."""
+        return (self.config.backend == "auto" and self.config.device == "cuda"
+                and not target.cuda_starter_tried and target.baseline is not None
+                and target.best is not None)
+
+    def _run_cuda_trial(self, target: TargetState) -> None:
+        target.cuda_starter_tried = True  # once, even if the trial is interrupted
+        self.journal.save()
+        source = self.cuda_starter_source(target.kernel_type)
+        if source is None:
+            return
+        proposal = Proposal(source=source, agent="starter", description=(
+            f"the {target.kernel_type} CUDA starter (--backend auto: kept only where it beats "
+            "the Triton kernel)"))
+        self._experiment(target, proposal, baseline=False, agent_name="starter")
+
     def _run_baseline(self, target: TargetState) -> None:
         try:
-            source = self.starter_source(target.kernel_type)
+            source, description = self._starter(target)
         except (FileNotFoundError, KeyError, NotImplementedError) as exc:
             target.status = "done"
             target.stop_rule, target.stop_reason = "no-starter", f"no starter kernel: {exc}"
@@ -187,8 +221,7 @@ class Runner:
             self.journal.save()
             self.dashboard.message(f"skipping {target.tag}: {target.stop_reason}")
             return
-        proposal = Proposal(source=source, description=f"baseline: the {target.kernel_type} "
-                            "starter", agent="starter")
+        proposal = Proposal(source=source, description=description, agent="starter")
         self._experiment(target, proposal, baseline=True)
         failed = self.journal.last_result
         if (target.baseline is not None and failed is not None and not failed.passed
@@ -224,9 +257,10 @@ class Runner:
         self._experiment(target, proposal, baseline=False, spent_before=self.clock() - started)
 
     def _experiment(self, target: TargetState, proposal: Proposal, *, baseline: bool,
-                    spent_before: float = 0.0) -> None:
+                    spent_before: float = 0.0, agent_name: str | None = None) -> None:
         """One journaled experiment; the agent then learns its verdict."""
-        fields = proposal_fields(proposal, self.agent.name if not baseline else "starter")
+        fields = proposal_fields(proposal, agent_name or (
+            "starter" if baseline else self.agent.name))
         flight = self.journal.start(target, proposal, fields, baseline=baseline,
                                     spent_before=spent_before)
         result = self.journal.last_result
@@ -242,4 +276,13 @@ def _packaged_starter(kernel_type: str) -> str:
     from autokernel.kernels import starter_path
 
     return starter_path(kernel_type).read_text(encoding="utf-8")
+
+
+def _packaged_cuda_starter(kernel_type: str) -> str | None:
+    from autokernel.kernels import starter_path
+
+    try:
+        return starter_path(kernel_type, backend="cuda").read_text(encoding="utf-8")
+    except NotImplementedError:  # the type has no CUDA starter (yet)
+        return None
 

@@ -70,6 +70,7 @@ class TargetState:
     visit_keeps: int = 0
     consecutive_reverts: int = 0
     agent_exhausted: bool = False
+    cuda_starter_tried: bool = False  # --backend auto: its CUDA starter ran as an experiment
     baseline: Measurement | None = None
     best: Measurement | None = None
     best_commit: str | None = None  # the commit whose kernel.py is this target's best
