@@ -27,11 +27,12 @@ so every candidate it tries is a real edit that git can diff, commit and revert.
 from __future__ import annotations
 
 import ast
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
+from autokernel.cuda.defines import CU_FILE_NAME, CudaDefineError
+from autokernel.cuda.defines import cuda_define_value as _define_value
 from autokernel.ops import KERNEL_TYPES
 
 BACKENDS: tuple[str, ...] = ("triton", "cuda")
@@ -39,8 +40,6 @@ ENTRY_POINT = "kernel_fn"
 SPACE_NAME = "TUNABLE_SPACE"
 CUDA_SOURCE_NAME = "CUDA_SOURCE"
 CUDA_FILE_NAME = "CUDA_FILE"
-_C_IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-CU_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*\.cu$")
 
 
 class KernelFileError(ValueError):
@@ -141,23 +140,11 @@ def _cuda_source_names(assigns: dict[str, ast.Assign | ast.AnnAssign]
 
 
 def cuda_define_value(value: Any, name: str = "tunable") -> str:
-    """The text of `-D NAME=<text>` for a tunable's value: ints and floats as C literals, bools
-    as 1/0, strings as C identifiers (a VARIANT the C++ compares with `#if VARIANT == ...` after
-    defining each variant's name, or uses as a token)."""
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        return repr(value) if value == value and abs(value) != float("inf") else _bad(name, value)
-    if isinstance(value, str) and _C_IDENTIFIER.match(value):
-        return value
-    return _bad(name, value)
-
-
-def _bad(name: str, value: Any) -> NoReturn:
-    raise KernelFileError(f"{name}={value!r} cannot reach the CUDA source as a -D define (use "
-                          "an int, a bool, a finite float or a C identifier)")
+    """`autokernel.cuda.defines.cuda_define_value`, refusing as a kernel-file error."""
+    try:
+        return _define_value(value, name)
+    except CudaDefineError as exc:
+        raise KernelFileError(str(exc)) from None
 
 
 def cuda_defines(tunables: dict[str, Any]) -> dict[str, str]:

@@ -32,11 +32,11 @@ import json
 from pathlib import Path
 from typing import Any
 
-from autokernel.kernelfile import CU_FILE_NAME, cuda_define_value
+from autokernel.cuda.defines import CU_FILE_NAME, cuda_define_value
 
 _PREBUILT: dict[str, Path] = {}
 _BUILDS_ALLOWED = [True]
-_LOADED: dict[Path, ctypes.CDLL] = {}
+_LIBRARIES: dict[Path, ctypes.CDLL] = {}
 
 
 def source_key(source: str, defines: dict[str, Any]) -> str:
@@ -110,8 +110,9 @@ class Extension:
         converted: list[Any] = []
         for arg in args:
             if isinstance(arg, torch.Tensor):
-                if not arg.is_cuda:
-                    raise RuntimeError(f"{name}: CUDA kernels need CUDA tensors (needs a GPU)")
+                if not arg.is_cuda:  # NotImplementedError: a patched model falls back to torch
+                    raise NotImplementedError(f"{name}: a CUDA C++ kernel needs CUDA tensors "
+                                              "(needs a GPU)")
                 converted.append(ctypes.c_void_p(arg.data_ptr()))
             elif isinstance(arg, (bool, int)):
                 converted.append(ctypes.c_int64(int(arg)))
@@ -133,9 +134,9 @@ class Extension:
 
 
 def _load(path: Path) -> ctypes.CDLL:
-    if path not in _LOADED:
-        _LOADED[path] = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
-    return _LOADED[path]
+    if path not in _LIBRARIES:
+        _LIBRARIES[path] = ctypes.CDLL(str(path), mode=ctypes.RTLD_LOCAL)
+    return _LIBRARIES[path]
 
 
 def load_extension(source: str, defines: dict[str, Any] | None = None, *,
