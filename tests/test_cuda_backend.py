@@ -269,6 +269,16 @@ REGISTRY_CASES: dict[str, list[tuple[tuple[int, ...], dict[str, object]]]] = {
     "matmul": [((1, 1, 1, 1), {}), ((1, 33, 65, 17), {}), ((3, 130, 129, 70), {}),
                ((1, 64, 48, 1), {}), ((1, 95, 93, 91), {"b_transposed": True}),
                ((2, 257, 1, 33), {})],
+    # (M, D, H): D = 1 and H = 1 (a one-wide K or N), odd widths past the vector chunks.
+    "fused_mlp": [((1, 1, 1), {}), ((33, 48, 80), {}), ((63, 65, 67), {}), ((1, 64, 96), {}),
+                  ((130, 1, 40), {}), ((64, 256, 1), {}), ((257, 96, 136), {})],
+    # (B, H, S, D): S = 1 and ragged S, D = 80 (padded to 96), the widest resident D (256) and
+    # the wide heads whose tiles the launcher shrinks (320 ... 1024), causal or not, explicit scale.
+    "flash_attention": [((1, 1, 1, 32), {}), ((2, 3, 37, 64), {}),
+                        ((1, 2, 64, 128), {"causal": False}), ((1, 1, 50, 80), {"scale": 0.3}),
+                        ((2, 2, 33, 96), {"causal": False}), ((1, 2, 130, 256), {}),
+                        ((1, 2, 40, 320), {}), ((1, 1, 24, 512), {"causal": False}),
+                        ((2, 1, 19, 768), {}), ((1, 1, 33, 1024), {})],
 }
 
 

@@ -1,4 +1,5 @@
-"""`autokernel export DIR --to PATH`: the run's kernels as ONE Python module, torch + triton only.
+"""`autokernel export DIR --to PATH`: the run's kernels as ONE Python module, torch + triton only
+(and nvcc for CUDA C++ kernels: `export_cuda.py`).
 
 The written module holds:
 
@@ -29,6 +30,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autokernel.integrate.export_cuda import (
+    SHIM_REGISTRATION, CudaExportError, cuda_inlined, is_cuda_kernel, rewrite_cuda_sources,
+)
 from autokernel.integrate.integration import INTEGRATION_MARKER
 
 if TYPE_CHECKING:
@@ -173,6 +177,17 @@ def module_text(run: FinishedRun) -> str:
     sources = read_sources(run, targets)
     package = Path(__file__).resolve().parents[1]
     digest = hashlib.sha1("".join(sources.values()).encode()).hexdigest()[:10]
+    module_prefix = f"autokernel_export_{digest}"
+    inlined = [(name, inlinable_source(package / name)) for name in INLINED_MODULES]
+    has_cuda = any(is_cuda_kernel(source) for source in sources.values())
+    if has_cuda:  # the CUDA runtime and build, inlined; the kernels import them from a shim
+        inlined += [(name, inlinable_source(path)) for name, path in cuda_inlined(package)]
+        try:
+            sources = rewrite_cuda_sources(sources, module_prefix)
+        except CudaExportError as exc:
+            raise ExportError(str(exc)) from None
+    needs = "torch and triton only" if not has_cuda else (
+        "torch and triton; its CUDA C++ kernels also need nvcc, and build on first use")
     summary = "\n".join(
         f"- {e['tag']}: {e['kernel_type']} at {'x'.join(map(str, e['shape']))} {e['dtype']}"
         + (f", {e['speedup_vs_eager']:.3g}x eager" if e["speedup_vs_eager"] else "")
@@ -183,7 +198,7 @@ def module_text(run: FinishedRun) -> str:
 """Optimized Triton kernels from the autokernel run {run.state.run_tag}, as one module.
 
 Model {run.info.get("model", "?")} ({run.class_name}), {run.dtype} on {run.plan.gpu or run.device}.
-Exported {time.strftime("%Y-%m-%d %H:%M")}. Needs torch and triton only.
+Exported {time.strftime("%Y-%m-%d %H:%M")}. Needs {needs}.
 
     import this_module
     p = this_module.patch(model)       # cuda by default; device="cpu" runs the Triton interpreter
@@ -197,11 +212,13 @@ Kernels:
 from __future__ import annotations
 '''
     parts = [header]
-    for name in INLINED_MODULES:
+    for name, code in inlined:
         parts.append(f"\n# {'-' * 93}\n# Inlined from autokernel/{name}\n\n")
-        parts.append(inlinable_source(package / name))
+        parts.append(code)
     parts.append(f"\n# {'-' * 93}\n# This run\n\n")
-    parts.append(f"MODULE_PREFIX = {f'autokernel_export_{digest}'!r}\n\n")
+    parts.append(f"MODULE_PREFIX = {module_prefix!r}\n\n")
+    if has_cuda:
+        parts.append(SHIM_REGISTRATION + "\n")
     parts.append(f"MANIFEST: list[dict[str, Any]] = {pprint.pformat(manifest, width=99)}\n\n")
     parts.append("KERNEL_SOURCES: dict[str, str] = {}\n")
     for tag, source in sources.items():
