@@ -221,12 +221,15 @@ def test_an_export_routes_functions_chains_and_batched_products(name: str, calls
 def test_inlined_modules_define_each_top_level_name_once() -> None:
     """The export puts the inlined modules in one namespace: a helper defined in two of them
     would silently replace the first (custom_ops' and routing's `_positional_arity` did)."""
-    from autokernel.integrate.export import INLINED_MODULES
+    from autokernel.integrate.export import INLINED_MODULES, RUNTIME_FOOTER
+    from autokernel.integrate.export_cuda import CUDA_INLINED_MODULES, SHIM_REGISTRATION
 
     package = Path(__file__).resolve().parents[1] / "autokernel"
     homes: dict[str, list[str]] = {}
-    for name in INLINED_MODULES:
-        for node in ast.parse((package / name).read_text(encoding="utf-8")).body:
+    texts = [(name, (package / name).read_text(encoding="utf-8"))
+             for name in INLINED_MODULES + CUDA_INLINED_MODULES]
+    for name, text in [*texts, ("footer", RUNTIME_FOOTER), ("cuda shim", SHIM_REGISTRATION)]:
+        for node in ast.parse(text).body:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 defined = [node.name]
             elif isinstance(node, ast.Assign):
