@@ -772,7 +772,9 @@ def test_program_md_covers_the_playbook_and_ships_in_the_package() -> None:
                   "l2 swizzle", "tier 3", "tensor cores", "accumulation precision",
                   "epilogue fusion", "tier 4", "split-k", "persistent", "warp specialization",
                   "tma", "hopper", "ampere", "ada", "online softmax", "welford",
-                  "flash_attention", "cross_entropy", "rotary", "cuda c++ (later)"):
+                  "flash_attention", "cross_entropy", "rotary", "cuda c++", "launcher convention",
+                  "__shfl_xor_sync", "bank conflicts", "wmma", "wgmma", "cp_async_bulk_tensor",
+                  "__launch_bounds__"):
         assert topic in text, topic
     pyproject = (PROGRAM.parents[2] / "pyproject.toml").read_text()
     assert '"agents/*.md"' in pyproject

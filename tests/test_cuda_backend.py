@@ -5,6 +5,7 @@ The GPU tests at the end run the starters against the references on a real devic
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -212,6 +213,50 @@ def test_cuda_starters_import_without_a_gpu() -> None:
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         assert module.EXTENSION._library is None
+
+
+# -- program.md's CUDA section names real APIs -----------------------------------------------------
+
+PROGRAM_MD = Path(__file__).resolve().parents[1] / "autokernel" / "agents" / "program.md"
+# CUDA C++ identifiers as program.md writes them: intrinsics and types (`__shfl_xor_sync`), runtime
+# and driver API (`cudaFuncSetAttribute`, `cuTensorMapEncodeTiled`, `CUtensorMap`) and namespaced
+# names (`wmma::mma_sync`, `cuda::memcpy_async`), of which the last component is looked up.
+CUDA_NAME = re.compile(r"\b(?:__[a-z]\w*|cuda[A-Z]\w*|cu[A-Z]\w+|CU[a-z]\w+|"
+                       r"(?:nvcuda|wmma|cuda)(?:::\s*\w+)+)")
+
+
+def cuda_include_dir() -> Path | None:
+    """The CUDA toolkit's include folder (the one beside nvcc, CUDA_HOME's or /usr/local/cuda's)."""
+    import os
+
+    nvcc = find_nvcc()
+    homes = [Path(nvcc).resolve().parents[1]] if nvcc else []
+    homes += [Path(h) for h in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH")) if h]
+    homes.append(Path("/usr/local/cuda"))
+    return next((h / "include" for h in homes if (h / "include" / "cuda_runtime.h").is_file()),
+                None)
+
+
+def program_cuda_names() -> set[str]:
+    """The CUDA names in the code spans of program.md's CUDA section."""
+    text = PROGRAM_MD.read_text()
+    code = " ".join(re.findall(r"`([^`]+)`", text[text.index("## 11. CUDA C++"):]))
+    return {re.split(r"::\s*", name)[-1] for name in CUDA_NAME.findall(code)}
+
+
+@pytest.mark.skipif(cuda_include_dir() is None, reason="CUDA headers not found")
+def test_every_cuda_name_in_program_md_is_in_the_cuda_headers() -> None:
+    names = program_cuda_names()
+    assert {"__shfl_xor_sync", "mma_sync", "cudaFuncSetAttribute", "__pipeline_memcpy_async",
+            "cuTensorMapEncodeTiled", "cp_async_bulk_tensor_2d_global_to_shared"} <= names
+    include = cuda_include_dir()
+    assert include is not None
+    pattern = re.compile(r"\b(?:" + "|".join(sorted(map(re.escape, names))) + r")\b")
+    found: set[str] = set()
+    for path in include.rglob("*"):
+        if path.is_file() and path.suffix in ("", ".h", ".hpp", ".cuh"):
+            found.update(pattern.findall(path.read_text(errors="replace")))
+    assert names - found == set(), f"program.md names CUDA APIs absent from {include}"
 
 
 # -- on a GPU --------------------------------------------------------------------------------------
