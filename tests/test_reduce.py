@@ -191,6 +191,19 @@ def test_amax_propagates_nan_and_keeps_infinities_and_all_negative_rows(shape, a
     assert torch.equal(out.nan_to_num(), expected.nan_to_num())  # exact, never seeded with 0
 
 
+def test_the_harness_fails_an_amax_that_drops_nan(tmp_path: Path) -> None:
+    """Triton's max drops NaN on a GPU (the interpreter's keeps it); the harness's nan_rows case
+    catches an amax kernel that does not carry NaN itself, on any device."""
+    from autokernel.harness.result import Status
+    from autokernel.harness.runner import run_bench
+
+    kernel = Path(__file__).parent / "adversarial" / "amax_drops_nan.py"
+    result = run_bench(kernel, device="cuda" if torch.cuda.is_available() else "cpu",
+                       quick=True, params={"op": "amax"}, cache_dir=tmp_path, timeout_s=300)
+    assert result.status is Status.FAIL and "nan_rows" in result.reason, result.reason
+    assert "differ where the reference is non-finite" in result.reason
+
+
 @pytest.mark.parametrize("op", OTHER_OPS)
 def test_mean_and_amax_over_any_dim_of_strided_inputs(op, device) -> None:
     x = torch.randn(3, 5, 12, 4, generator=torch.Generator().manual_seed(3)).to(device)

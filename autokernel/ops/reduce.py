@@ -171,7 +171,29 @@ def _all_negative_rows(
     return ((values * min(1.0, POSITIVE_SUM_SCALE / n)).to(dtype),)
 
 
+def _nan_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal",
+) -> Inputs:
+    m, n = shape
+    # Every other row holds one NaN (in its first, last or a random column), the rest are finite
+    # and all-negative: torch's sum, mean and amax answer NaN exactly for those rows. Triton's
+    # maximum drops NaN (tl.max of [NaN, -1] is -1), so an amax kernel must carry it itself.
+    values = -(0.5 + torch.rand((m, n), generator=generator, device=device))
+    columns = torch.randint(0, n, (m,), generator=generator, device=device)
+    columns[0:m:6], columns[2:m:6] = 0, n - 1
+    rows = torch.arange(0, m, 2, device=device)
+    values[rows, columns[rows]] = float("nan")
+    return (values.to(dtype),)
+
+
 ADVERSARIAL = (
+    AdversarialCase(
+        "nan_rows",
+        "one NaN in every other row (first, last or a random column): torch answers NaN for "
+        "those rows; Triton's max drops NaN, so an amax that does not carry it answers a number",
+        with_op(along_axis(_nan_rows)),
+    ),
     AdversarialCase(
         "cancelling_pairs",
         "big ±a pairs (a up to 2^14) cancel among small integers: the exact answer is small; a "
