@@ -36,19 +36,30 @@ def upcast(args: Inputs) -> Inputs:
 
 
 def assert_matches_reference(
-    spec: OpSpec, fn: Callable[..., torch.Tensor], args: Inputs, label: str = "",
+    spec: OpSpec, fn: Callable[..., Any], args: Inputs, label: str = "",
     params: dict[str, Any] | None = None,
-) -> torch.Tensor:
+) -> Any:
     """Run `fn(*args)` and check shape, dtype, finiteness and closeness to the upcast oracle, at
     the tolerance of a target with `params` (reduce's op). Where the oracle, rounded to the
-    output's dtype, is ±inf or NaN the output must be the same (the harness's rule)."""
+    output's dtype, is ±inf or NaN the output must be the same (the harness's rule). A type with
+    several outputs (`OpSpec.outputs`) returns a tuple of them, each checked so."""
     dtype = args[0].dtype
     out = fn(*args)
-    expected_like = spec.reference(*args)
+    expected_like, oracle = spec.reference(*args), spec.reference(*upcast(args))
+    tol = spec.tolerance(dtype, params)
+    if spec.outputs == 1:
+        _assert_close(out, expected_like, oracle, tol, label)
+        return out
+    assert isinstance(out, tuple) and len(out) == spec.outputs, f"{label}: returned {type(out)}"
+    for position, (one, like, one_oracle) in enumerate(zip(out, expected_like, oracle)):
+        _assert_close(one, like, one_oracle, tol, f"{label} output {position + 1}")
+    return out
+
+
+def _assert_close(out: torch.Tensor, expected_like: torch.Tensor, oracle: torch.Tensor,
+                  tol: Any, label: str) -> None:
     assert out.shape == expected_like.shape, f"{label}: shape {out.shape} != {expected_like.shape}"
     assert out.dtype == expected_like.dtype, f"{label}: dtype {out.dtype} != {expected_like.dtype}"
-    oracle = spec.reference(*upcast(args))
-    tol = spec.tolerance(dtype, params)
     got = out.to(oracle.dtype)
     error = (got - oracle).abs()
     allowed = tol.atol + tol.rtol * oracle.abs()
@@ -63,7 +74,6 @@ def assert_matches_reference(
             f"rtol={tol.rtol}); worst at flat index {worst}: got "
             f"{got.flatten()[worst].item()}, expected {oracle.flatten()[worst].item()}"
         )
-    return out
 
 
 def dtype_tolerance_params(spec: OpSpec) -> list[Any]:
@@ -167,9 +177,11 @@ def nan_filled_allocations() -> Iterator[None]:
         torch.empty, torch.empty_like = original_empty, original_empty_like
 
 
-def assert_deterministic(fn: Callable[..., torch.Tensor], args: Inputs, runs: int = 3) -> None:
-    def bits(t: torch.Tensor) -> torch.Tensor:
-        return t.reshape(-1).view(torch.uint8)  # bitwise: NaN payloads and -0.0 count
+def assert_deterministic(fn: Callable[..., Any], args: Inputs, runs: int = 3) -> None:
+    def bits(out: Any) -> torch.Tensor:
+        # Bitwise: NaN payloads and -0.0 count; several outputs end to end.
+        outputs = out if isinstance(out, tuple) else (out,)
+        return torch.cat([t.reshape(-1).view(torch.uint8) for t in outputs])
 
     first = bits(fn(*args))
     for _ in range(runs - 1):

@@ -770,6 +770,8 @@ ROUTES = [
     ("rmsnorm_handwritten", {"rmsnorm": "part: module; no: eps="}),
     ("rmsnorm_builtin", {"rmsnorm": "part: module; no: F.rms_norm outside nn.RMSNorm"}),
     ("layernorm", {"layernorm": "module"}),
+    # A residual add deferred into the norm it feeds, nn.RMSNorm and a hand-written one alike.
+    ("add_rmsnorm", {"add_rmsnorm": "call chain", "matmul (linear)": "module"}),
     ("cross_entropy", {"cross_entropy": "call"}),
     ("log_softmax_nll", {"cross_entropy": "no: log_softmax + nll_loss (only F.cross_entropy is "
                                           "routed)"}),
@@ -818,7 +820,7 @@ def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
 
 CONSISTENCY = ["matmul_mixed", "explicit_attention", "explicit_attention_where",
                "attention_matmuls", "minigpt_lambda", "swiglu", "rmsnorm_builtin",
-               "rmsnorm_handwritten",
+               "rmsnorm_handwritten", "add_rmsnorm",
                "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax"]
 
 

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from autokernel import reference
+from autokernel.harness.outputs import as_outputs
 from autokernel.kernelfile import read_kernel_file
 from autokernel.kernels import starter_path
 from autokernel.ops import KERNEL_TYPES, get_spec
@@ -103,11 +104,12 @@ def test_inputs_are_reproducible_finite_and_not_degenerate(spec, distribution: s
 def test_stock_path_agrees_with_reference(spec) -> None:
     gen = torch.Generator(device="cpu").manual_seed(0)
     args = spec.make_inputs(spec.smoke_shape, torch.float32, "cpu", gen, "normal")
-    expected = spec.reference(*args)
-    got = spec.stock(*args)
-    assert got.shape == expected.shape and got.dtype == expected.dtype
+    expected, got = as_outputs(spec.reference(*args)), as_outputs(spec.stock(*args))
+    assert len(expected) == len(got) == spec.outputs
     tol = spec.tolerance(torch.float32)
-    torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol)
+    for one, reference_one in zip(got, expected):
+        assert one.shape == reference_one.shape and one.dtype == reference_one.dtype
+        torch.testing.assert_close(one, reference_one, atol=tol.atol, rtol=tol.rtol)
 
 
 def test_reference_output_is_finite_on_adversarial_cases(spec) -> None:
@@ -119,8 +121,9 @@ def test_reference_output_is_finite_on_adversarial_cases(spec) -> None:
             args = case.make_inputs(spec.smoke_shape, dtype, "cpu", gen)
             upcast = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point()
                       else a for a in args]
-            out = spec.reference(*upcast).to(spec.reference(*args).dtype)
-            assert torch.isfinite(out).all(), (case.name, dtype)
+            for out, native in zip(as_outputs(spec.reference(*upcast)),
+                                    as_outputs(spec.reference(*args))):
+                assert torch.isfinite(out.to(native.dtype)).all(), (case.name, dtype)
 
 
 def test_starter_exists_and_declares_its_type(spec) -> None:

@@ -33,14 +33,17 @@ from typing import Any
 import torch
 
 from autokernel.harness import channel
-from autokernel.harness.candidate_timing import CandidateTiming
+from autokernel.harness.candidate_timing import CandidateTiming, _out_nbytes
 from autokernel.harness.cases import case_seed
-from autokernel.harness.compare import bits, bitwise_equal
+from autokernel.harness.compare import bits
 from autokernel.harness.guards import (
     FallbackRecorder, IdentitySnapshot, LaunchMonitor, harness_namespaces, live_threads,
-    new_threads, poison_allocator, poison_free_cache,
+    new_threads, poison_free_cache,
 )
 from autokernel.harness.inputs import generator, make_inputs, tensors
+from autokernel.harness.outputs import (
+    aliasing, clone_outputs, outputs_bitwise_equal, poison_outputs, returned_type, tuple_problem,
+)
 from autokernel.harness.probe import self_test
 from autokernel.harness.protocol import WorkerReport, baseline_key
 from autokernel.harness.verdict import (
@@ -286,17 +289,29 @@ class Candidate(CandidateTiming):
         return {"ok": True}
 
     def _call(self, message: dict[str, Any]) -> dict[str, Any]:
-        out_nbytes = int(message["out_nbytes"])
+        out_nbytes = _out_nbytes(message["out_nbytes"])
         if message.get("ghost"):
             out = self._ghost_call(out_nbytes)
         else:
             out = self._guarded_call(self.inputs, out_nbytes, "", WHERE)
+        count = self.spec.outputs
+        if count > 1:  # a tuple of outputs, each checked as one is (`outputs`)
+            problem = tuple_problem(out, count)
+            if problem is not None:
+                return {"out": None, "type": problem[0], "subclass": problem[1]}
+            out = tuple(out)
+            why = aliasing(out, tensors(self.inputs))
+            if why is not None:
+                raise Verdict("FAIL", "", f"{WHERE}: {why} (each output must be a fresh tensor "
+                              "of its own)", "output-alias")
         if message.get("hold"):  # alive until "release": a reused buffer shows as one pointer
             self.held.append(out)
         if message.get("keep"):  # held, with a copy, until "check_kept"
-            self.kept = (WHERE, out, out.clone())
+            self.kept = (WHERE, out, clone_outputs(out))
+        if count > 1:
+            return {"out": list(out), "storage": [t.untyped_storage().data_ptr() for t in out]}
         if type(out) is not torch.Tensor:  # noqa: E721 - the judge says why that is wrong
-            return {"out": None, "type": f"{type(out).__module__}.{type(out).__qualname__}",
+            return {"out": None, "type": returned_type(out),
                     "subclass": isinstance(out, torch.Tensor)}
         return {"out": out, "storage": out.untyped_storage().data_ptr()}
 
@@ -311,16 +326,17 @@ class Candidate(CandidateTiming):
         if self.kept is not None:
             where, out, copy = self.kept
             self.kept = None
-            if not bitwise_equal(out, copy):
+            if not outputs_bitwise_equal(out, copy):
                 raise Verdict("FAIL", "edge_sizes", f"an earlier output changed after later "
                               f"calls (the {where} output, held by the harness): kernel_fn "
                               "reuses output buffers it has already returned")
         return {"ok": True}
 
-    def _guarded_call(self, inputs: Inputs, out_nbytes: int, stage: str, where: str) -> Any:
+    def _guarded_call(self, inputs: Inputs, out_nbytes: int | list[int], stage: str,
+                      where: str) -> Any:
         """One call of kernel_fn with every detector armed; returns its output unchecked."""
         assert self.kernel_fn is not None
-        poison_allocator(out_nbytes, self.device)
+        poison_outputs(out_nbytes, self.device)
         saved = [bits(t).clone() for t in tensors(inputs)]
         threads = live_threads()
         launches = self.monitor.launches
@@ -360,11 +376,11 @@ class Candidate(CandidateTiming):
                           f"{', '.join(ops[:6])} instead of its own Triton kernel (only "
                           "allocation, view and copy ops are allowed)", "library-fallback")
 
-    def _ghost_call(self, out_nbytes: int) -> Any:
+    def _ghost_call(self, out_nbytes: int | list[int]) -> Any:
         """The held inputs again with every Triton launch skipped (the judge checks that the
         output is then wrong)."""
         assert self.kernel_fn is not None
-        poison_allocator(out_nbytes, self.device)
+        poison_outputs(out_nbytes, self.device)
         threads = live_threads()
         self.recorder.reset()
         self.monitor.ghost = self.monitor.armed = True

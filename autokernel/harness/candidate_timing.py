@@ -20,7 +20,8 @@ import torch
 from autokernel.harness.cases import case_seed
 from autokernel.harness.compare import bits
 from autokernel.harness.guards import launch_digest, live_threads, new_threads
-from autokernel.harness.inputs import TIMED_CALL_STRIDE, generator, output_digest, tensors
+from autokernel.harness.inputs import TIMED_CALL_STRIDE, generator, tensors
+from autokernel.harness.outputs import outputs_digest, tuple_problem
 from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
 from autokernel.harness.protocol import TimedShape
 from autokernel.harness.timing import (
@@ -35,6 +36,11 @@ INCUMBENT_MODULE = "incumbent_kernel"
 
 class IncumbentFailed(Exception):
     """The incumbent raised while timed: the paired comparison is lost, not the verdict."""
+
+
+def _out_nbytes(value: Any) -> int | list[int]:
+    """One timed shape's output sizes: an int, or a list for a type with several outputs."""
+    return [int(v) for v in value] if isinstance(value, list) else int(value)
 
 
 class CandidateTiming:
@@ -54,7 +60,7 @@ class CandidateTiming:
             pool: list[tuple[int, torch.Tensor]] = []
             self.report.timings.append(self._time_shape(
                 k, shape, dtype, flush, budget if k == 0 else budget / 2,
-                int(message["out_nbytes"][k]), pool))
+                _out_nbytes(message["out_nbytes"][k]), pool))
             digests = torch.stack([d for _, d in pool]).tolist() if pool else []
             pools.append([[index, digest] for (index, _), digest in zip(pool, digests)])
         if self.device.type != "cuda":
@@ -119,6 +125,7 @@ class CandidateTiming:
         running, a plain tensor returned). Input mutation and output digests are taken after
         the batch, outside the timed region."""
         monitor, recorder, kernel_path = self.monitor, self.recorder, self.kernel_path
+        outputs = self.spec.outputs
 
         def call(*args: Any) -> Any:
             threads = live_threads() if checked else set()
@@ -151,6 +158,15 @@ class CandidateTiming:
                 raise Verdict("REJECTED", "timing", f"background thread at {where}: still "
                               f"running after a timed call returned: {', '.join(started[:3])}",
                               "thread")
+            if outputs > 1:
+                problem = tuple_problem(out, outputs)
+                if problem is not None and problem[1]:
+                    raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
+                                  f"{problem[0]}", "tensor-subclass")
+                if problem is not None:
+                    raise Verdict("FAIL", "timing", f"{where}: returned {problem[0]}, not a "
+                                  f"tuple of {outputs} tensors")
+                return out
             if type(out) is not torch.Tensor:  # noqa: E721
                 if isinstance(out, torch.Tensor):
                     raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
@@ -176,7 +192,7 @@ class CandidateTiming:
         return incumbent
 
     def _time_shape(self, k: int, shape: Shape, dtype: torch.dtype, flush: torch.Tensor | None,
-                    budget_s: float, out_nbytes: int,
+                    budget_s: float, out_nbytes: int | list[int],
                     pool: list[tuple[int, torch.Tensor]]) -> TimedShape:
         assert self.kernel_fn is not None
         spec = self.spec
@@ -233,7 +249,7 @@ class CandidateTiming:
             if not all(torch.equal(bits(t), saved) for t, saved in zip(tensors(inputs), before)):
                 raise Verdict("REJECTED", "timing", f"input mutation at {where}: a timed call "
                               "modified its inputs", "input-mutation")
-            pool.append((index, output_digest(out)))
+            pool.append((index, outputs_digest(out)))
 
         def measure(entrants: list[tuple[str, Callable[..., Any]]]) -> tuple[TimedRounds, bool]:
             timer = DeviceTimer(entrants, prepare, after, self.device, flush, 2 * input_bytes,

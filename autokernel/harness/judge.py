@@ -32,9 +32,10 @@ import torch
 
 from autokernel.harness import channel
 from autokernel.harness.cases import DETERMINISM_REPEATS, STAGES, Case, case_seed, plan_cases
-from autokernel.harness.compare import Mismatch, bitwise_equal, check_output
+from autokernel.harness.compare import Mismatch
 from autokernel.harness.inputs import generator, make_inputs, relayout, splice, tensors
 from autokernel.harness.judge_audits import TimingAudits
+from autokernel.harness.outputs import as_outputs, check_outputs, outputs_bitwise_equal
 from autokernel.harness.protocol import Job, WorkerReport
 from autokernel.harness.verdict import DETAIL_CHARS, WHERE, Verdict, gib, oom_summary
 from autokernel.ops import get_spec
@@ -61,20 +62,29 @@ class CandidateGone(Exception):
 
 @dataclass
 class Prepared:
-    """A case whose inputs can be regenerated and whose reference is already known."""
+    """A case whose inputs can be regenerated and whose reference is already known. For a type
+    with several outputs (`OpSpec.outputs`), `ref`, `out_shape` and `out_dtype` are tuples with
+    one entry per output."""
 
     case: Case
     seed: int
-    ref: torch.Tensor
-    out_shape: tuple[int, ...]
-    out_dtype: torch.dtype
+    ref: Any
+    out_shape: Any
+    out_dtype: Any
 
     @property
-    def out_nbytes(self) -> int:
-        numel = 1
-        for d in self.out_shape:
-            numel *= d
-        return numel * torch.empty((), dtype=self.out_dtype).element_size()
+    def out_nbytes(self) -> int | list[int]:
+        """Bytes of the output, or a list of each output's."""
+        if isinstance(self.out_dtype, tuple):
+            return [_nbytes(shape, dtype) for shape, dtype in zip(self.out_shape, self.out_dtype)]
+        return _nbytes(self.out_shape, self.out_dtype)
+
+
+def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
+    numel = 1
+    for d in shape:
+        numel *= d
+    return numel * torch.empty((), dtype=dtype).element_size()
 
 
 class Judge(TimingAudits):
@@ -229,6 +239,15 @@ class Judge(TimingAudits):
         if out is None:
             return _NotATensor(str(reply.get("type", "something else")),
                                reply.get("subclass") is True)
+        if self.spec.outputs > 1:
+            if not isinstance(out, list) or len(out) != self.spec.outputs or \
+                    not all(isinstance(t, torch.Tensor) for t in out):
+                raise channel.BadMessage("outputs that are not a list of tensor descriptors")
+            storage = self.last_storage
+            if not isinstance(storage, list):
+                raise channel.BadMessage("output storages that are not a list")
+            self.last_storage = tuple(storage)  # hashable, like one output's pointer
+            return tuple(out)
         if not isinstance(out, torch.Tensor):
             raise channel.BadMessage("an output that is not a tensor descriptor")
         return out
@@ -289,7 +308,8 @@ class Judge(TimingAudits):
         upcast = tuple(t.to(target) if isinstance(t, torch.Tensor) and t.dtype.is_floating_point
                        else t for t in inputs)
         with torch.no_grad():
-            return self.spec.reference(*upcast).detach()
+            out = self.spec.reference(*upcast)
+        return tuple(t.detach() for t in out) if self.spec.outputs > 1 else out.detach()
 
     def _expected_dtype(self, dtype: torch.dtype) -> torch.dtype:
         """The output dtype for inputs of `dtype`: the reference's, run once on the smoke shape
@@ -297,7 +317,9 @@ class Judge(TimingAudits):
         if dtype not in self.expected_dtypes:
             small = self._make(self.spec.smoke_shape, dtype, generator(self.device, 0))
             with torch.no_grad():
-                self.expected_dtypes[dtype] = self.spec.reference(*small).dtype
+                out = self.spec.reference(*small)
+            self.expected_dtypes[dtype] = tuple(t.dtype for t in out) \
+                if self.spec.outputs > 1 else out.dtype
         return self.expected_dtypes[dtype]
 
     def _prepare(self, case: Case, seed: int, inputs: Inputs | None = None) -> Prepared:
@@ -308,6 +330,9 @@ class Judge(TimingAudits):
                                          f"{gib(self.memory_budget)} cap ({MEMORY_CAP_ENV})")
         ref = self._reference(inputs)  # upcasting changes the dtype, never the shape
         del inputs
+        if self.spec.outputs > 1:
+            return Prepared(case, seed, tuple(self._place_reference(r) for r in ref),
+                            tuple(tuple(r.shape) for r in ref), self._expected_dtype(case.dtype))
         return Prepared(case, seed, self._place_reference(ref), tuple(ref.shape),
                         self._expected_dtype(case.dtype))
 
@@ -374,10 +399,13 @@ class Judge(TimingAudits):
         raise Verdict("FAIL", stage or self.stage, f"{prefix}{where}: {mismatch.detail}", rule)
 
     def _mismatch(self, prepared: Prepared, out: Any, exhaustive: bool = True) -> Mismatch | None:
+        count = self.spec.outputs
         if isinstance(out, _NotATensor):
-            return Mismatch("type", f"returned {out.type_name}, not a plain torch.Tensor")
-        return check_output(out, prepared.ref, prepared.out_shape, prepared.out_dtype,
-                            self.device, self.tolerances[prepared.case.dtype], exhaustive)
+            expected = "a plain torch.Tensor" if count == 1 else \
+                f"a tuple of {count} plain torch.Tensors"
+            return Mismatch("type", f"returned {out.type_name}, not {expected}")
+        return check_outputs(out, prepared.ref, prepared.out_shape, prepared.out_dtype, count,
+                             self.device, self.tolerances[prepared.case.dtype], exhaustive)
 
     def _ghost_replay(self, prepared: Prepared, where: str) -> None:
         """The same inputs with every Triton launch skipped: the output must then be wrong."""
@@ -422,12 +450,12 @@ class Judge(TimingAudits):
                 out = self._call(repeat, here, hold=True)
                 self._check(repeat, out, here)
                 outputs.append(out)
-                storages.add(self.last_storage)
-            if len(storages) != len(outputs):
+                storages.update(as_outputs(self.last_storage))
+            if len(storages) != len(outputs) * self.spec.outputs:
                 raise Verdict("FAIL", self.stage, f"{where}: kernel_fn returned the same buffer "
                               "from different calls (outputs must be fresh tensors)")
             for attempt, out in enumerate(outputs[1:], start=2):
-                if not bitwise_equal(outputs[0], out):
+                if not outputs_bitwise_equal(outputs[0], out):
                     raise Verdict("FAIL", self.stage, f"{where}: call {attempt} differs bitwise "
                                   "from call 1 on the same input (nondeterministic, or reads "
                                   "uninitialised memory)")

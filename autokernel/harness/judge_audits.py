@@ -20,7 +20,8 @@ import torch
 
 from autokernel.harness import channel
 from autokernel.harness.cases import Case, case_seed
-from autokernel.harness.inputs import TIMED_CALL_STRIDE, generator, output_digest
+from autokernel.harness.inputs import TIMED_CALL_STRIDE, generator
+from autokernel.harness.outputs import outputs_digest
 from autokernel.harness.verdict import Verdict
 from autokernel.ops.spec import Shape, dtype_name
 
@@ -32,7 +33,7 @@ _perf_counter = time.perf_counter
 class TimingAudits:
     """Step 4 of `Judge.run`: the `time` request, then the audits of the timed outputs."""
 
-    def _out_nbytes(self, shape: Shape, dtype: torch.dtype) -> int:
+    def _out_nbytes(self, shape: Shape, dtype: torch.dtype) -> int | list[int]:
         for prepared in self.prepared:
             if prepared.case.shape == shape and prepared.case.dtype == dtype:
                 return prepared.out_nbytes
@@ -71,7 +72,7 @@ class TimingAudits:
         self._check(prepared, out, where, stage="timing", rule="replay",
                     prefix="an output produced while timing could not be reproduced by a "
                            "checked call on the same inputs, which is wrong at ")
-        rerun = output_digest(out).tolist()
+        rerun = outputs_digest(out).tolist()
         del out
         self._ask("release")
         if rerun != digest:

@@ -93,29 +93,35 @@ def fake_like_first(x: torch.Tensor, *rest: Any) -> torch.Tensor:
     return torch.empty_like(x, memory_format=torch.contiguous_format)
 
 
-def _save_inputs(ctx: Any, inputs: tuple[Any, ...], output: torch.Tensor) -> None:
-    """Save every tensor input (and the output); remember where the non-tensors go."""
+def _save_inputs(ctx: Any, inputs: tuple[Any, ...], output: Any) -> None:
+    """Save every tensor input (and the output, or each of a tuple of them); remember where the
+    non-tensors go."""
     ctx.tensor_positions = [i for i, a in enumerate(inputs) if isinstance(a, torch.Tensor)]
     ctx.constants = {i: a for i, a in enumerate(inputs) if not isinstance(a, torch.Tensor)}
     ctx.arity = len(inputs)
-    ctx.save_for_backward(*(inputs[i] for i in ctx.tensor_positions), output)
+    outputs = tuple(output) if isinstance(output, (tuple, list)) else (output,)
+    ctx.outputs = len(outputs) if isinstance(output, (tuple, list)) else 0  # 0: one tensor
+    ctx.save_for_backward(*(inputs[i] for i in ctx.tensor_positions), *outputs)
 
 
-def saved_inputs(ctx: Any) -> tuple[list[Any], torch.Tensor]:
-    """(the op's inputs in order, its output) from what `_save_inputs` kept."""
-    *tensors, output = ctx.saved_tensors
+def saved_inputs(ctx: Any) -> tuple[list[Any], Any]:
+    """(the op's inputs in order, its output: a tensor, or a tuple for an op with several) from
+    what `_save_inputs` kept."""
+    count = getattr(ctx, "outputs", 0)
+    saved = ctx.saved_tensors
+    tensors, outputs = saved[:len(saved) - max(count, 1)], saved[len(saved) - max(count, 1):]
     args: list[Any] = [None] * ctx.arity
     for position, tensor in zip(ctx.tensor_positions, tensors):
         args[position] = tensor
     for position, value in ctx.constants.items():
         args[position] = value
-    return args, output
+    return args, (tuple(outputs) if count else outputs[0])
 
 
 def _recompute_backward(recompute: Callable[..., torch.Tensor]) -> Callable[..., tuple[Any, ...]]:
     """A backward that differentiates `recompute` (a PyTorch path) at the saved inputs."""
 
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
+    def backward(ctx: Any, *output_grads: torch.Tensor | None) -> tuple[Any, ...]:
         args, _ = saved_inputs(ctx)
         wanted = [i for i, a in enumerate(args)
                   if isinstance(a, torch.Tensor) and ctx.needs_input_grad[i]]
@@ -127,7 +133,12 @@ def _recompute_backward(recompute: Callable[..., torch.Tensor]) -> Callable[...,
             for i in wanted:
                 leaves[i] = args[i].detach().requires_grad_(True)
             out = recompute(*leaves)
-            computed = torch.autograd.grad(out, [leaves[i] for i in wanted], grad)
+            # Several outputs (add_rmsnorm's (y, h)): each with its incoming gradient, those
+            # autograd left out (an output nothing used) skipped.
+            outs = out if isinstance(out, (tuple, list)) else (out,)
+            pairs = [(o, g) for o, g in zip(outs, output_grads) if g is not None]
+            computed = torch.autograd.grad([o for o, _ in pairs], [leaves[i] for i in wanted],
+                                           [g for _, g in pairs], allow_unused=True)
         for i, g in zip(wanted, computed):
             grads[i] = g
         return tuple(grads)
@@ -189,8 +200,14 @@ def _existing_op(name: str) -> Callable[..., torch.Tensor] | None:
         return None
 
 
-def _unaliased(out: torch.Tensor, inputs: tuple[Any, ...]) -> torch.Tensor:
-    """A custom op may not return (a view of) one of its inputs; copy in that rare case."""
+def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
+    """A custom op may not return (a view of) one of its inputs, nor one output twice; copy in
+    that rare case (each of a tuple of outputs)."""
+    if isinstance(out, (tuple, list)):
+        kept: list[torch.Tensor] = []
+        for one in out:
+            kept.append(_unaliased(one, (*inputs, *kept)))
+        return tuple(kept)
     pointer = out.untyped_storage().data_ptr()
     if any(isinstance(a, torch.Tensor) and a.numel() and out.numel()
            and a.untyped_storage().data_ptr() == pointer for a in inputs):

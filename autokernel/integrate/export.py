@@ -42,7 +42,8 @@ EXPORT_MARKER = "# autokernel export"
 INLINED_MODULES = ("interpreter_compat.py", "integrate/integration.py",
                    "integrate/triton_ops.py", "integrate/custom_ops.py",
                    "integrate/routing.py", "integrate/attention_chain.py",
-                   "integrate/function_routes.py",
+                   "integrate/logits_chain.py",
+                   "integrate/residual_norm.py", "integrate/function_routes.py",
                    "integrate/patch.py")  # in dependency order: one namespace, plain names
 
 

@@ -48,11 +48,24 @@ class CallRoute:
 
 
 @dataclass(frozen=True)
+class FusedAddRoute:
+    """Norm modules fed by a residual add the kernel fuses with them (add_rmsnorm): inside the
+    kernel's scopes an `x + residual` is deferred (`residual_norm.PendingSum`), and a recognized
+    norm module that receives one runs the kernel on its two operands."""
+
+    recognize: Recognizer
+    # (tap, pending sum) -> (the norm's output, None) when fused, (None, why not) otherwise;
+    # a fused call also gives the pending sum its value, h.
+    forward: Callable[[Any, Any], tuple[Any, str | None]]
+
+
+@dataclass(frozen=True)
 class Integration:
     schema: str
     """The custom op's schema: the reference's positional signature."""
-    fake: Callable[..., torch.Tensor]
-    """Output shape and dtype without running anything, for torch.compile."""
+    fake: Callable[..., Any]
+    """Output shape and dtype without running anything, for torch.compile (a tuple of them for
+    a schema with several outputs)."""
     backward: str
     """"analytic" (`gradient`, closed form in PyTorch ops) or "recompute" (differentiates
     `recompute`, or the reference when None, at the saved inputs)."""
@@ -63,6 +76,8 @@ class Integration:
     """Torch-function routes by kernel role ("" for kernel types without roles)."""
     function_routes: bool = False
     """The model's own functions are routed too (rotary: rope(x, cos, sin), function_routes.py)."""
+    fused_add: FusedAddRoute | None = None
+    """A residual add deferred into the norm module it feeds (`residual_norm.py`)."""
     example: Callable[[torch.dtype], tuple[Any, ...]] | None = None
     """Small CPU arguments of the schema in a dtype, on which registration traces a kernel's
     host code to decide whether it can be a compile-transparent triton_op (`triton_ops.py`);

@@ -70,6 +70,21 @@ from autokernel.integrate.function_routes import (
     route_rope_functions,
 )
 from autokernel.integrate.integration import Integration
+from autokernel.integrate.logits_chain import (
+    defer_linear,
+    follow_logits,
+    holds_logits,
+    realize_logits,
+)
+from autokernel.integrate.residual_norm import (
+    FusedNormTap,
+    defer_add,
+    holds_sum,
+    realize_sum,
+    realize_sums,
+    sum_value,
+    value_of_sums,
+)
 from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
     DTYPES,
     PROBE_SEED,
@@ -108,6 +123,8 @@ class _Route:
         return type(self.module).forward(self.module, *args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if holds_sum(args, kwargs):  # a deferred add (residual_norm.py) reaching another route
+            args, kwargs = value_of_sums(args, kwargs)
         out, reason = self.call(self, args, kwargs)
         if reason is None:
             self.stats.count_call()
@@ -150,10 +167,14 @@ class Router(TorchFunctionMode):
         self.depth: dict[str, int] = {}
         self.entered = False  # the mode is on the stack (entered once, by the outermost scope)
         self.chains = False  # an explicit-attention route may hand out stand-ins
+        self.sums = False  # a fused add + norm route may hand out stand-ins (residual_norm.py)
+        self.logits = False  # an LM head + loss route may hand out stand-ins (logits_chain.py)
 
     def add(self, kernel: RoutedKernel, stats: RouteStats) -> None:
         for route in kernel.integration.call_routes[kernel.role]:
             self.chains = self.chains or route.handler is start_chain
+            self.sums = self.sums or route.handler is defer_add
+            self.logits = self.logits or route.handler is defer_linear
             for func in route.functions:
                 self.routes.setdefault(func, []).append((kernel, route.handler, stats))
 
@@ -165,6 +186,14 @@ class Router(TorchFunctionMode):
         kwargs = kwargs or {}
         if self.chains and holds_pending(args, kwargs):
             return follow_chain(func, args, kwargs)
+        if self.logits and holds_logits(args, kwargs):
+            return follow_logits(func, args, kwargs)
+        if self.sums and holds_sum(args, kwargs):
+            if func is sum_value:
+                return sum_value(*args, **kwargs)
+            # Computed as written; the call itself is then routed like any other (an add of a
+            # computed sum may start the next pair).
+            args, kwargs = realize_sums(args, kwargs)
         routes = self.routes.get(func)
         if routes is None:
             return func(*args, **kwargs)
@@ -221,6 +250,10 @@ class _Scope:
                 router.entered = False
             if router.chains and not torch.compiler.is_compiling():
                 out = realize_pending(out, "returned by the forward")
+            if router.logits and not torch.compiler.is_compiling():
+                out = realize_logits(out, "returned by the forward")
+            if router.sums:
+                out = realize_sum(out)
             return out
         finally:
             for tag in self.tags:
@@ -313,6 +346,25 @@ def _route_rope_functions(patch: Patch, kernel: RoutedKernel, whole: set[str],
     return done.scopes
 
 
+def _tap_fused_norms(patch: Patch, kernel: RoutedKernel, modules: Mapping[str, nn.Module]) -> None:
+    """The norm modules inside a fused add + norm kernel's scopes, each wrapped so that a pending
+    residual add it receives runs the kernel (on top of any route already there)."""
+    stats = patch.report.kernels[kernel.tag]
+    fused = kernel.integration.fused_add
+    for path, module in modules.items():
+        if not _inside(path, stats.scopes):
+            continue
+        found = fused.recognize(module, kernel)
+        if found is None:
+            continue
+        if isinstance(found, str):
+            stats.skipped[path] = found
+            continue
+        patch._install(module, FusedNormTap(module, kernel, stats, fused.forward, **found))
+        stats.modules.append(path)
+        stats.fused_widths.add(int(found["width"]))
+
+
 def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
                 under_compile: str = "inductor", left_out: Iterable[str] = ()) -> Patch:
     """Route `model`'s matching modules and calls to `kernels`, in place; see the module doc.
@@ -332,7 +384,8 @@ def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
     left_out = frozenset(left_out)
     kernels = [dataclasses.replace(k, in_compiled_graphs=in_compiled_graphs(
         k, under_compile, left_out)) for k in kernels]
-    if any(isinstance(m.__dict__.get("forward"), (_Route, _Scope)) for m in model.modules()):
+    if any(isinstance(m.__dict__.get("forward"), (_Route, _Scope, FusedNormTap))
+           for m in model.modules()):
         raise ValueError("this model is already patched; call unpatch() on its Patch first")
     report = PatchReport({k.tag: RouteStats(k.tag, k.kernel_type, k.op.backward,
                                             functional=routes_calls(k),
@@ -361,6 +414,9 @@ def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
         mode_tags.add(kernel.tag)
         for path in stats.scopes:
             scopes.setdefault(path, set()).add(kernel.tag)
+    for kernel in kernels:
+        if kernel.integration.fused_add is not None and routes_calls(kernel):
+            _tap_fused_norms(patch, kernel, modules)
     for kernel in module_kernels.values():
         if kernel.integration.function_routes:
             for path in _outermost(_route_rope_functions(patch, kernel, whole, modules)):

@@ -113,6 +113,9 @@ class RouteStats:
     # "compile-transparent (triton_op)" or "opaque to torch.compile (custom_op: why)"
     compile_path: str = ""
     in_compiled_graphs: bool = False  # goes into compiled graphs (else left to Inductor)
+    # A fused add + norm kernel: the widths of the norm modules it taps (adds of another last
+    # dim are never deferred, `residual_norm.defer_add`).
+    fused_widths: set[int] = field(default_factory=set)
 
     def count_call(self) -> None:
         if not torch.compiler.is_compiling():
@@ -223,15 +226,27 @@ def _needs_custom_op(args: tuple[Any, ...]) -> bool:
         isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
+_RUNNING = [0]  # kernel calls under way: the torch calls of their host code are not the model's
+
+
+def kernel_running() -> bool:
+    """Is a routed kernel running now (its host code, or the Triton interpreter, calling torch)?
+    A route that would take any torch call (a deferred add) leaves those alone."""
+    return _RUNNING[0] > 0
+
+
 def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
     """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
     direct = kernel.op.direct
     call = kernel.op.op if direct is None or _needs_custom_op(args) else direct
+    _RUNNING[0] += 1
     try:
         return call(*args), None
     except (ValueError, NotImplementedError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         return None, f"kernel refused: {first[:80]}"
+    finally:
+        _RUNNING[0] -= 1
 
 
 def _only_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:

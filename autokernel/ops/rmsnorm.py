@@ -16,6 +16,7 @@ from torch import nn
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first
 from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.residual_norm import eps_attribute, handwritten_norm
 from autokernel.integrate.routing import (
     Outcome, RoutedKernel, _axis_view, _call_kernel, _close, _only_argument, _ones_or,
     _positional_arity, _probe_inputs, _probe_passes, _refusal, _rows, _unverified,
@@ -296,39 +297,16 @@ SPEC = OpSpec(
 # uses only torch and the integrate modules' names above, because `autokernel export` ships it.
 
 
-EPS_ATTRIBUTES = ("eps", "variance_epsilon", "epsilon")
-
-
-def _eps_attribute(module: nn.Module) -> str | None:
-    for name in EPS_ATTRIBUTES:
-        value = getattr(module, name, None)
-        if isinstance(value, float) and value >= 0:
-            return name
-    return None
-
-
-def _handwritten_rmsnorm(module: nn.Module) -> dict[str, Any] | None:
-    weight = getattr(module, "weight", None)
-    if not isinstance(weight, torch.Tensor) or weight.ndim != 1 or \
-            not weight.is_floating_point() or isinstance(getattr(module, "bias", None),
-                                                         torch.Tensor):
-        return None
-    if any(True for _ in module.children()) or _positional_arity(module) != 1:
-        return None
-    eps_attribute = _eps_attribute(module)
-    return None if eps_attribute is None else {"eps_attribute": eps_attribute}
-
-
 def _weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
     """A module with no parameters, no children, forward(x) and an eps attribute (KernelBench's
     RMSNorm: x / sqrt(mean(x², dim=1) + eps)), probed over the dim the kernel was verified over."""
     if any(True for _ in module.parameters()) or any(True for _ in module.children()):
         return None
-    eps_attribute = _eps_attribute(module)
-    if eps_attribute is None or _positional_arity(module) != 1:
+    name = eps_attribute(module)
+    if name is None or _positional_arity(module) != 1:
         return None
     axis = int(kernel.params["axis"]) if _verified_over_an_axis(kernel) else -1
-    return {"eps_attribute": eps_attribute, "axis": axis}
+    return {"eps_attribute": name, "axis": axis}
 
 
 def _computes_weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel,
@@ -364,7 +342,7 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
         return {"eps_attribute": "eps"}
     if isinstance(module, nn.LayerNorm):
         return None
-    details = _handwritten_rmsnorm(module)
+    details = handwritten_norm(module)
     if details is None:
         weightless = _weightless_rmsnorm(module, kernel)
         if weightless is None:

@@ -141,6 +141,9 @@ class OpSpec:
     over dim 1 (any tensor over dim d, viewed as [prod(before d), size of d, prod(after d)]), and
     the inputs end with the axis argument 1; (M, N) and (M, N, 1) are over the last dim, as
     before. See `along_axis`."""
+    outputs: int = 1
+    """How many tensors the reference (and a kernel) returns: 1, a tensor; more, a tuple of that
+    many (add_rmsnorm's (y, h)). The harness checks each output as it checks a single one."""
 
     @property
     def shape_dims(self) -> tuple[str, ...]:

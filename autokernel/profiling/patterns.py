@@ -18,6 +18,9 @@ PATTERN_ORDER: tuple[str, ...] = (
     # Takes a hand-written RMSNorm module only while none of its ops is claimed: first, so that
     # no other pattern can split one.
     "rmsnorm",
+    # A residual add and the norm it feeds, as one call: after "rmsnorm", whose claim of a
+    # hand-written RMSNorm module it extends to the add before it (`residual_add.py`).
+    "add_rmsnorm",
     # SwiGLU (linear, silu, mul) and explicit attention (matmul, softmax, matmul) anchor on ops
     # no other pattern takes; between these two the order is a tie-break.
     "fused_mlp",
@@ -25,6 +28,9 @@ PATTERN_ORDER: tuple[str, ...] = (
     # Its module rule claims every op still unclaimed inside a rotary-named module, so it runs
     # after the specific patterns above rather than taking their ops.
     "rotary_embedding",
+    # An LM head's linear and the loss of its output: before "cross_entropy", whose
+    # log_softmax + nll_loss it takes whole when a head feeds it (`lm_head_loss.py`).
+    "linear_cross_entropy",
     # log_softmax + nll_loss, which no other pattern takes; last, as it has always run.
     "cross_entropy",
 )

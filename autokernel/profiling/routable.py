@@ -10,6 +10,9 @@ doc is the reference; `tests/test_profiler.py` checks the two agree on the fixtu
 - "call": a torch call the router intercepts (SDPA, softmax, F.cross_entropy, sum, matmul/bmm/mm
   /addmm);
 - "call chain": explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v, deferred whole;
+  an LM head's F.linear deferred into the F.cross_entropy it feeds (linear_cross_entropy:
+  `logits_chain.py`);
+  a residual add deferred into the norm module it feeds (add_rmsnorm: `residual_norm.py`);
 - "function?": RoPE inside a module that is no rotary module: routed if the rotation is a
   function rope(x, cos, sin) or (q, k, cos, sin) the module calls, not if it is written inline
   (the profile cannot tell);
@@ -41,6 +44,8 @@ LAYERNORM_TYPE = "torch.nn.modules.normalization.LayerNorm"
 RMSNORM_TYPE = "torch.nn.modules.normalization.RMSNorm"
 SDPA_NOTES = {"mask": "attn_mask", "kv_heads": "k/v heads differ from q's",
               "kv_len": "k/v length differs from q's"}
+# Fused residual add + norm types, and the norm module verify taps for each.
+FUSED_NORMS = {"add_rmsnorm": "nn.RMSNorm", "add_layernorm": "nn.LayerNorm"}
 MATMUL_CALLS = {"batched": ("aten::matmul", "aten::bmm"),
                 "gemm": ("aten::matmul", "aten::mm", "aten::addmm")}
 
@@ -88,6 +93,9 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
         return CALL
     if kernel_type == "softmax":
         return "no: not over the last dim" if "dim" in params else CALL
+    if kernel_type in FUSED_NORMS:
+        norm = notes.get("norm", "module")
+        return CHAIN if norm == "module" else f"no: {norm} outside {FUSED_NORMS[kernel_type]}"
     if kernel_type == "layernorm":
         return MODULE if module_type == LAYERNORM_TYPE else "no: F.layer_norm outside nn.LayerNorm"
     if kernel_type == "rmsnorm":
@@ -108,6 +116,8 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
         if "label_smoothing" in notes or "class_weights" in notes:
             return "no: label smoothing or class weights"
         return CALL
+    if kernel_type == "linear_cross_entropy":
+        return _lm_head_loss_route(notes)
     if kernel_type == "rotary_embedding":
         # On use: the op entry imports torch, and this module reads profiles without it.
         from autokernel.ops.rotary_embedding import is_rotary_module_name
@@ -117,6 +127,22 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
             return MODULE
         return FUNCTION
     return CALL
+
+
+def _lm_head_loss_route(notes: Mapping[str, Any]) -> str:
+    """An LM head + loss site: deferred whole (`integrate/logits_chain.py`) when the loss is
+    F.cross_entropy's mean over targets not -100 and the head has no bias."""
+    if "loss" in notes:
+        return f"no: {notes['loss']} (only F.cross_entropy is routed)"
+    if notes.get("bias"):
+        return "no: the LM head has a bias"
+    if notes.get("reduction", "mean") != "mean":
+        return f"no: reduction={notes['reduction']}"
+    if notes.get("ignore_index", -100) != -100:
+        return f"no: ignore_index={notes['ignore_index']}"
+    if "label_smoothing" in notes or "class_weights" in notes:
+        return "no: label smoothing or class weights"
+    return CHAIN
 
 
 def _resolved_scale(scale: Any, shape: list[int]) -> float | None:
@@ -131,7 +157,8 @@ def unverified_param(kernel_type: str, site_params: Mapping[str, Any], shape: li
     """ "no: why" for a site whose eps (norms) or scale (attention) is not the one the target's
     kernel is verified with: verify refuses such a call, since a tuned kernel may bake the value
     in (`autokernel.integrate.routing._unverified`). None when they agree or one is unknown."""
-    if kernel_type in ("rmsnorm", "layernorm") and "eps" in verified and "eps" in site_params:
+    norms = ("rmsnorm", "layernorm", *FUSED_NORMS)
+    if kernel_type in norms and "eps" in verified and "eps" in site_params:
         mine, theirs = site_params["eps"], verified["eps"]
         if None not in (mine, theirs) and not math.isclose(float(mine), float(theirs),
                                                             rel_tol=1e-6):

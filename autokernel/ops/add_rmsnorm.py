@@ -1,0 +1,248 @@
+"""add_rmsnorm: h = x + residual; y = h / sqrt(mean(h²) + eps) * weight over the last dim of
+x[M, N], returning (y, h): the normed value and the updated residual stream, as every pre-norm
+transformer block writes it (`h = x + attn(x); y = norm(h)`).
+
+A fused kernel reads x and residual once and writes h and y, where PyTorch runs an add (read 2,
+write 1) and then a norm (read 1, write 1). h is rounded to x's dtype before it is normalized,
+as the unfused model stores it. The profiler claims an aten::add followed by an RMSNorm of its
+result as one call (`profiling/residual_add.py`); verify defers the add inside the target's
+modules and hands it to the norm module (`integrate/residual_norm.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from autokernel.integrate.integration import CallRoute, FusedAddRoute, Integration
+from autokernel.integrate.residual_norm import (
+    ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_call,
+    handwritten_norm,
+)
+from autokernel.integrate.routing import Outcome, RoutedKernel, _close, _ones_or, _probe_inputs, \
+    _probe_passes
+from autokernel.ops.rowwise import (
+    ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
+)
+from autokernel.ops.spec import (
+    AdversarialCase, Inputs, OpSpec, Shape, element_size, rows_and_width, sample,
+)
+from autokernel.profiling.residual_add import residual_add_pattern
+
+DIMS = ("M", "N")
+DEFAULT_EPS = 1e-6
+
+
+def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                eps: float = DEFAULT_EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    """(y, h): h = x + residual summed in float32 (float64 for float64 inputs) and returned in
+    x's dtype; y = h·rsqrt(mean(h²) + eps)·weight over the last dim, of h as returned (rounded to
+    x's dtype, as the unfused model normalizes it), in float32, returned in x's dtype."""
+    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
+    h = (x.to(compute) + residual.to(compute)).to(x.dtype)
+    hc = h.to(compute)
+    rstd = torch.rsqrt(hc.pow(2).mean(dim=-1, keepdim=True) + eps)
+    return (hc * rstd * weight.to(compute)).to(x.dtype), h
+
+
+def stock_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                      eps: float = DEFAULT_EPS) -> tuple[torch.Tensor, torch.Tensor]:
+    h = x + residual
+    return F.rms_norm(h, (h.shape[-1],), weight, eps), h
+
+
+def _with_weight(x: torch.Tensor, residual: torch.Tensor, dtype: torch.dtype,
+                 generator: torch.Generator, eps: float) -> Inputs:
+    # Trained-looking gains around 1, random (all-ones would hide a kernel that skips them).
+    weight = 1.0 + 0.25 * sample((x.shape[-1],), torch.float32, x.device, generator, "normal")
+    return (x.to(dtype), residual.to(dtype), weight.to(dtype), eps)
+
+
+def make_inputs(
+    shape: Shape,
+    dtype: torch.dtype,
+    device: str | torch.device,
+    generator: torch.Generator,
+    distribution: str = "normal",
+    eps: float = DEFAULT_EPS,
+) -> Inputs:
+    # A block's update x is small next to the residual stream it joins; "large" (1e3, both)
+    # keeps sums inside fp16's range while h² overflows fp16 unless squared in float32.
+    x = sample(shape, torch.float32, device, generator, distribution, large_scale=1e3)
+    residual = sample(shape, torch.float32, device, generator, distribution, large_scale=1e3)
+    return _with_weight(x, residual, dtype, generator, eps)
+
+
+def flops(shape: Shape) -> float:
+    # 5 per element: the add, then rmsnorm's square-and-sum, scale by 1/rms, multiply by weight.
+    m, n = rows_and_width(shape)
+    return 5.0 * m * n
+
+
+def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
+    m, n = rows_and_width(shape)
+    return (4.0 * m * n + n) * element_size(dtype)  # x, residual, weight read; h, y written
+
+
+def _large_residual(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    # Both near ±3e4: h reaches 6e4 (fp16 max 65504), h² overflows anything but float32.
+    residual = 3.0e4 * sample(shape, torch.float32, device, generator, "uniform")
+    x = 3.0e4 * sample(shape, torch.float32, device, generator, "uniform")
+    return _with_weight(x, residual, dtype, generator, eps)
+
+
+def _cancelling_rows(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    # x = -residual (+ 1e-4 noise on some rows): h is near zero or exactly zero, so eps must sit
+    # inside the sqrt and y of a zero row is 0, not NaN; a kernel that normalizes x or residual
+    # instead of their sum is far off.
+    residual = 10.0 * sample(shape, torch.float32, device, generator, "normal")
+    x = (-residual.to(dtype)).float()
+    x[1::3] += 1.0e-4 * sample(x[1::3].shape, torch.float32, device, generator, "normal")
+    return _with_weight(x, residual, dtype, generator, eps)
+
+
+def _mixed_row_scales(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", eps: float = DEFAULT_EPS,
+) -> Inputs:
+    m, _ = shape
+    exponent = torch.randint(-4, 4, (m, 1), generator=generator, device=device)
+    x = torch.pow(10.0, exponent) * sample(shape, torch.float32, device, generator, "uniform")
+    residual = torch.pow(10.0, exponent) * sample(shape, torch.float32, device, generator,
+                                                  "uniform")
+    return _with_weight(x, residual, dtype, generator, eps)
+
+
+ADVERSARIAL = (
+    AdversarialCase(
+        "large_residual",
+        "x and residual uniform in ±3e4: h up to 6e4 (near fp16 max), h² overflows fp16 unless "
+        "the add and the squares are done in float32",
+        _large_residual,
+    ),
+    AdversarialCase(
+        "cancelling_rows",
+        "x = -residual, plus 1e-4 noise on every third row: h exactly zero (y must be 0, not "
+        "NaN) or tiny (mean h² ≪ eps, so eps must sit inside the sqrt); normalizing x or the "
+        "residual alone is far off",
+        _cancelling_rows,
+    ),
+    AdversarialCase(
+        "mixed_row_scales",
+        "each row scaled by its own 10^k, k in -4..3: per-row statistics must not leak",
+        _mixed_row_scales,
+    ),
+)
+
+
+def liger_add_rmsnorm() -> Callable[..., Any] | None:
+    """Liger's fused add + RMSNorm (LigerFusedAddRMSNormFunction: (X, R, W, eps) -> (Y, R'))
+    where the installed Liger has it."""
+    try:
+        from liger_kernel.ops.fused_add_rms_norm import LigerFusedAddRMSNormFunction
+    except ImportError:
+        return None
+
+    def run(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+            eps: float = DEFAULT_EPS) -> Any:
+        return LigerFusedAddRMSNormFunction.apply(x, residual, weight, eps)
+
+    return run
+
+
+SPEC = OpSpec(
+    name="add_rmsnorm",
+    dims=DIMS,
+    reference=add_rmsnorm,
+    stock=stock_add_rmsnorm,
+    liger=liger_add_rmsnorm,
+    make_inputs=make_inputs,
+    flops=flops,
+    bytes=bytes_moved,
+    compute_bound=False,
+    smoke_shape=(4, 37),
+    sweep=ROW_SWEEP + ((8192, 2048), (2048, 16384)),
+    cpu_sweep=ROW_CPU_SWEEP,
+    edge_shapes=ROW_EDGE_SHAPES + ((1023, 1000), (257, 4099)),
+    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES + ((2, 4099),),
+    bench_shapes=ROW_BENCH_SHAPES,
+    adversarial=ADVERSARIAL,
+    patterns=(residual_add_pattern("add_rmsnorm", "rmsnorm"),),
+    outputs=2,
+    notes="add_rmsnorm over the last dim: h = x + residual, y = h·rsqrt(mean(h²) + eps)·weight "
+    "(eps 1e-6 unless the model says otherwise), returning (y, h); FLOPs = 5·M·N; bytes = read "
+    "x, residual, weight + write y, h.",
+)
+
+
+# --- integration: torch only below; `autokernel export` ships this part ---
+# How a finished kernel of this type joins a model: its custom op's schema, fake and backward,
+# and its routes (autokernel/integrate/integration.py). This part imports nothing itself and
+# uses only torch and the integrate modules' names above, because `autokernel export` ships it.
+
+
+def _add_rmsnorm_recompute(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
+                           eps: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backward's differentiable path: the unfused model's add and norm, in float32."""
+    h = x + residual
+    hc = h.float()
+    y = hc * torch.rsqrt(hc.pow(2).mean(dim=-1, keepdim=True) + eps) * weight.float()
+    return y.to(x.dtype), h
+
+
+def _computes_rmsnorm(module: nn.Module, details: dict[str, Any], kernel: RoutedKernel) -> bool:
+    """Does the module's own forward compute x·rsqrt(mean(x²) + eps)·weight on random inputs
+    (the fused op's y at a zero residual)?"""
+    weight = module.weight
+    x = _probe_inputs((3, weight.shape[0]), weight)
+    eps = float(getattr(module, details["eps_attribute"]))
+    y, _ = _add_rmsnorm_recompute(x, torch.zeros_like(x), weight, eps)
+    # The class's forward: the instance's may already be another kernel's route (rmsnorm's).
+    return _close(kernel, type(module).forward(module, x), y)
+
+
+def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """nn.RMSNorm over the last dim, and a hand-written RMSNorm module that passes the probe;
+    details name its eps attribute and width (the adds worth deferring)."""
+    rms_norm_class = getattr(nn, "RMSNorm", None)
+    if rms_norm_class is not None and isinstance(module, rms_norm_class):
+        if len(module.normalized_shape) != 1:
+            return "normalizes over more than the last dim"
+        return {"eps_attribute": "eps", "width": int(module.normalized_shape[0])}
+    if isinstance(module, nn.LayerNorm):
+        return None
+    details = handwritten_norm(module)
+    if details is None:
+        return None
+    if _probe_passes(lambda: _computes_rmsnorm(module, details, kernel)):
+        return {**details, "width": int(module.weight.shape[0])}
+    return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim"
+
+
+def _fuse_rmsnorm(tap: FusedNormTap, pending: PendingSum) -> Outcome:
+    x, _ = pending.operands
+    weight = _ones_or(getattr(tap.module, "weight", None), tap, "weight", x.shape[-1], x, 1.0)
+    eps = getattr(tap.module, tap.details["eps_attribute"])
+    return fused_norm_call(tap, pending, weight, eps=eps)
+
+
+INTEGRATION = Integration(
+    schema="(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)",
+    fake=fake_two_like_first,
+    backward="recompute",
+    recompute=_add_rmsnorm_recompute,
+    call_routes={"": (CallRoute(ADD_FUNCTIONS, defer_add),)},
+    fused_add=FusedAddRoute(_recognize_rmsnorm, _fuse_rmsnorm),
+    example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(64, 128, dtype=dtype),
+                           torch.empty(128, dtype=dtype), 1e-5),
+)
