@@ -773,6 +773,8 @@ ROUTES = [
     # A residual add deferred into the norm it feeds, nn.RMSNorm and a hand-written one alike.
     ("add_rmsnorm", {"add_rmsnorm": "call chain", "matmul (linear)": "module"}),
     ("cross_entropy", {"cross_entropy": "call"}),
+    # The head's F.linear deferred into the loss of its (shifted, cast) output.
+    ("linear_cross_entropy", {"linear_cross_entropy": "call chain", "layernorm": "module"}),
     ("log_softmax_nll", {"cross_entropy": "no: log_softmax + nll_loss (only F.cross_entropy is "
                                           "routed)"}),
     ("rope_inline", {"rotary_embedding": "function?"}),
@@ -821,7 +823,8 @@ def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
 CONSISTENCY = ["matmul_mixed", "explicit_attention", "explicit_attention_where",
                "attention_matmuls", "minigpt_lambda", "swiglu", "rmsnorm_builtin",
                "rmsnorm_handwritten", "add_rmsnorm",
-               "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax"]
+               "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax",
+               "linear_cross_entropy"]
 
 
 @pytest.mark.parametrize("name", CONSISTENCY)

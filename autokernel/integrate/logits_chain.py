@@ -1,0 +1,348 @@
+"""An LM head and its loss, F.cross_entropy(h @ Wᵀ), routed as ONE call of linear_cross_entropy.
+
+The fused kernel never holds the [N, V] logits, so no single call of the pair can be sent to it.
+Inside the kernel's scopes (the modules where the profiler found the pair) an F.linear (nn.Linear
+calls it) whose weight has the profiled head's shape [V, D] therefore returns a `PendingLogits`:
+a stand-in for the logits that records what the code does with them next, without computing
+them:
+
+- reshapes that keep the vocabulary as the last dim (`logits.view(-1, V)`, `reshape`), indexing
+  that leaves the last dim whole (`logits[..., :-1, :]`, the shift of a causal LM's loss),
+  `.contiguous()`, and casts to float32 (`.float()`, `.to(torch.float32)`): each is applied to
+  the hidden state instead, which the kernel then reads;
+- F.cross_entropy of the stand-in, 2-D, against int64 targets, with the mean over targets that
+  are not -100 and no class weights or smoothing: the kernel runs on the hidden state, the
+  head's weight and the targets, and its loss is the call's result (in the logits' dtype).
+
+Anything else done with the stand-in (another loss, a softmax, reading its values, returning it
+from the scope) computes the recorded calls exactly as the code wrote them (the F.linear, then
+each step), and from then on the stand-in is those values; the report counts one call left to
+PyTorch with the reason. Logits used after the kernel took the loss (a forward that returns
+both) are computed the same way, and the report says so.
+
+Limits: a head with a bias is left to PyTorch (the kernel has no bias); under torch.compile
+nothing is deferred; code that checks `isinstance(logits, torch.Tensor)` between the head and
+the loss sees the stand-in; an nn.Linear head that another kernel's module route replaced (a
+matmul kernel of role "linear") never calls F.linear, so it is not deferred.
+
+This file imports only torch (and routing), because `autokernel export` inlines it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch.overrides import handle_torch_function
+
+from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
+from autokernel.integrate.routing import (
+    Outcome, RoutedKernel, RouteStats, _call_kernel, _refusal, kernel_running,
+)
+
+LINEARS = (F.linear,)
+LOSSES = (F.cross_entropy,)
+RESHAPES = (torch.Tensor.view, torch.Tensor.reshape, torch.reshape)
+NO_OPS = (torch.Tensor.contiguous,)
+CASTS = (torch.Tensor.float, torch.Tensor.to)
+INDEXING = (torch.Tensor.__getitem__,)
+LOSS_ARGUMENTS = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+                  "reduction", "label_smoothing")
+LOSS_DEFAULTS = (None, None, None, None, -100, None, "mean", 0.0)
+
+
+@dataclass
+class Head:
+    """What every stand-in of one LM head call shares."""
+
+    kernel: RoutedKernel
+    stats: RouteStats
+    call: tuple[Any, tuple[Any, ...], Mapping[str, Any]]  # the F.linear as the code made it
+    weight: torch.Tensor
+    counted: bool = False  # the head's one call or fallback is in the report
+
+
+@dataclass
+class _Record:
+    steps: tuple[tuple[Any, tuple[Any, ...], Mapping[str, Any]], ...]  # after the F.linear
+    hidden: torch.Tensor | None  # the kernel's rows, as the steps so far reshaped them
+    meta: torch.Tensor  # the logits' shape and dtype, on the meta device
+    value: torch.Tensor | None = None  # once computed
+
+
+class PendingLogits:
+    """The logits of one LM head call (and the reshapes that followed), not computed until
+    something needs them."""
+
+    def __init__(self, head: Head, record: _Record) -> None:
+        object.__setattr__(self, "_head", head)
+        object.__setattr__(self, "_record", record)
+
+    # What can be answered without the values --------------------------------------------------
+    @property
+    def shape(self) -> torch.Size:
+        value = self._record.value
+        return value.shape if value is not None else self._record.meta.shape
+
+    @property
+    def dtype(self) -> torch.dtype:
+        value = self._record.value
+        return value.dtype if value is not None else self._record.meta.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self._head.weight.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._head.weight.is_cuda
+
+    @property
+    def requires_grad(self) -> bool:
+        value = self._record.value
+        if value is not None:
+            return value.requires_grad
+        _, args, kwargs = self._head.call
+        return torch.is_grad_enabled() and any(
+            isinstance(a, torch.Tensor) and a.requires_grad for a in (*args, *kwargs.values()))
+
+    def size(self, dim: int | None = None) -> Any:
+        return self.shape if dim is None else self.shape[dim]
+
+    def dim(self) -> int:
+        return self.ndim
+
+    def numel(self) -> int:
+        return self._record.meta.numel()
+
+    def __repr__(self) -> str:
+        return f"PendingLogits(shape={list(self.shape)}, dtype={self.dtype})"
+
+    # Everything else computes the values first -------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):  # dunders and our own fields (copy and pickle probe them)
+            raise AttributeError(name)
+        return getattr(self.values(f"logits used by {name}"), name)
+
+    @classmethod
+    def __torch_function__(cls, func: Any, types: Any, args: tuple[Any, ...] = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
+        return follow_logits(func, args, kwargs or {})
+
+    def values(self, reason: str) -> torch.Tensor:
+        """The computed logits, from anywhere: through torch's function handling, so that a
+        Router active here computes them with its routes off."""
+        return handle_torch_function(_logits_values, (self,), self, reason)
+
+    def realize(self, reason: str) -> torch.Tensor:
+        """The logits, computed by the recorded calls (once); the report counts the head as left
+        to PyTorch, for `reason` (or as computed besides the kernel's loss). Called with no
+        torch-function mode active (`values`)."""
+        record, head = self._record, self._head
+        if record.value is None:
+            what = "also computed" if head.counted else "left to PyTorch"
+            head.stats.count_fallback(f"LM head logits {what}: {reason}")
+            head.counted = True
+            func, args, kwargs = head.call
+            value = func(*args, **kwargs)
+            for step, rest, step_kwargs in record.steps:
+                value = step(value, *rest, **step_kwargs)
+            record.value = value
+        return record.value
+
+    def then(self, func: Any, rest: tuple[Any, ...], kwargs: Mapping[str, Any],
+             meta: torch.Tensor, hidden: torch.Tensor | None) -> PendingLogits:
+        record = self._record
+        return PendingLogits(self._head, _Record((*record.steps, (func, rest, dict(kwargs))),
+                                                 hidden, meta))
+
+
+def _logits_values(logits: Any, reason: str) -> torch.Tensor:
+    """`PendingLogits.values` as a function torch's function handling can dispatch."""
+    return logits.realize(reason) if isinstance(logits, PendingLogits) else logits
+
+
+def _method(func: Callable[..., Any]) -> Any:
+    def method(self: PendingLogits, *args: Any, **kwargs: Any) -> Any:
+        return handle_torch_function(func, (self,), self, *args, **kwargs)
+
+    method.__name__ = func.__name__
+    return method
+
+
+def _realizing(name: str) -> Any:
+    def method(self: PendingLogits, *args: Any) -> Any:
+        return getattr(self.values(f"logits used by {name.strip('_')}"), name)(*args)
+
+    method.__name__ = name
+    return method
+
+
+for _func in (*RESHAPES[:2], *NO_OPS, *CASTS, *INDEXING):
+    setattr(PendingLogits, _func.__name__, _method(_func))
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__matmul__", "__rmatmul__", "__neg__", "__pow__",
+              "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__setitem__",
+              "__len__", "__iter__", "__bool__", "__float__", "__int__", "__index__",
+              "__array__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
+    setattr(PendingLogits, _name, _realizing(_name))
+PendingLogits.__hash__ = object.__hash__  # type: ignore[method-assign]
+del _func, _name
+
+
+# ---------------------------------------------------------------------------------------------
+# The route, and following the stand-in
+
+
+def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                 kwargs: Mapping[str, Any], stats: RouteStats) -> Outcome:
+    """A Router route for F.linear: a stand-in for an LM head's logits (the profiled head's
+    [V, D] weight, or any 2-D weight when the manifest has no shape)."""
+    if torch.compiler.is_compiling() or kernel_running():
+        return None, NOT_MINE
+    bound = _bound(("input", "weight", "bias"), args, kwargs)
+    hidden, weight = (bound or {}).get("input"), (bound or {}).get("weight")
+    if not (isinstance(hidden, torch.Tensor) and isinstance(weight, torch.Tensor)) or \
+            weight.ndim != 2 or hidden.ndim < 1 or hidden.shape[-1] != weight.shape[1] or \
+            not hidden.is_floating_point():
+        return None, NOT_MINE
+    if len(kernel.shape) == 3 and tuple(weight.shape) != (kernel.shape[2], kernel.shape[1]):
+        return None, NOT_MINE  # another linear layer in the same module
+    if bound.get("bias") is not None:
+        return None, "LM head has a bias"
+    meta = torch.empty((*hidden.shape[:-1], weight.shape[0]), dtype=hidden.dtype, device="meta")
+    head = Head(kernel, stats, (func, tuple(args), dict(kwargs)), weight)
+    return PendingLogits(head, _Record((), hidden, meta)), DEFERRED
+
+
+def _bound(names: tuple[str, ...], args: tuple[Any, ...],
+           kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+    if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
+        return None
+    return dict(zip(names, args)) | dict(kwargs)
+
+
+def holds_logits(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    return any(isinstance(a, PendingLogits) for a in args) or \
+        any(isinstance(a, PendingLogits) for a in kwargs.values())
+
+
+def realize_logits(value: Any, reason: str) -> Any:
+    """`value` with every stand-in in it (a tuple, list or dict of outputs) computed; call it
+    where no Router is active, or from inside one's handler."""
+    if isinstance(value, PendingLogits):
+        return value.realize(reason)
+    if isinstance(value, (tuple, list)):
+        items = [realize_logits(v, reason) for v in value]
+        return type(value)(items) if not hasattr(value, "_fields") else type(value)(*items)
+    if isinstance(value, dict):
+        return type(value)((k, realize_logits(v, reason)) for k, v in value.items())
+    return value
+
+
+def follow_logits(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """A torch call with a stand-in among its arguments: recorded, the kernel, or computed."""
+    if func is _logits_values:
+        return _logits_values(*args, **kwargs)
+    first = args[0] if args else None
+    if isinstance(first, PendingLogits) and first._record.value is not None:
+        first = None  # already computed: an ordinary tensor from now on
+    if isinstance(first, PendingLogits) and not torch.compiler.is_compiling():
+        if func in LOSSES:
+            out, why = _loss(first, args, kwargs)
+            if why is None:
+                return out
+            return func(first.realize(why), *args[1:], **kwargs)
+        out = _step(first, func, args[1:], kwargs)
+        if out is not None:
+            return out
+    name = getattr(func, "__name__", str(func))
+    args = tuple(realize_logits(a, f"logits used by {name}") for a in args)
+    kwargs = {k: realize_logits(v, f"logits used by {name}") for k, v in kwargs.items()}
+    return func(*args, **kwargs)
+
+
+def _step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
+          kwargs: Mapping[str, Any]) -> PendingLogits | None:
+    """The stand-in after `func(p, *rest)`, or None when the kernel could not follow it."""
+    record = p._record
+    if func in CASTS:
+        dtype = _cast_dtype(func, rest, kwargs)
+        if dtype is None or (dtype != record.meta.dtype and dtype != torch.float32):
+            return None  # the kernel's loss is float32: only a cast up to it is the same loss
+        return p.then(func, rest, kwargs, record.meta.to(dtype), record.hidden)
+    if func not in (*RESHAPES, *NO_OPS, *INDEXING) or (func is torch.reshape and kwargs):
+        return None
+    try:
+        meta = func(record.meta, *rest, **kwargs)
+    except (RuntimeError, TypeError, IndexError, ValueError):
+        return None
+    hidden = record.hidden
+    vocab = p._head.weight.shape[0]
+    if hidden is not None:
+        if meta.ndim < 1 or meta.shape[-1] != vocab or (
+                func in INDEXING and not _keeps_last_dim(rest[0], record.meta.ndim)):
+            hidden = None  # the vocabulary is no longer the last dim: only computing follows
+        elif func in RESHAPES:
+            hidden = hidden.reshape(*meta.shape[:-1], hidden.shape[-1])
+        elif func in INDEXING:
+            hidden = hidden[rest[0]]
+    return p.then(func, rest, kwargs, meta, hidden)
+
+
+def _keeps_last_dim(index: Any, ndim: int) -> bool:
+    """Does `logits[index]` leave the last dim whole (so the same index works on the hidden
+    state)? Slices, ints and one Ellipsis only, ending in a full slice or short of the last
+    dim."""
+    items = index if isinstance(index, tuple) else (index,)
+    if not all(i is Ellipsis or isinstance(i, (slice, int)) and not isinstance(i, bool)
+               for i in items) or sum(i is Ellipsis for i in items) > 1:
+        return False
+    if items and items[-1] == slice(None):
+        return True
+    return Ellipsis not in items and len(items) < ndim
+
+
+def _cast_dtype(func: Any, rest: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.dtype | None:
+    if func is torch.Tensor.float:
+        return torch.float32 if not rest and not kwargs else None
+    if len(rest) == 1 and not kwargs and isinstance(rest[0], torch.dtype):
+        return rest[0]
+    if not rest and set(kwargs) == {"dtype"} and isinstance(kwargs["dtype"], torch.dtype):
+        return kwargs["dtype"]
+    return None
+
+
+def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+    """F.cross_entropy(p, ...): the kernel's loss, or why the logits must be computed."""
+    head, record = p._head, p._record
+    bound = _bound(LOSS_ARGUMENTS, args, kwargs)
+    if bound is None:
+        return None, "loss arguments"
+    bound = dict(zip(LOSS_ARGUMENTS, LOSS_DEFAULTS)) | bound
+    if bound["weight"] is not None or bound["size_average"] is not None or \
+            bound["reduce"] is not None or bound["label_smoothing"] != 0.0:
+        return None, "loss with class weights, smoothing or legacy arguments"
+    if bound["ignore_index"] != -100 or bound["reduction"] != "mean":
+        return None, "loss ignore_index or reduction"
+    targets, hidden = bound["target"], record.hidden
+    if hidden is None:
+        return None, "logits reshaped away from [tokens, vocabulary]"
+    if record.meta.ndim != 2 or not isinstance(targets, torch.Tensor) or targets.ndim != 1 or \
+            targets.dtype != torch.int64 or targets.shape[0] != hidden.shape[0]:
+        return None, "loss shapes"
+    why = _refusal(head.kernel, hidden, head.weight)
+    if why is None:
+        out, why = _call_kernel(head.kernel, hidden, head.weight, targets)
+    if why is not None:
+        return None, why
+    head.counted = True
+    head.stats.count_call()
+    return out.to(record.meta.dtype), None
