@@ -20,10 +20,15 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 TINY_LLAMA = REPO / "examples" / "models" / "tiny_llama.py"
 # Tiny LLaMA (2 layers): kernel calls per forward once every target is spliced in. The MLPs'
-# Linears run inside fused_mlp; matmul takes q/k/v/o of both layers and the output head.
+# Linears run inside fused_mlp; matmul takes q/k/v/o of both layers and the output head;
+# add_rmsnorm the four norms that take a residual add's result (the first layer's attn_norm, of
+# the embedding, is a sixth target, rmsnorm, past --top 5).
 EXPECTED_CALLS = {"matmul": 9, "fused_mlp": 2, "flash_attention": 2, "rotary_embedding": 2,
-                  "rmsnorm": 5}
+                  "add_rmsnorm": 4}
 FUNCTIONAL = {"flash_attention"}  # routed in the attention modules, not as modules
+# Routed in the outermost of the modules where the profiler found them (a deferred add reaches
+# its norm across a block boundary), by taps on the norm modules inside.
+DEFERRED_ADDS = {"add_rmsnorm"}
 CLI_TIMEOUT_S = 900
 
 

@@ -10,6 +10,7 @@ import torch
 from conftest import DEVICE
 from finished_run import (  # noqa: F401 - fixtures
     EXPECTED_CALLS,
+    DEFERRED_ADDS,
     FUNCTIONAL,
     REPO,
     TINY_LLAMA,
@@ -24,6 +25,7 @@ from fabricated_run import fabricate_run
 
 import autokernel as autokernel_package
 from autokernel.integrate import verify as verify_module
+from autokernel.integrate.patch import _outermost
 from autokernel.integrate.loader import RunError, open_run
 from autokernel.integrate.verify import (
     VerifyOptions,
@@ -56,11 +58,14 @@ def test_verify_splices_every_finished_kernel_and_matches_the_model(run_dir: Pat
     for kernel_type, count in EXPECTED_CALLS.items():
         row = rows[kernel_type]
         assert row["calls_per_forward"] == count and not row["fallbacks"]
+        if kernel_type in DEFERRED_ADDS:
+            assert row["scopes"] == _outermost(plan_sites(run_dir, kernel_type))
+            continue
         routed = row["scopes"] if kernel_type in FUNCTIONAL else row["modules"]
         assert set(routed) == plan_sites(run_dir, kernel_type)  # where the profiler found them
     assert {t: row["backward"] for t, row in rows.items()} == {
         "matmul": "analytic", "fused_mlp": "recompute", "flash_attention": "recompute",
-        "rotary_embedding": "analytic", "rmsnorm": "recompute"}
+        "rotary_embedding": "analytic", "add_rmsnorm": "recompute"}
     assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
     assert result["compiled_path"] == {}  # no --compile: no compiled path to settle
     assert result["gradients"]["checked"] and result["gradients"]["passed"]
@@ -234,12 +239,13 @@ def test_device_time_of_a_host_bound_forward_is_not_its_launch_cost() -> None:
 
 def test_verify_fails_when_a_kernel_is_wrong_inside_the_model(run_dir: Path) -> None:
     state = json.loads((run_dir / "state.json").read_text())
-    rmsnorm = next(t for t in state["targets"] if t["kernel_type"] == "rmsnorm")
-    kernel = run_dir / rmsnorm["kernel_file"]
+    norm = next(t for t in state["targets"] if t["kernel_type"] == "add_rmsnorm")
+    kernel = run_dir / norm["kernel_file"]
     # 0.1% off: well inside the harness's fp16 tolerance, far outside the fp32 model's error.
     kernel.write_text(kernel.read_text() + "\n\n_exact = kernel_fn\n\n\n"
-                      "def kernel_fn(x, weight, eps=1e-6):\n"
-                      "    return _exact(x, weight, eps) * 1.001\n")
+                      "def kernel_fn(x, residual, weight, eps=1e-6):\n"
+                      "    y, h = _exact(x, residual, weight, eps)\n"
+                      "    return y * 1.001, h\n")
     done = autokernel("verify", str(run_dir), "--device", "cpu", "--iters", "1",
                       "--no-gradients")
     assert done.returncode == 1, (done.stdout[-2000:], done.stderr[-2000:])
@@ -476,7 +482,8 @@ EXAMPLES = {
     "mistral_decoder": ("examples/models/mistral_decoder.py",
                         "def get_inputs(): return example.inputs_for(example.TINY, 1, 16)\n"
                         "def get_init_inputs(): return example.init_inputs_for(example.TINY)",
-                        "fp32", {"rmsnorm": 5, "matmul (linear)": 8, "fused_mlp": 2,
+                        "fp32", {"rmsnorm": 1, "add_rmsnorm": 4, "matmul (linear)": 8,
+                                 "fused_mlp": 2,
                                  "rotary_embedding": 4, "flash_attention": 2}),
 }
 

@@ -35,14 +35,17 @@ def tuple_problem(out: Any, count: int) -> tuple[str, bool] | None:
     """For a type with `count` > 1 outputs: None when `out` is a tuple (or list) of `count` plain
     tensors, else (what it is instead, whether a tensor subclass is the reason)."""
     if not isinstance(out, (tuple, list)):
-        return returned_type(out), isinstance(out, torch.Tensor)
+        return returned_type(out), _subclass(out)
     if len(out) != count:
         return f"a {type(out).__name__} of {len(out)} items", False
     for position, item in enumerate(out):
         if type(item) is not torch.Tensor:  # noqa: E721 - subclasses (lazy outputs) must not pass
-            return (f"output {position + 1} of {count}: {returned_type(item)}",
-                    isinstance(item, torch.Tensor))
+            return f"output {position + 1} of {count}: {returned_type(item)}", _subclass(item)
     return None
+
+
+def _subclass(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and type(value) is not torch.Tensor  # noqa: E721
 
 
 def aliasing(outputs: tuple[torch.Tensor, ...], inputs: list[torch.Tensor]) -> str | None:

@@ -166,27 +166,17 @@ def sum_value(pending: Any) -> Any:
     return pending.compute() if isinstance(pending, PendingSum) else pending
 
 
-def _sum_operator(func: Callable[..., Any], reflected: bool = False) -> Any:
+def _sum_operator(func: Callable[..., Any]) -> Any:
     def method(self: PendingSum, *args: Any) -> Any:
-        operands = (args[0], self) if reflected else (self, *args)
-        return handle_torch_function(func, (self,), *operands)
+        return handle_torch_function(func, (self,), self, *args)
 
     return method
 
 
-for _name, _func in (("__add__", torch.Tensor.__add__), ("__sub__", torch.Tensor.__sub__),
-                     ("__mul__", torch.Tensor.__mul__), ("__truediv__", torch.Tensor.__truediv__),
-                     ("__matmul__", torch.Tensor.__matmul__), ("__pow__", torch.Tensor.__pow__),
-                     ("__neg__", torch.Tensor.__neg__), ("__getitem__", torch.Tensor.__getitem__),
-                     ("__eq__", torch.Tensor.__eq__), ("__ne__", torch.Tensor.__ne__),
-                     ("__lt__", torch.Tensor.__lt__), ("__le__", torch.Tensor.__le__),
-                     ("__gt__", torch.Tensor.__gt__), ("__ge__", torch.Tensor.__ge__)):
-    setattr(PendingSum, _name, _sum_operator(_func))
-for _name, _func in (("__radd__", torch.Tensor.__add__), ("__rmul__", torch.Tensor.__mul__),
-                     ("__rsub__", torch.Tensor.__sub__),
-                     ("__rtruediv__", torch.Tensor.__truediv__),
-                     ("__rmatmul__", torch.Tensor.__matmul__)):
-    setattr(PendingSum, _name, _sum_operator(_func, reflected=True))
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__matmul__", "__rmatmul__", "__pow__", "__neg__",
+              "__getitem__", "__eq__", "__ne__", "__lt__", "__le__", "__gt__", "__ge__"):
+    setattr(PendingSum, _name, _sum_operator(getattr(torch.Tensor, _name)))
 
 
 def _sum_realizing(name: str) -> Any:
@@ -202,7 +192,7 @@ for _name in ("__setitem__", "__len__", "__iter__", "__bool__", "__float__", "__
               "__floordiv__", "__rpow__"):
     setattr(PendingSum, _name, _sum_realizing(_name))
 PendingSum.__hash__ = object.__hash__  # type: ignore[method-assign]
-del _name, _func
+del _name
 
 
 def holds_sum(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
