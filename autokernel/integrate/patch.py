@@ -1,6 +1,6 @@
 """Route a model's modules and functional calls to the registered kernels: `patch_model`.
 
-Four ways in, chosen by where PyTorch models call each kernel type:
+Five ways in, chosen by where PyTorch models call each kernel type:
 
 - Modules, by overriding the instance's `forward` (parameters, state_dict keys, hooks and the
   module tree stay as they are; `unpatch` deletes the override):
@@ -29,6 +29,8 @@ Four ways in, chosen by where PyTorch models call each kernel type:
   call sites keeps its per-op Python cost in eager mode off the rest of the model.
 - Explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v written out in torch calls →
   flash_attention, by deferring the scores inside the kernel's scopes (`attention_chain.py`).
+- A residual add and the norm it feeds, `h = x + r; y = norm(h)` → add_rmsnorm, by deferring
+  the add inside the kernel's scopes and tapping the norm modules there (`residual_norm.py`).
 - A model's own RoPE function, rope(x, cos, sin) or (q, k, cos, sin), called from the modules
   where the profiler found the rotation → rotary_embedding, by rebinding the function's name
   where the forward looks it up, after a probe (`function_routes.py`).
@@ -71,6 +73,7 @@ from autokernel.integrate.function_routes import (
 )
 from autokernel.integrate.integration import Integration
 from autokernel.integrate.logits_chain import (
+    computed_arguments,
     defer_linear,
     follow_logits,
     holds_logits,
@@ -187,7 +190,11 @@ class Router(TorchFunctionMode):
         if self.chains and holds_pending(args, kwargs):
             return follow_chain(func, args, kwargs)
         if self.logits and holds_logits(args, kwargs):
-            return follow_logits(func, args, kwargs)
+            out = follow_logits(func, args, kwargs, compute=False)
+            if out is not NotImplemented:
+                return out
+            # Computed as written; the call on the logits is then routed like any other.
+            args, kwargs = computed_arguments(func, args, kwargs)
         if self.sums and holds_sum(args, kwargs):
             if func is sum_value:
                 return sum_value(*args, **kwargs)
