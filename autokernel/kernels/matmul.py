@@ -21,6 +21,24 @@ writing a float32 partial tile to a workspace; a second kernel adds the partials
 order. It is for thin problems (decode: M ~ 16) whose tile count alone cannot fill the GPU, and
 is deterministic (no atomics).
 
+Persistent TMA (VARIANT = "persistent_tma", Hopper and newer): one program per SM, each walking
+tiles pid, pid + programs, ... in the same grouped order, so launch and prologue are paid once
+per SM and one tile's epilogue overlaps the next tile's loads. A and B tiles come through tensor
+descriptors built on the device (`tl.make_tensor_descriptor`; 2-D, or 4-D [outer, inner, rows,
+cols] for a batch): the TMA unit zero-fills past the edges, so the K loop has no masks. B is read
+K-contiguous ([N, K]) when it is a transposed weight (x @ Wᵀ, q @ kᵀ). C goes out through a
+descriptor when its rows are 16-byte aligned, else through a masked store. Descriptors need the
+last dim contiguous, the other strides and the base addresses 16-byte aligned: a call that
+breaks that (a column-major A, an fp16 row of K or N not a multiple of 8, an offset view), split-K
+(SPLIT_K > 1) or a GPU older than sm_90 runs the tiled kernel instead, still correct. That is
+decided per shape in `_plan` (base addresses per call). Device-side descriptors live in global
+scratch memory, which the launcher provides by registering an allocator with
+`triton.set_allocator` (a context variable: per thread, cheap to set). Triton 3.6's interpreter
+runs tensor descriptors, so on CPU this variant runs as on the GPU, with few programs.
+WARP_SPECIALIZE asks Triton to split the tile loop into producer (TMA) and consumer (MMA) warps.
+Triton 3.6 does that on Hopper only at NUM_WARPS = 4, and fails to compile it for fp32 and
+batched (4-D descriptor) problems, so those run without it.
+
 Precision: fp16/bf16 tiles go to tensor cores with fp32 accumulation. fp32 inputs use
 FP32_PRECISION: "ieee" (exact fp32 FMA dots) or "tf32x3" (three tf32 tensor-core products,
 about fp32 accuracy, much faster); plain "tf32" is not offered, it would miss fp32's tolerance.
@@ -35,6 +53,9 @@ Tunables:
                              GPU's shared memory, so every combination runs.
   SPLIT_K                    K ranges reduced by the second kernel (clamped to the K tile count).
   FP32_PRECISION             dot precision for fp32 inputs.
+  VARIANT                    "tiled" (one program per tile, pointer loads; any GPU) or
+                             "persistent_tma" (above; falls back to "tiled" per call).
+  WARP_SPECIALIZE            persistent_tma only: warp-specialised tile loop (see above).
 """
 
 import functools
@@ -57,6 +78,8 @@ NUM_WARPS = 8
 NUM_STAGES = 3
 SPLIT_K = 1
 FP32_PRECISION = "ieee"
+VARIANT = "tiled"
+WARP_SPECIALIZE = False
 
 TUNABLE_SPACE = {
     "BLOCK_M": [16, 32, 64, 128],
@@ -67,9 +90,12 @@ TUNABLE_SPACE = {
     "NUM_STAGES": [2, 3, 4, 5],
     "SPLIT_K": [1, 2, 4, 8],
     "FP32_PRECISION": ["ieee", "tf32x3"],
+    "VARIANT": ["tiled", "persistent_tma"],
+    "WARP_SPECIALIZE": [False, True],
 }
 
 SPLIT_REDUCE_BLOCK = 1024
+INTERPRETER_PROGRAMS = 3
 
 
 @triton.jit
@@ -163,6 +189,110 @@ def split_k_reduce_kernel(partial_ptr, c_ptr, numel, num_splits, BLOCK: tl.const
     tl.store(c_ptr + offsets, total.to(c_ptr.dtype.element_ty), mask=in_bounds)
 
 
+# ---------------------------------------------------------------------------------------------
+# VARIANT = "persistent_tma": one program per SM walks the tiles; operands move through TMA.
+
+
+@triton.jit
+def _descriptor(ptr, outer, inner, rows, cols, stride_outer, stride_inner, stride_row,
+                BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr, BATCHED: tl.constexpr):
+    """A TMA descriptor over a [rows, cols] matrix (cols contiguous); batched, over
+    [outer, inner, rows, cols]. Built on the device, so no host-side descriptor objects."""
+    if BATCHED:
+        desc = tl.make_tensor_descriptor(ptr, [outer, inner, rows, cols],
+                                         [stride_outer, stride_inner, stride_row, 1],
+                                         [1, 1, BLOCK_ROWS, BLOCK_COLS])
+    else:
+        desc = tl.make_tensor_descriptor(ptr, [rows, cols], [stride_row, 1],
+                                         [BLOCK_ROWS, BLOCK_COLS])
+    return desc
+
+
+@triton.jit
+def _load_tile(desc, outer, inner, row, col, BLOCK_ROWS: tl.constexpr, BLOCK_COLS: tl.constexpr,
+               BATCHED: tl.constexpr):
+    """One [BLOCK_ROWS, BLOCK_COLS] tile; the TMA unit fills what lies past the edges with 0."""
+    if BATCHED:
+        tile = desc.load([outer, inner, row, col]).reshape(BLOCK_ROWS, BLOCK_COLS)
+    else:
+        tile = desc.load([row, col])
+    return tile
+
+
+@triton.jit
+def matmul_persistent_tma_kernel(
+    a_ptr, b_ptr, c_ptr,
+    M, N, K, outer_batch, inner_batch,
+    a_outer, a_inner, stride_a_outer, stride_a_inner, stride_a_row,
+    b_outer, b_inner, stride_b_outer, stride_b_inner, stride_b_row,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    B_TRANSPOSED: tl.constexpr,
+    BATCHED: tl.constexpr,
+    STORE_DESCRIPTOR: tl.constexpr,
+    DOT_PRECISION: tl.constexpr,
+    UPCAST: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+):
+    # An operand broadcast over a batch level has size 1 there (the host says so): `% a_outer`
+    # then always reads its one matrix.
+    a_desc = _descriptor(a_ptr, a_outer, a_inner, M, K, stride_a_outer, stride_a_inner,
+                         stride_a_row, BLOCK_M, BLOCK_K, BATCHED)
+    if B_TRANSPOSED:  # B is Wᵀ of a row-major [N, K] weight: tiles are read K-contiguous
+        b_desc = _descriptor(b_ptr, b_outer, b_inner, N, K, stride_b_outer, stride_b_inner,
+                             stride_b_row, BLOCK_N, BLOCK_K, BATCHED)
+    else:
+        b_desc = _descriptor(b_ptr, b_outer, b_inner, K, N, stride_b_outer, stride_b_inner,
+                             stride_b_row, BLOCK_K, BLOCK_N, BATCHED)
+    if STORE_DESCRIPTOR:  # C is contiguous [outer, inner, M, N]
+        c_desc = _descriptor(c_ptr, outer_batch, inner_batch, M, N, inner_batch * M * N, M * N,
+                             N, BLOCK_M, BLOCK_N, BATCHED)
+
+    num_tiles_m = tl.cdiv(M, BLOCK_M)
+    num_tiles_n = tl.cdiv(N, BLOCK_N)
+    tiles_per_matrix = num_tiles_m * num_tiles_n
+    num_tiles = tiles_per_matrix * outer_batch * inner_batch
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0),
+                         warp_specialize=WARP_SPECIALIZE):
+        matrix = tile // tiles_per_matrix
+        tile_m, tile_n = _grouped_tile(tile % tiles_per_matrix, num_tiles_m, num_tiles_n, GROUP_M)
+        outer = matrix // inner_batch
+        inner = matrix % inner_batch
+        off_m = tile_m * BLOCK_M
+        off_n = tile_n * BLOCK_N
+
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k_tile in range(k_tiles):
+            off_k = k_tile * BLOCK_K
+            a = _load_tile(a_desc, outer % a_outer, inner % a_inner, off_m, off_k,
+                           BLOCK_M, BLOCK_K, BATCHED)
+            if B_TRANSPOSED:
+                b = _load_tile(b_desc, outer % b_outer, inner % b_inner, off_n, off_k,
+                               BLOCK_N, BLOCK_K, BATCHED).T
+            else:
+                b = _load_tile(b_desc, outer % b_outer, inner % b_inner, off_k, off_n,
+                               BLOCK_K, BLOCK_N, BATCHED)
+            if UPCAST:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
+            acc = tl.dot(a, b, acc, input_precision=DOT_PRECISION)
+
+        out = acc.to(c_ptr.dtype.element_ty)
+        if STORE_DESCRIPTOR:  # the TMA unit drops what lies past M and N
+            if BATCHED:
+                c_desc.store([outer, inner, off_m, off_n], out.reshape(1, 1, BLOCK_M, BLOCK_N))
+            else:
+                c_desc.store([off_m, off_n], out)
+        else:  # rows of C not 16-byte aligned: TMA cannot address them
+            out_rows = off_m + tl.arange(0, BLOCK_M)
+            out_cols = off_n + tl.arange(0, BLOCK_N)
+            c_ptrs = (c_ptr + matrix.to(tl.int64) * M * N + out_rows.to(tl.int64)[:, None] * N
+                      + out_cols[None, :])
+            in_bounds = (out_rows[:, None] < M) & (out_cols[None, :] < N)
+            tl.store(c_ptrs, out, mask=in_bounds)
+
+
 @functools.lru_cache(maxsize=None)
 def _shared_memory_bytes(device_index: int) -> int:
     props = torch.cuda.get_device_properties(device_index)
@@ -179,6 +309,29 @@ def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torc
     while block_k > 16 and bytes_per_k * block_k > budget:
         block_k //= 2
     return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
+
+
+@functools.lru_cache(maxsize=None)
+def _has_tma(device: torch.device) -> bool:
+    """Whether tensor descriptors work here: sm_90 and newer, or the interpreter (CPU tensors),
+    which runs them with numpy."""
+    if device.type != "cuda":
+        return True
+    return torch.cuda.get_device_capability(0 if device.index is None else device.index) >= (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _persistent_programs(device: torch.device) -> int:
+    """Programs of the persistent kernel: one per SM (a few on CPU, so each walks several)."""
+    if device.type != "cuda":
+        return INTERPRETER_PROGRAMS
+    index = 0 if device.index is None else device.index
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory Triton asks for at launch, where the kernel writes its TMA descriptors."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_k: int,
@@ -247,6 +400,62 @@ def _merged_batch(batch: tuple[int, ...], a_strides: tuple[int, ...],
     return dims
 
 
+def _descriptor_view(sizes: tuple[int, ...], strides: tuple[int, ...], itemsize: int
+                     ) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """How a TMA descriptor addresses an operand of these sizes and strides: (sizes, strides of
+    every dim but the last). TMA needs the last dim contiguous and the other strides multiples of
+    16 bytes. A dim of size 1 or stride 0 (broadcast) is only ever read at index 0, so it becomes
+    size 1 with a placeholder stride. None when TMA cannot address the operand."""
+    if strides[-1] != 1 and sizes[-1] != 1:
+        return None
+    aligned = 16 // itemsize
+    placeholder = aligned * triton.cdiv(sizes[-1], aligned)
+    view_sizes, view_strides = [], []
+    for size, stride in zip(sizes[:-1], strides[:-1]):
+        if size == 1 or stride == 0:
+            size, stride = 1, placeholder
+        elif stride % aligned:
+            return None
+        view_sizes.append(size)
+        view_strides.append(stride)
+    return (*view_sizes, sizes[-1]), tuple(view_strides)
+
+
+class TmaLayout(NamedTuple):
+    """The persistent kernel's descriptors: per operand, the (outer, inner) batch sizes it has
+    (1 where broadcast) and its (outer, inner, row) strides; B read as [N, K] when transposed."""
+    a_batch: tuple[int, ...]
+    a_strides: tuple[int, ...]
+    b_batch: tuple[int, ...]
+    b_strides: tuple[int, ...]
+    b_transposed: bool
+    store_descriptor: bool  # C's rows are 16-byte aligned
+    warp_specialize: bool
+
+
+def _tma_layout(outer: int, inner: int, m: int, n: int, k: int,
+                a_strides: tuple[int, int, int, int], b_strides: tuple[int, int, int, int],
+                dtype: torch.dtype, device: torch.device) -> TmaLayout | None:
+    """The descriptors' view of a problem, or None where this call runs the tiled kernel: the
+    tiled VARIANT, split-K, a GPU without TMA, or an operand TMA cannot address."""
+    if VARIANT != "persistent_tma" or SPLIT_K > 1 or not _has_tma(device):
+        return None
+    size = dtype.itemsize
+    a_view = _descriptor_view((outer, inner, m, k), a_strides, size)
+    b_view = _descriptor_view((outer, inner, k, n), b_strides, size)
+    b_transposed = b_view is None
+    if b_transposed:
+        sb_outer, sb_inner, sb_k, sb_n = b_strides
+        b_view = _descriptor_view((outer, inner, n, k), (sb_outer, sb_inner, sb_n, sb_k), size)
+    if a_view is None or b_view is None:
+        return None
+    c_view = _descriptor_view((outer, inner, m, n), (inner * m * n, m * n, n, 1), size)
+    # Triton 3.6's Hopper warp specialisation fails to compile fp32 and 4-D descriptor loops.
+    warp_specialize = WARP_SPECIALIZE and outer * inner == 1 and dtype != torch.float32
+    return TmaLayout(a_view[0][:2], a_view[1], b_view[0][:2], b_view[1], b_transposed,
+                     c_view is not None, warp_specialize)
+
+
 class LaunchPlan(NamedTuple):
     out_shape: tuple[int, ...]
     m: int
@@ -262,6 +471,7 @@ class LaunchPlan(NamedTuple):
     num_stages: int
     precision: str
     upcast: bool
+    tma: TmaLayout | None  # None: the tiled kernel
 
 
 @functools.lru_cache(maxsize=4096)
@@ -298,12 +508,11 @@ def _plan(a_shape: tuple[int, ...], a_stride: tuple[int, ...], b_shape: tuple[in
     block_m, block_n = _block(BLOCK_M, rows), _block(BLOCK_N, n)
     block_k, num_stages = _estimated_fit(_block(BLOCK_K, k), NUM_STAGES,
                                          (block_m + block_n) * dtype.itemsize, device)
-    return LaunchPlan(
-        out_shape, rows, n, k, outer, inner,
-        (sa_outer, sa_inner, stride_am, stride_ak),
-        (sb_outer, sb_inner, *b_stride[-2:]),
-        block_m, block_n, block_k, num_stages, precision, upcast,
-    )
+    a_strides = (sa_outer, sa_inner, stride_am, stride_ak)
+    b_strides = (sb_outer, sb_inner, *b_stride[-2:])
+    tma = _tma_layout(outer, inner, rows, n, k, a_strides, b_strides, dtype, device)
+    return LaunchPlan(out_shape, rows, n, k, outer, inner, a_strides, b_strides,
+                      block_m, block_n, block_k, num_stages, precision, upcast, tma)
 
 
 def _launch(plan: LaunchPlan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor, block_k: int,
@@ -330,6 +539,25 @@ def _launch(plan: LaunchPlan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
         )
 
 
+def _launch_persistent_tma(plan: LaunchPlan, a: torch.Tensor, b: torch.Tensor, c: torch.Tensor,
+                           block_k: int, num_stages: int) -> None:
+    tma = plan.tma
+    tiles = (triton.cdiv(plan.m, plan.block_m) * triton.cdiv(plan.n, plan.block_n)
+             * plan.outer * plan.inner)
+    # Device-side descriptors need a little global scratch, from this allocator (it is a
+    # context variable: set for this thread, cheap to set again).
+    triton.set_allocator(_descriptor_scratch)
+    matmul_persistent_tma_kernel[(min(tiles, _persistent_programs(c.device)),)](
+        a, b, c, plan.m, plan.n, plan.k, plan.outer, plan.inner,
+        *tma.a_batch, *tma.a_strides, *tma.b_batch, *tma.b_strides,
+        BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
+        B_TRANSPOSED=tma.b_transposed, BATCHED=plan.outer * plan.inner > 1,
+        STORE_DESCRIPTOR=tma.store_descriptor, DOT_PRECISION=plan.precision,
+        UPCAST=plan.upcast, WARP_SPECIALIZE=tma.warp_specialize,
+        num_warps=NUM_WARPS, num_stages=num_stages,
+    )
+
+
 def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     if a.dtype != b.dtype:
         raise ValueError(f"a and b must share a dtype; got {a.dtype} and {b.dtype}")
@@ -346,8 +574,11 @@ def matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         return c
     if plan.k == 0:
         return c.zero_()
+    # TMA also needs 16-byte aligned base addresses, which views need not have.
+    use_tma = plan.tma is not None and a.data_ptr() % 16 == 0 and b.data_ptr() % 16 == 0
+    launch = _launch_persistent_tma if use_tma else _launch
     _launch_fitting_shared_memory(
-        lambda block_k, num_stages: _launch(plan, a, b, c, block_k, num_stages),
+        lambda block_k, num_stages: launch(plan, a, b, c, block_k, num_stages),
         plan.block_k, plan.num_stages,
     )
     return c
