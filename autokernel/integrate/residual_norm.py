@@ -246,9 +246,10 @@ def defer_add(kernel: RoutedKernel, func: Any, args: tuple[Any, ...], kwargs: Ma
     if type(x) is not torch.Tensor or type(residual) is not torch.Tensor:  # noqa: E721
         return None, NOT_MINE  # a Parameter, a subclass, a number: not a residual stream
     if x.shape != residual.shape or x.ndim == 0 or x.dtype != residual.dtype or \
-            not x.is_floating_point() or x.shape[-1] not in stats.fused_widths or \
-            _refusal(kernel, x, residual) is not None:
+            not x.is_floating_point() or x.shape[-1] not in stats.fused_widths:
         return None, NOT_MINE
+    # Deferred even where the kernel may not take it (an unverified dtype): the tapped norm then
+    # counts the pair as left to PyTorch, with the reason.
     return PendingSum(kernel, func, x, residual), DEFERRED
 
 
