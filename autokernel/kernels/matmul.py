@@ -36,8 +36,9 @@ scratch memory, which the launcher provides by registering an allocator with
 `triton.set_allocator` (a context variable: per thread, cheap to set). Triton 3.6's interpreter
 runs tensor descriptors, so on CPU this variant runs as on the GPU, with few programs.
 WARP_SPECIALIZE asks Triton to split the tile loop into producer (TMA) and consumer (MMA) warps.
-Triton 3.6 does that on Hopper only at NUM_WARPS = 4, and fails to compile it for fp32 and
-batched (4-D descriptor) problems, so those run without it.
+Triton 3.6 does that on Hopper only at NUM_WARPS = 4 with BLOCK_M >= 64 (wgmma tiles), and fails
+to compile it for fp32, batched (4-D descriptor) problems and 64 x 256 tiles, which run without
+it.
 
 Precision: fp16/bf16 tiles go to tensor cores with fp32 accumulation. fp32 inputs use
 FP32_PRECISION: "ieee" (exact fp32 FMA dots) or "tf32x3" (three tf32 tensor-core products,
@@ -435,7 +436,8 @@ class TmaLayout(NamedTuple):
 
 def _tma_layout(outer: int, inner: int, m: int, n: int, k: int,
                 a_strides: tuple[int, int, int, int], b_strides: tuple[int, int, int, int],
-                dtype: torch.dtype, device: torch.device) -> TmaLayout | None:
+                dtype: torch.dtype, device: torch.device, block_m: int, block_n: int
+                ) -> TmaLayout | None:
     """The descriptors' view of a problem, or None where this call runs the tiled kernel: the
     tiled VARIANT, split-K, a GPU without TMA, or an operand TMA cannot address."""
     if VARIANT != "persistent_tma" or SPLIT_K > 1 or not _has_tma(device):
@@ -450,8 +452,10 @@ def _tma_layout(outer: int, inner: int, m: int, n: int, k: int,
     if a_view is None or b_view is None:
         return None
     c_view = _descriptor_view((outer, inner, m, n), (inner * m * n, m * n, n, 1), size)
-    # Triton 3.6's Hopper warp specialisation fails to compile fp32 and 4-D descriptor loops.
-    warp_specialize = WARP_SPECIALIZE and outer * inner == 1 and dtype != torch.float32
+    # Triton 3.6's Hopper warp specialisation fails to compile fp32 dots, 4-D descriptor loads
+    # and 64 x 256 tiles (checked with sm_90 compiles).
+    warp_specialize = (WARP_SPECIALIZE and outer * inner == 1 and dtype != torch.float32
+                       and (block_m, block_n) != (64, 256))
     return TmaLayout(a_view[0][:2], a_view[1], b_view[0][:2], b_view[1], b_transposed,
                      c_view is not None, warp_specialize)
 
@@ -510,7 +514,8 @@ def _plan(a_shape: tuple[int, ...], a_stride: tuple[int, ...], b_shape: tuple[in
                                          (block_m + block_n) * dtype.itemsize, device)
     a_strides = (sa_outer, sa_inner, stride_am, stride_ak)
     b_strides = (sb_outer, sb_inner, *b_stride[-2:])
-    tma = _tma_layout(outer, inner, rows, n, k, a_strides, b_strides, dtype, device)
+    tma = _tma_layout(outer, inner, rows, n, k, a_strides, b_strides, dtype, device, block_m,
+                      block_n)
     return LaunchPlan(out_shape, rows, n, k, outer, inner, a_strides, b_strides,
                       block_m, block_n, block_k, num_stages, precision, upcast, tma)
 
