@@ -62,7 +62,8 @@ class Head:
     stats: RouteStats
     call: tuple[Any, tuple[Any, ...], Mapping[str, Any]]  # the F.linear as the code made it
     weight: torch.Tensor
-    counted: bool = False  # the head's one call or fallback is in the report
+    routed: bool = False  # the kernel took a loss of these logits
+    value: torch.Tensor | None = None  # the F.linear's output, once something needed it
 
 
 @dataclass
@@ -147,11 +148,12 @@ class PendingLogits:
         torch-function mode active (`values`)."""
         record, head = self._record, self._head
         if record.value is None:
-            what = "also computed" if head.counted else "left to PyTorch"
-            head.stats.count_fallback(f"LM head logits {what}: {reason}")
-            head.counted = True
-            func, args, kwargs = head.call
-            value = func(*args, **kwargs)
+            if head.value is None:  # counted once per head, however many views need it
+                what = "also computed" if head.routed else "left to PyTorch"
+                head.stats.count_fallback(f"LM head logits {what}: {reason}")
+                func, args, kwargs = head.call
+                head.value = func(*args, **kwargs)
+            value = head.value
             for step, rest, step_kwargs in record.steps:
                 value = step(value, *rest, **step_kwargs)
             record.value = value
@@ -204,8 +206,9 @@ del _func, _name
 def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                  kwargs: Mapping[str, Any], stats: RouteStats) -> Outcome:
     """A Router route for F.linear: a stand-in for an LM head's logits (the profiled head's
-    [V, D] weight, or any 2-D weight when the manifest has no shape)."""
-    if torch.compiler.is_compiling() or kernel_running():
+    [V, D] weight; a manifest without the shape defers nothing, as every other linear layer
+    of the scope would be deferred too)."""
+    if torch.compiler.is_compiling() or kernel_running() or len(kernel.shape) != 3:
         return None, NOT_MINE
     bound = _bound(("input", "weight", "bias"), args, kwargs)
     hidden, weight = (bound or {}).get("input"), (bound or {}).get("weight")
@@ -213,7 +216,7 @@ def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
             weight.ndim != 2 or hidden.ndim < 1 or hidden.shape[-1] != weight.shape[1] or \
             not hidden.is_floating_point():
         return None, NOT_MINE
-    if len(kernel.shape) == 3 and tuple(weight.shape) != (kernel.shape[2], kernel.shape[1]):
+    if tuple(weight.shape) != (kernel.shape[2], kernel.shape[1]):
         return None, NOT_MINE  # another linear layer in the same module
     if bound.get("bias") is not None:
         return None, "LM head has a bias"
@@ -247,8 +250,11 @@ def realize_logits(value: Any, reason: str) -> Any:
     return value
 
 
-def follow_logits(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    """A torch call with a stand-in among its arguments: recorded, the kernel, or computed."""
+def follow_logits(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                  compute: bool = True) -> Any:
+    """A torch call with a stand-in among its arguments: recorded, the kernel, or computed.
+    `compute=False` (the Router) returns NotImplemented instead of computing the call, so that
+    the call, on computed logits, is then routed like any other (a softmax of the logits)."""
     if func is _logits_values:
         return _logits_values(*args, **kwargs)
     first = args[0] if args else None
@@ -259,14 +265,23 @@ def follow_logits(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
             out, why = _loss(first, args, kwargs)
             if why is None:
                 return out
-            return func(first.realize(why), *args[1:], **kwargs)
-        out = _step(first, func, args[1:], kwargs)
-        if out is not None:
-            return out
-    name = getattr(func, "__name__", str(func))
-    args = tuple(realize_logits(a, f"logits used by {name}") for a in args)
-    kwargs = {k: realize_logits(v, f"logits used by {name}") for k, v in kwargs.items()}
+            first.realize(why)
+        else:
+            out = _step(first, func, args[1:], kwargs)
+            if out is not None:
+                return out
+    if not compute:
+        return NotImplemented
+    args, kwargs = computed_arguments(func, args, kwargs)
     return func(*args, **kwargs)
+
+
+def computed_arguments(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                       ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The call's arguments with every stand-in computed (the reason names the call)."""
+    reason = f"logits used by {getattr(func, '__name__', str(func))}"
+    return (tuple(realize_logits(a, reason) for a in args),
+            {k: realize_logits(v, reason) for k, v in kwargs.items()})
 
 
 def _step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
@@ -343,6 +358,6 @@ def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
         out, why = _call_kernel(head.kernel, hidden, head.weight, targets)
     if why is not None:
         return None, why
-    head.counted = True
+    head.routed = True
     head.stats.count_call()
     return out.to(record.meta.dtype), None
