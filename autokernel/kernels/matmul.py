@@ -312,29 +312,6 @@ def _estimated_fit(block_k: int, num_stages: int, bytes_per_k: int, device: torc
     return block_k, max(1, min(num_stages, budget // (bytes_per_k * block_k)))
 
 
-@functools.lru_cache(maxsize=None)
-def _has_tma(device: torch.device) -> bool:
-    """Whether tensor descriptors work here: sm_90 and newer, or the interpreter (CPU tensors),
-    which runs them with numpy."""
-    if device.type != "cuda":
-        return True
-    return torch.cuda.get_device_capability(0 if device.index is None else device.index) >= (9, 0)
-
-
-@functools.lru_cache(maxsize=None)
-def _persistent_programs(device: torch.device) -> int:
-    """Programs of the persistent kernel: one per SM (a few on CPU, so each walks several)."""
-    if device.type != "cuda":
-        return INTERPRETER_PROGRAMS
-    index = 0 if device.index is None else device.index
-    return torch.cuda.get_device_properties(index).multi_processor_count
-
-
-def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
-    """Global memory Triton asks for at launch, where the kernel writes its TMA descriptors."""
-    return torch.empty(size, dtype=torch.int8, device="cuda")
-
-
 def _launch_fitting_shared_memory(launch: Callable[[int, int], None], block_k: int,
                                   num_stages: int) -> None:
     """launch(block_k, num_stages), shrinking the pipeline and then BLOCK_K while the compiled
@@ -399,6 +376,33 @@ def _merged_batch(batch: tuple[int, ...], a_strides: tuple[int, ...],
         else:
             dims.append((size, sa, sb))
     return dims
+
+
+# ---------------------------------------------------------------------------------------------
+# Host side of persistent_tma: which calls TMA can address, and what its launch needs.
+
+
+@functools.lru_cache(maxsize=None)
+def _has_tma(device: torch.device) -> bool:
+    """Whether tensor descriptors work here: sm_90 and newer, or the interpreter (CPU tensors),
+    which runs them with numpy."""
+    if device.type != "cuda":
+        return True
+    return torch.cuda.get_device_capability(0 if device.index is None else device.index) >= (9, 0)
+
+
+@functools.lru_cache(maxsize=None)
+def _persistent_programs(device: torch.device) -> int:
+    """Programs of the persistent kernel: one per SM (a few on CPU, so each walks several)."""
+    if device.type != "cuda":
+        return INTERPRETER_PROGRAMS
+    index = 0 if device.index is None else device.index
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory Triton asks for at launch, where the kernel writes its TMA descriptors."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _descriptor_view(sizes: tuple[int, ...], strides: tuple[int, ...], itemsize: int
