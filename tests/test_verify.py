@@ -479,6 +479,10 @@ EXAMPLES = {
                        "def get_init_inputs(): return [64, 4, 16]",
                        "fp16", {"matmul (linear)": 4, "matmul (batched)": 2, "layernorm": 2,
                                 "softmax": 1}),
+    "linear_cross_entropy": ("examples/kernelbench/15_linear_cross_entropy.py",
+                             "def get_inputs(): return example.inputs_for(40, 24, 300)\n"
+                             "def get_init_inputs(): return [24, 300]",
+                             "fp32", {"linear_cross_entropy": 1}),
     "mistral_decoder": ("examples/models/mistral_decoder.py",
                         "def get_inputs(): return example.inputs_for(example.TINY, 1, 16)\n"
                         "def get_init_inputs(): return example.init_inputs_for(example.TINY)",

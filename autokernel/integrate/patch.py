@@ -1,6 +1,6 @@
 """Route a model's modules and functional calls to the registered kernels: `patch_model`.
 
-Five ways in, chosen by where PyTorch models call each kernel type:
+Six ways in, chosen by where PyTorch models call each kernel type:
 
 - Modules, by overriding the instance's `forward` (parameters, state_dict keys, hooks and the
   module tree stay as they are; `unpatch` deletes the override):
@@ -31,6 +31,8 @@ Five ways in, chosen by where PyTorch models call each kernel type:
   flash_attention, by deferring the scores inside the kernel's scopes (`attention_chain.py`).
 - A residual add and the norm it feeds, `h = x + r; y = norm(h)` → add_rmsnorm, by deferring
   the add inside the kernel's scopes and tapping the norm modules there (`residual_norm.py`).
+- An LM head and its loss, `F.cross_entropy(lm_head(h).view(-1, V), t)` → linear_cross_entropy,
+  by deferring the head's F.linear inside the kernel's scopes until the loss (`logits_chain.py`).
 - A model's own RoPE function, rope(x, cos, sin) or (q, k, cos, sin), called from the modules
   where the profiler found the rotation → rotary_embedding, by rebinding the function's name
   where the forward looks it up, after a probe (`function_routes.py`).
