@@ -226,6 +226,7 @@ def matmul_persistent_tma_kernel(
     M, N, K, outer_batch, inner_batch,
     a_outer, a_inner, stride_a_outer, stride_a_inner, stride_a_row,
     b_outer, b_inner, stride_b_outer, stride_b_inner, stride_b_row,
+    stride_c_outer, stride_c_inner,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     B_TRANSPOSED: tl.constexpr,
@@ -246,8 +247,8 @@ def matmul_persistent_tma_kernel(
         b_desc = _descriptor(b_ptr, b_outer, b_inner, K, N, stride_b_outer, stride_b_inner,
                              stride_b_row, BLOCK_K, BLOCK_N, BATCHED)
     if STORE_DESCRIPTOR:  # C is contiguous [outer, inner, M, N]
-        c_desc = _descriptor(c_ptr, outer_batch, inner_batch, M, N, inner_batch * M * N, M * N,
-                             N, BLOCK_M, BLOCK_N, BATCHED)
+        c_desc = _descriptor(c_ptr, outer_batch, inner_batch, M, N, stride_c_outer,
+                             stride_c_inner, N, BLOCK_M, BLOCK_N, BATCHED)
 
     num_tiles_m = tl.cdiv(M, BLOCK_M)
     num_tiles_n = tl.cdiv(N, BLOCK_N)
@@ -559,6 +560,7 @@ def _launch_persistent_tma(plan: LaunchPlan, a: torch.Tensor, b: torch.Tensor, c
     matmul_persistent_tma_kernel[(min(tiles, _persistent_programs(c.device)),)](
         a, b, c, plan.m, plan.n, plan.k, plan.outer, plan.inner,
         *tma.a_batch, *tma.a_strides, *tma.b_batch, *tma.b_strides,
+        plan.inner * plan.m * plan.n, plan.m * plan.n,  # 64-bit when large, unlike in-kernel math
         BLOCK_M=plan.block_m, BLOCK_N=plan.block_n, BLOCK_K=block_k, GROUP_M=GROUP_M,
         B_TRANSPOSED=tma.b_transposed, BATCHED=plan.outer * plan.inner > 1,
         STORE_DESCRIPTOR=tma.store_descriptor, DOT_PRECISION=plan.precision,
