@@ -22,8 +22,9 @@ order. It is for thin problems (decode: M ~ 16) whose tile count alone cannot fi
 is deterministic (no atomics).
 
 Persistent TMA (VARIANT = "persistent_tma", Hopper and newer): one program per SM, each walking
-tiles pid, pid + programs, ... in the same grouped order, so launch and prologue are paid once
-per SM and one tile's epilogue overlaps the next tile's loads. A and B tiles come through tensor
+tiles pid, pid + programs, ... in the same grouped order, so launch and prologue (descriptor
+creation) are paid once per SM; the K loop is pipelined, the tile loop is not flattened (Triton's
+`flatten=True` is untried here). A and B tiles come through tensor
 descriptors built on the device (`tl.make_tensor_descriptor`; 2-D, or 4-D [outer, inner, rows,
 cols] for a batch): the TMA unit zero-fills past the edges, so the K loop has no masks. B is read
 K-contiguous ([N, K]) when it is a transposed weight (x @ Wᵀ, q @ kᵀ). C goes out through a
