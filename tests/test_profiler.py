@@ -87,6 +87,10 @@ CASES = [
     ("layernorm", {"layernorm": 2}, {"rmsnorm"}),
     ("cross_entropy", {"cross_entropy": 1}, {"softmax"}),
     ("log_softmax_nll", {"cross_entropy": 1}, {"softmax"}),
+    # The head's linear and the loss of its shifted output: one call, neither a matmul nor a
+    # cross_entropy of its own.
+    ("linear_cross_entropy", {"linear_cross_entropy": 1, "layernorm": 1},
+     {"matmul", "cross_entropy"}),
     ("rope_inline", {"rotary_embedding": 2}, set()),
     ("softmax", {"softmax": 1}, set()),
     ("reduce", {"reduce": 2}, set()),  # the last-dim and the first-dim sum
