@@ -171,7 +171,10 @@ def schema_signature(schema: str) -> inspect.Signature:
                    else inspect.Parameter.empty)
         parameters.append(inspect.Parameter(argument.name, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                                             default=default, annotation=annotation))
-    return inspect.Signature(parameters, return_annotation=torch.Tensor)
+    # "-> (Tensor, Tensor)": a tuple of that many tensors (add_rmsnorm's (y, h)).
+    count = len(parsed.returns)
+    returns = torch.Tensor if count == 1 else tuple[(torch.Tensor,) * count]  # type: ignore[misc]
+    return inspect.Signature(parameters, return_annotation=returns)
 
 
 def define_triton_op(qualname: str, body: Callable[..., torch.Tensor], schema: str) -> Any:
@@ -184,7 +187,7 @@ def define_triton_op(qualname: str, body: Callable[..., torch.Tensor], schema: s
     implementation.__signature__ = schema_signature(schema)  # type: ignore[attr-defined]
     implementation.__annotations__ = {
         p.name: p.annotation for p in implementation.__signature__.parameters.values()}
-    implementation.__annotations__["return"] = torch.Tensor
+    implementation.__annotations__["return"] = implementation.__signature__.return_annotation
     op = torch.library.triton_op(qualname, implementation, mutates_args=())
     # torch.library infers `int` as SymInt, which takes the same Python ints.
     registered = str(op._opoverload._schema).partition("(")[2].replace("SymInt", "int")
