@@ -262,7 +262,8 @@ def test_every_cuda_name_in_program_md_is_in_the_cuda_headers() -> None:
 # -- on a GPU --------------------------------------------------------------------------------------
 
 GPU_CASES = {
-    "reduce": [((7, 33), {}), ((4, 4097), {}), ((3, 300, 5), {"axis": 1}), ((65537, 1), {})],
+    "reduce": [((7, 33), {}), ((4, 4097), {}), ((3, 300, 5), {"axis": 1}), ((65537, 1), {}),
+               ((5, 3001), {"axis": -1, "op": "amax"}), ((3, 300, 5), {"axis": 1, "op": "mean"})],
     "softmax": [((7, 33), {}), ((2, 20000), {}), ((2, 8, 33), {"axis": 1}), ((1537, 1), {})],
     "rmsnorm": [((7, 33), {}), ((5, 4097), {}), ((2, 1537, 3), {"axis": 1}), ((33, 1), {})],
     "gelu": [((7, 33), {}), ((3, 1537), {"approximate": "tanh"}), ((1, 1), {})],
@@ -359,7 +360,7 @@ def test_cuda_registry_starter_matches_reference_on_gpu(kernel_type: str) -> Non
             got = module.kernel_fn(*inputs)  # type: ignore[attr-defined]
             torch.cuda.synchronize()
             assert got.dtype == expected.dtype and got.shape == expected.shape
-            torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol,
+            torch.testing.assert_close(got, expected, atol=tol.atol, rtol=tol.rtol, equal_nan=True,
                                        msg=lambda m: f"{kernel_type} {shape} {dtype}: {m}")
 
 
