@@ -161,7 +161,7 @@ def test_aot_check_reports_resources_or_errors(build_cache: Path, tmp_path: Path
     assert {r.context.split(",")[0] for r in results} == {"sm_90a"}
     broken = tmp_path / "kernel.py"
     broken.write_text((CUDA_STARTERS_DIR / "reduce.py").read_text().replace(
-        "sum = block_sum(sum);", "sum = block_sum(sum, 1);"))
+        "acc = block_combine<OP>(acc);", "acc = block_combine<OP>(acc, 1);"))
     [failed] = check_cuda_kernel_file(broken, cache_dir=build_cache)
     assert not failed.ok and "error" in failed.error and "CUDA_SOURCE line" in failed.error
 
