@@ -47,7 +47,7 @@ LINEARS = (F.linear,)
 LOSSES = (F.cross_entropy,)
 RESHAPES = (torch.Tensor.view, torch.Tensor.reshape, torch.reshape)
 NO_OPS = (torch.Tensor.contiguous,)
-CASTS = (torch.Tensor.float, torch.Tensor.to)
+LOGIT_CASTS = (torch.Tensor.float, torch.Tensor.to)
 INDEXING = (torch.Tensor.__getitem__,)
 LOSS_ARGUMENTS = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
                   "reduction", "label_smoothing")
@@ -67,7 +67,7 @@ class Head:
 
 
 @dataclass
-class _Record:
+class _LogitsRecord:
     steps: tuple[tuple[Any, tuple[Any, ...], Mapping[str, Any]], ...]  # after the F.linear
     hidden: torch.Tensor | None  # the kernel's rows, as the steps so far reshaped them
     meta: torch.Tensor  # the logits' shape and dtype, on the meta device
@@ -78,7 +78,7 @@ class PendingLogits:
     """The logits of one LM head call (and the reshapes that followed), not computed until
     something needs them."""
 
-    def __init__(self, head: Head, record: _Record) -> None:
+    def __init__(self, head: Head, record: _LogitsRecord) -> None:
         object.__setattr__(self, "_head", head)
         object.__setattr__(self, "_record", record)
 
@@ -162,8 +162,8 @@ class PendingLogits:
     def then(self, func: Any, rest: tuple[Any, ...], kwargs: Mapping[str, Any],
              meta: torch.Tensor, hidden: torch.Tensor | None) -> PendingLogits:
         record = self._record
-        return PendingLogits(self._head, _Record((*record.steps, (func, rest, dict(kwargs))),
-                                                 hidden, meta))
+        steps = (*record.steps, (func, rest, dict(kwargs)))
+        return PendingLogits(self._head, _LogitsRecord(steps, hidden, meta))
 
 
 def _logits_values(logits: Any, reason: str) -> torch.Tensor:
@@ -171,7 +171,7 @@ def _logits_values(logits: Any, reason: str) -> torch.Tensor:
     return logits.realize(reason) if isinstance(logits, PendingLogits) else logits
 
 
-def _method(func: Callable[..., Any]) -> Any:
+def _logits_method(func: Callable[..., Any]) -> Any:
     def method(self: PendingLogits, *args: Any, **kwargs: Any) -> Any:
         return handle_torch_function(func, (self,), self, *args, **kwargs)
 
@@ -179,7 +179,7 @@ def _method(func: Callable[..., Any]) -> Any:
     return method
 
 
-def _realizing(name: str) -> Any:
+def _logits_realizing(name: str) -> Any:
     def method(self: PendingLogits, *args: Any) -> Any:
         return getattr(self.values(f"logits used by {name.strip('_')}"), name)(*args)
 
@@ -187,14 +187,14 @@ def _realizing(name: str) -> Any:
     return method
 
 
-for _func in (*RESHAPES[:2], *NO_OPS, *CASTS, *INDEXING):
-    setattr(PendingLogits, _func.__name__, _method(_func))
+for _func in (*RESHAPES[:2], *NO_OPS, *LOGIT_CASTS, *INDEXING):
+    setattr(PendingLogits, _func.__name__, _logits_method(_func))
 for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
               "__truediv__", "__rtruediv__", "__matmul__", "__rmatmul__", "__neg__", "__pow__",
               "__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__", "__setitem__",
               "__len__", "__iter__", "__bool__", "__float__", "__int__", "__index__",
               "__array__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
-    setattr(PendingLogits, _name, _realizing(_name))
+    setattr(PendingLogits, _name, _logits_realizing(_name))
 PendingLogits.__hash__ = object.__hash__  # type: ignore[method-assign]
 del _func, _name
 
@@ -210,7 +210,7 @@ def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     of the scope would be deferred too)."""
     if torch.compiler.is_compiling() or kernel_running() or len(kernel.shape) != 3:
         return None, NOT_MINE
-    bound = _bound(("input", "weight", "bias"), args, kwargs)
+    bound = _bound_loss_arguments(("input", "weight", "bias"), args, kwargs)
     hidden, weight = (bound or {}).get("input"), (bound or {}).get("weight")
     if not (isinstance(hidden, torch.Tensor) and isinstance(weight, torch.Tensor)) or \
             weight.ndim != 2 or hidden.ndim < 1 or hidden.shape[-1] != weight.shape[1] or \
@@ -222,10 +222,10 @@ def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
         return None, "LM head has a bias"
     meta = torch.empty((*hidden.shape[:-1], weight.shape[0]), dtype=hidden.dtype, device="meta")
     head = Head(kernel, stats, (func, tuple(args), dict(kwargs)), weight)
-    return PendingLogits(head, _Record((), hidden, meta)), DEFERRED
+    return PendingLogits(head, _LogitsRecord((), hidden, meta)), DEFERRED
 
 
-def _bound(names: tuple[str, ...], args: tuple[Any, ...],
+def _bound_loss_arguments(names: tuple[str, ...], args: tuple[Any, ...],
            kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
     if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
         return None
@@ -267,7 +267,7 @@ def follow_logits(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
                 return out
             first.realize(why)
         else:
-            out = _step(first, func, args[1:], kwargs)
+            out = _logits_step(first, func, args[1:], kwargs)
             if out is not None:
                 return out
     if not compute:
@@ -284,12 +284,12 @@ def computed_arguments(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, An
             {k: realize_logits(v, reason) for k, v in kwargs.items()})
 
 
-def _step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
+def _logits_step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
           kwargs: Mapping[str, Any]) -> PendingLogits | None:
     """The stand-in after `func(p, *rest)`, or None when the kernel could not follow it."""
     record = p._record
-    if func in CASTS:
-        dtype = _cast_dtype(func, rest, kwargs)
+    if func in LOGIT_CASTS:
+        dtype = _logits_cast_dtype(func, rest, kwargs)
         if dtype is None or (dtype != record.meta.dtype and dtype != torch.float32):
             return None  # the kernel's loss is float32: only a cast up to it is the same loss
         return p.then(func, rest, kwargs, record.meta.to(dtype), record.hidden)
@@ -325,7 +325,8 @@ def _keeps_last_dim(index: Any, ndim: int) -> bool:
     return Ellipsis not in items and len(items) < ndim
 
 
-def _cast_dtype(func: Any, rest: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.dtype | None:
+def _logits_cast_dtype(func: Any, rest: tuple[Any, ...],
+                       kwargs: Mapping[str, Any]) -> torch.dtype | None:
     if func is torch.Tensor.float:
         return torch.float32 if not rest and not kwargs else None
     if len(rest) == 1 and not kwargs and isinstance(rest[0], torch.dtype):
@@ -338,7 +339,7 @@ def _cast_dtype(func: Any, rest: tuple[Any, ...], kwargs: Mapping[str, Any]) -> 
 def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
     """F.cross_entropy(p, ...): the kernel's loss, or why the logits must be computed."""
     head, record = p._head, p._record
-    bound = _bound(LOSS_ARGUMENTS, args, kwargs)
+    bound = _bound_loss_arguments(LOSS_ARGUMENTS, args, kwargs)
     if bound is None:
         return None, "loss arguments"
     bound = dict(zip(LOSS_ARGUMENTS, LOSS_DEFAULTS)) | bound
