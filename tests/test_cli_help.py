@@ -23,6 +23,7 @@ ENUMERATED = [
     *((command, "--dtype", "fp16|bf16|fp32") for command in ("profile", "run", "kernelbench")),
     *((command, "--agent", "auto|tuner|claude") for command in ("run", "resume", "kernelbench")),
     ("run", "--speedup-baseline", "best|eager|compile"),
+    ("run", "--backend", "triton|cuda|auto"),
 ]
 
 

@@ -15,6 +15,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from pathlib import Path
@@ -716,10 +717,15 @@ def test_tensors_cross_to_a_sandboxed_process(tmp_path: Path, device: str) -> No
     if device == "cuda" and not _cuda():
         pytest.skip("no GPU")
     (tmp_path / "candidate_side.py").write_text(CANDIDATE_SIDE)
-    work = tmp_path / "work"
+    # TMPDIR holds multiprocessing's socket for passing file descriptors, whose path must fit a
+    # unix socket's 108 bytes: pytest-xdist's tmp_path is long enough to hang the transfer.
+    work = Path(tempfile.mkdtemp(prefix="ak-"))
     writable = [str(tmp_path / "cache"), "/dev/shm"]
-    done = _python(JUDGE, str(tmp_path), device, str(work), json.dumps(writable),
-                   env={"TRITON_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(work)})
+    try:
+        done = _python(JUDGE, str(tmp_path), device, str(work), json.dumps(writable),
+                       env={"TRITON_CACHE_DIR": str(tmp_path / "cache"), "TMPDIR": str(work)})
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     report = _last_json(done)
     assert report["right"] is True
     assert report["exitcode"] == 0

@@ -47,4 +47,5 @@ def print_end_of_run(workspace: Workspace, state: RunState, reason: str, console
     console.print(f"{written}results: {workspace.results_path}  ·  git log: git -C "
                   f"{workspace.root} log --oneline", highlight=False, soft_wrap=True)
     if not state.finished:
-        console.print(resume_hint(workspace), highlight=False)
+        # Never wrapped: a command broken across lines pastes as two.
+        console.print(resume_hint(workspace), highlight=False, soft_wrap=True)
