@@ -20,6 +20,7 @@ from starter_checks import (
     starter_space,
 )
 
+from autokernel.kernels import starter_path
 from autokernel.ops import get_spec
 from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
@@ -191,15 +192,32 @@ def test_amax_propagates_nan_and_keeps_infinities_and_all_negative_rows(shape, a
     assert torch.equal(out.nan_to_num(), expected.nan_to_num())  # exact, never seeded with 0
 
 
+def _amax_dropping_nan() -> str:
+    """The reduce starter with NaN dropped from every max, as Triton's `tl.maximum` does on a
+    GPU (the interpreter's numpy max keeps it), and without its NaN flag."""
+    source = starter_path("reduce").read_text()
+    for axis in (1, 0):
+        flag = (f'        total = tl.where(tl.max(nan_seen, axis={axis}) > 0, float("nan"), '
+                'total)\n')
+        assert flag in source
+        source = source.replace(flag, "")
+    keep = "            acc = tl.maximum(acc, values)\n"
+    assert source.count(keep) == 2
+    return source.replace(keep, '            acc = tl.maximum(acc, tl.where(values != values, '
+                                'float("-inf"), values))\n')
+
+
 def test_the_harness_fails_an_amax_that_drops_nan(tmp_path: Path) -> None:
-    """Triton's max drops NaN on a GPU (the interpreter's keeps it); the harness's nan_rows case
-    catches an amax kernel that does not carry NaN itself, on any device."""
+    """The harness's nan_rows case catches an amax kernel that does not carry NaN itself, on
+    any device."""
     from autokernel.harness.result import Status
     from autokernel.harness.runner import run_bench
 
-    kernel = Path(__file__).parent / "adversarial" / "amax_drops_nan.py"
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text(_amax_dropping_nan())
     result = run_bench(kernel, device="cuda" if torch.cuda.is_available() else "cpu",
-                       quick=True, params={"op": "amax"}, cache_dir=tmp_path, timeout_s=300)
+                       quick=True, params={"op": "amax"}, cache_dir=tmp_path / "cache",
+                       timeout_s=300)
     assert result.status is Status.FAIL and "nan_rows" in result.reason, result.reason
     assert "differ where the reference is non-finite" in result.reason
 
