@@ -109,13 +109,7 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
     if kernel_type == "cross_entropy":
         if op != "aten::cross_entropy_loss":
             return "no: log_softmax + nll_loss (only F.cross_entropy is routed)"
-        if notes.get("reduction", "mean") != "mean":
-            return f"no: reduction={notes['reduction']}"
-        if notes.get("ignore_index", -100) != -100:
-            return f"no: ignore_index={notes['ignore_index']}"
-        if "label_smoothing" in notes or "class_weights" in notes:
-            return "no: label smoothing or class weights"
-        return CALL
+        return _unrouted_loss_arguments(notes) or CALL
     if kernel_type == "linear_cross_entropy":
         return _lm_head_loss_route(notes)
     if kernel_type == "rotary_embedding":
@@ -136,13 +130,19 @@ def _lm_head_loss_route(notes: Mapping[str, Any]) -> str:
         return f"no: {notes['loss']} (only F.cross_entropy is routed)"
     if notes.get("bias"):
         return "no: the LM head has a bias"
+    return _unrouted_loss_arguments(notes) or CHAIN
+
+
+def _unrouted_loss_arguments(notes: Mapping[str, Any]) -> str | None:
+    """ "no: why" for F.cross_entropy arguments the kernels do not take, or None: they compute
+    the mean over targets other than -100, without smoothing or class weights."""
     if notes.get("reduction", "mean") != "mean":
         return f"no: reduction={notes['reduction']}"
     if notes.get("ignore_index", -100) != -100:
         return f"no: ignore_index={notes['ignore_index']}"
     if "label_smoothing" in notes or "class_weights" in notes:
         return "no: label smoothing or class weights"
-    return CHAIN
+    return None
 
 
 def _resolved_scale(scale: Any, shape: list[int]) -> float | None:
