@@ -344,3 +344,27 @@ def test_the_fused_forward_and_backward_never_hold_the_logits() -> None:
         kernel.op.op(hidden, weight, targets).backward()
     # Forward: O(N) partials; backward: chunks of rows whose logits are about the hidden's size.
     assert max(fused.sizes) <= max(n * d, v * d) < n * v // 4, sorted(fused.sizes)[-3:]
+
+
+def test_a_matmul_kernel_leaves_the_lm_head_to_the_fused_loss() -> None:
+    """Both kernels loaded: matmul's module route takes every nn.Linear but the head whose
+    F.linear the fused loss defers (it would otherwise never see the head), and says so."""
+    from test_patch import build, entry
+
+    torch.manual_seed(0)
+    model = HeadLossAndLogits().to(DEVICE)
+    h = torch.randn(3, 5, 16, device=DEVICE)
+    t = torch.randint(0, 40, (3, 5), device=DEVICE)
+    with torch.no_grad():
+        expected = model(h, t)[0]
+        (matmul,) = build(entry("matmul", role="linear", tag="02_matmul"))
+        patch = patch_model(model, [matmul, _kernel(shape=(15, 16, 40))])
+        try:
+            routed = model(h, t)[0]
+        finally:
+            patch.unpatch()
+    torch.testing.assert_close(routed, expected, atol=1e-5, rtol=1e-5)
+    stats = patch.report.kernels
+    assert stats["02_matmul"].modules == ["proj"]
+    assert stats["02_matmul"].skipped == {"head": "left to linear_cross_entropy"}
+    assert stats["01_linear_cross_entropy"].calls == 1

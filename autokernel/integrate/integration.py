@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from torch import nn
 
 INTEGRATION_MARKER = "# --- integration: torch only below; `autokernel export` ships this part ---"
 
@@ -82,3 +83,7 @@ class Integration:
     """Small CPU arguments of the schema in a dtype, on which registration traces a kernel's
     host code to decide whether it can be a compile-transparent triton_op (`triton_ops.py`);
     None: it stays a custom_op."""
+    claims_module: Callable[[Any, nn.Module], bool] | None = None
+    """(kernel, module) -> whether this kernel's call routes need the module's own forward to
+    run (an LM head whose F.linear the linear_cross_entropy route defers): no other kernel's
+    module route takes such a module."""

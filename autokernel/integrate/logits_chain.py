@@ -225,8 +225,16 @@ def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     return PendingLogits(head, _LogitsRecord((), hidden, meta)), DEFERRED
 
 
+def is_lm_head(kernel: RoutedKernel, module: torch.nn.Module) -> bool:
+    """The nn.Linear whose F.linear `defer_linear` would defer (the profiled head's [V, D]
+    weight, no bias): a matmul kernel's module route must leave its forward alone."""
+    return (isinstance(module, torch.nn.Linear) and module.bias is None
+            and len(kernel.shape) == 3
+            and tuple(module.weight.shape) == (kernel.shape[2], kernel.shape[1]))
+
+
 def _bound_loss_arguments(names: tuple[str, ...], args: tuple[Any, ...],
-           kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
+                          kwargs: Mapping[str, Any]) -> dict[str, Any] | None:
     if len(args) > len(names) or any(k not in names[len(args):] for k in kwargs):
         return None
     return dict(zip(names, args)) | dict(kwargs)

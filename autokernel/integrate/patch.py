@@ -312,9 +312,12 @@ class Patch:
         self._rebound.clear()
 
 
-def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel]) -> set[str]:
-    """Module routes; returns the paths whose whole forward is now a kernel."""
+def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel],
+                   claimers: Iterable[RoutedKernel] = ()) -> set[str]:
+    """Module routes, except for modules a call-route kernel claims (`claims_module`); returns
+    the paths whose whole forward is now a kernel."""
     report, routed = patch.report, set()
+    claimers = [k for k in claimers if k.integration.claims_module is not None]
     for path, module in list(patch.model.named_modules()):
         if any(path.startswith(r + ".") for r in routed if r):
             continue  # inside a module whose whole forward is already a kernel
@@ -324,6 +327,10 @@ def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel]) -> set[str
         kernel_type, details = found
         kernel = kernels[kernel_type]
         stats = report.kernels[kernel.tag]
+        claimer = next((k for k in claimers if k.integration.claims_module(k, module)), None)
+        if claimer is not None:
+            stats.skipped[path] = f"left to {claimer.label}"
+            continue
         if isinstance(details, str):
             stats.skipped[path] = details
             continue
@@ -408,7 +415,8 @@ def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
             module_kernels.setdefault(kernel.kernel_type, kernel)
         elif not routes_calls(kernel):
             report.kernels[kernel.tag].skipped[""] = f"no route for {kernel.label}"
-    whole = _route_modules(patch, module_kernels) if module_kernels else set()
+    claimers = [k for k in kernels if routes_calls(k)]
+    whole = _route_modules(patch, module_kernels, claimers) if module_kernels else set()
 
     modules = dict(model.named_modules())
     scopes: dict[str, set[str]] = {}

@@ -24,7 +24,7 @@ import torch.nn.functional as F
 
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.logits_chain import LINEARS, defer_linear
+from autokernel.integrate.logits_chain import LINEARS, defer_linear, is_lm_head
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
 from autokernel.profiling.lm_head_loss import find_lm_head_loss
 
@@ -281,6 +281,7 @@ INTEGRATION = Integration(
     # Inside the target's modules an LM head's F.linear is deferred, and the F.cross_entropy it
     # reaches runs the kernel (`logits_chain.py`).
     call_routes={"": (CallRoute(LINEARS, defer_linear),)},
+    claims_module=is_lm_head,
     example=lambda dtype: (torch.empty(64, 32, dtype=dtype), torch.empty(100, 32, dtype=dtype),
                            torch.zeros(64, dtype=torch.long)),
 )
