@@ -91,6 +91,8 @@ CASES = [
     # cross_entropy of its own.
     ("linear_cross_entropy", {"linear_cross_entropy": 1, "layernorm": 1},
      {"matmul", "cross_entropy"}),
+    # A residual add and the RMSNorm it feeds (nn.RMSNorm, a hand-written one): one call each.
+    ("add_rmsnorm", {"add_rmsnorm": 2, "matmul (linear)": 4}, {"rmsnorm"}),
     ("rope_inline", {"rotary_embedding": 2}, set()),
     ("softmax", {"softmax": 1}, set()),
     ("reduce", {"reduce": 2}, set()),  # the last-dim and the first-dim sum
@@ -238,7 +240,9 @@ def test_tiny_llama_ranks_every_llama_pattern() -> None:
     assert found["matmul (linear)"].calls == 9
     assert [t.label for t in plan.targets].count("matmul (linear)") == 1
     assert found["fused_mlp"].calls == 2 and found["fused_mlp"].bench_shape == [32, 64, 176]
-    assert found["rmsnorm"].calls == 5
+    # Every norm but the first layer's first (it follows the embedding) follows a residual add:
+    # 4 add_rmsnorm calls, 1 plain rmsnorm.
+    assert found["add_rmsnorm"].calls == 4 and found["rmsnorm"].calls == 1
     assert found["rotary_embedding"].calls == 4
     assert found["flash_attention"].calls == 2 and found["flash_attention"].params["causal"]
     assert "layernorm" not in found and "reduce" not in found

@@ -81,9 +81,10 @@ def test_report_shows_the_end_to_end_figures_of_verify(run_dir: Path) -> None:
         assert text in markdown
     assert measured in done.stdout and "Amdahl estimate" in done.stdout
     assert "Stale" not in markdown
-    for row in result["kernels"]:  # functional routes are shown by where they are intercepted
-        where = f"{len(row['modules'])} modules" if row["modules"] else ", ".join(row["scopes"])
-        assert f"| {row['tag']} | {where} | {row['calls_per_forward']} |" in markdown
+    from autokernel.integrate.verify import routed_where
+
+    for row in result["kernels"]:  # modules, functions and the scopes where calls are intercepted
+        assert f"| {row['tag']} | {routed_where(row)} | {row['calls_per_forward']} |" in markdown
 
 
     # A later session changes a target's best kernel: the figures no longer describe the run.
