@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call that checks and measures the foundation, the harness and the profiler on a GPU:
-# the GPU-marked tests, the harness table of the nine starters, and the example-model profiles.
+# the GPU-marked tests, the harness table of the starters, and the example-model profiles.
 # Logs and tables go to $OUT (the device runner's output folder) or ./gpu-out.
 #
 #   COMMIT=<sha> scripts/gpu_acceptance.sh [tests|harness|profiles]...   (default: all three)
@@ -27,7 +27,8 @@ for step in "${steps[@]}"; do
       parallel=()
       "$PYTHON" -c "import xdist" 2>/dev/null && parallel=(-n 6)
       op_tests=(tests/test_{matmul,fused_mlp,flash_attention,softmax,layernorm,rmsnorm}.py
-                tests/test_{cross_entropy,rotary_embedding,reduce}.py)
+                tests/test_{cross_entropy,rotary_embedding,reduce,gelu}.py
+                tests/test_{add_rmsnorm,linear_cross_entropy,matmul_persistent_tma}.py)
       "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider --timeout 300 "${parallel[@]}" \
         "${op_tests[@]}" 2>&1 | tee "$OUT/gpu_op_tests.log" | tail -25
       others=()
