@@ -1,7 +1,12 @@
-"""Run the harness on all nine Triton starters on the GPU and write the table for docs/.
+"""Run the harness on every starter on the GPU and write the table for docs/.
 
     python scripts/gpu_harness_table.py [--out docs/benchmarks/harness-starters-<gpu>.md]
                                         [--repeats 5] [--device cuda] [--quick]
+                                        [--backend triton|cuda]
+
+`--backend cuda` judges the CUDA C++ starters (`autokernel/kernels/cuda/`) instead, each with its
+type's Triton starter as the incumbent, timed in the same rounds: the table's last column is then
+the paired speedup of CUDA over Triton with its 95% interval (the issue-15 table).
 
 For every kernel type it runs `run_bench` on the shipped starter exactly as `autokernel bench`
 does (a fresh worker per call, five stages over every dtype, anti-cheat, interleaved timing at the
@@ -50,12 +55,19 @@ def speedup(value: float | None) -> str:
 
 
 def run_kernel(kernel_type: str, device: str, cache_dir: Path, quick: bool,
-               shapes: list[Any] | None) -> Any:
+               shapes: list[Any] | None, backend: str = "triton") -> Any:
     from autokernel.harness.runner import run_bench
     from autokernel.kernels import starter_path
 
-    return run_bench(starter_path(kernel_type), device=device, shapes=shapes, cache_dir=cache_dir,
-                     quick=quick, timeout_s=900)
+    incumbent = starter_path(kernel_type) if backend != "triton" else None
+    return run_bench(starter_path(kernel_type, backend), device=device, shapes=shapes,
+                     cache_dir=cache_dir, quick=quick, timeout_s=900, incumbent=incumbent)
+
+
+def vs_incumbent(t: Any) -> str:
+    if t.vs_incumbent is None:
+        return "-"
+    return f"{t.vs_incumbent:.2f}x [{fmt(t.vs_incumbent_lo)}, {fmt(t.vs_incumbent_hi)}]"
 
 
 def table_rows(kernel_type: str, result: Any) -> list[str]:
@@ -65,7 +77,7 @@ def table_rows(kernel_type: str, result: Any) -> list[str]:
     if not result.timings:
         return [f"| {kernel_type} | **{result.status.value}** {result.stage or ''}: "
                 f"{result.reason[:120]} | - | - | - | - | - | - | - | - | "
-                f"{fmt(result.harness_seconds)} |"]
+                f"{fmt(result.harness_seconds)} | - |"]
     rows = []
     for i, t in enumerate(result.timings):
         shape = spec.format_shape(tuple(t.shape))
@@ -77,7 +89,7 @@ def table_rows(kernel_type: str, result: Any) -> list[str]:
             f"{fmt(t.latency_us)} ± {fmt(t.iqr_us)} | {fmt(t.eager_us)} | {compile_us} | "
             f"{throughput} | {fmt(t.pct_peak_datasheet)} / {fmt(t.pct_peak_measured)} | "
             f"{speedup(t.speedup_vs_eager)} / {speedup(t.speedup_vs_compile)} | "
-            f"{fmt(result.harness_seconds) if i == 0 else ''} |"
+            f"{fmt(result.harness_seconds) if i == 0 else ''} | {vs_incumbent(t)} |"
         )
     return rows
 
@@ -89,6 +101,7 @@ def main() -> int:
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--quick", action="store_true", help="fewer shapes (smoke test)")
     parser.add_argument("--kernels", nargs="*", default=None)
+    parser.add_argument("--backend", default="triton", choices=("triton", "cuda"))
     args = parser.parse_args()
 
     import torch
@@ -105,9 +118,13 @@ def main() -> int:
 
         use_device("cpu")
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else "cpu (Triton interpreter)"
-    kernels = args.kernels or list(KERNEL_TYPES)
+    from autokernel.kernels import CUDA_KERNELS_DIR
+
+    kernels = args.kernels or [k for k in KERNEL_TYPES if args.backend == "triton"
+                               or (CUDA_KERNELS_DIR / f"{k}.py").is_file()]
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    out = args.out or REPO / "docs" / "benchmarks" / f"harness-starters-{slug}.md"
+    suffix = "-cuda" if args.backend == "cuda" else ""
+    out = args.out or REPO / "docs" / "benchmarks" / f"harness-starters{suffix}-{slug}.md"
     started = datetime.now(timezone.utc)
     ok = True
 
@@ -119,7 +136,8 @@ def main() -> int:
             shapes = None if args.device == "cpu" else ["x".join(map(str, s))
                                                        for s in spec.bench_shapes]
             began = time.perf_counter()
-            results[kernel_type] = run_kernel(kernel_type, args.device, cache, args.quick, shapes)
+            results[kernel_type] = run_kernel(kernel_type, args.device, cache, args.quick, shapes,
+                                              args.backend)
             result = results[kernel_type]
             ok &= result.passed
             print(f"{kernel_type}: {result.status.value} in {time.perf_counter() - began:.1f} s"
@@ -127,11 +145,12 @@ def main() -> int:
 
         speed: dict[str, list[Any]] = {}
         for kernel_type in [k for k in SPEED_KERNELS if k in kernels]:
-            speed[kernel_type] = [run_kernel(kernel_type, args.device, cache, args.quick, None)
-                                  for _ in range(args.repeats)]
+            speed[kernel_type] = [run_kernel(kernel_type, args.device, cache, args.quick, None,
+                                             args.backend) for _ in range(args.repeats)]
 
     lines = [
-        "# Harness results for the nine Triton starters",
+        f"# Harness results for the {'CUDA C++' if args.backend == 'cuda' else 'Triton'} "
+        "starters",
         "",
         f"- GPU: **{gpu}**",
         f"- torch {torch.__version__}, triton {triton.__version__}, Python "
@@ -139,7 +158,8 @@ def main() -> int:
         f"- autokernel commit: `{source_commit(REPO)}`",
         f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}",
         f"- command: `python scripts/gpu_harness_table.py{' --quick' if args.quick else ''}"
-        f"{'' if args.device == 'cuda' else ' --device cpu'}`",
+        f"{'' if args.device == 'cuda' else ' --device cpu'}"
+        f"{' --backend cuda' if args.backend == 'cuda' else ''}`",
         "",
         "Method: `autokernel bench` on each shipped starter (`autokernel/kernels/<type>.py`), "
         "one fresh worker process per call. Correctness: static scan, then the five stages "
@@ -157,8 +177,9 @@ def main() -> int:
         "torch.compile baseline).",
         "",
         "| kernel | status | shape | dtype | latency us (± IQR) | eager us | compile us | "
-        "throughput | % peak datasheet / measured | vs eager / vs compile | harness s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "throughput | % peak datasheet / measured | vs eager / vs compile | harness s | "
+        "vs Triton starter (paired, 95%) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for kernel_type, result in results.items():
         lines.extend(table_rows(kernel_type, result))
