@@ -168,7 +168,7 @@ EXPECTED_CALLS = {"rmsnorm": 2, "layernorm": 1, "matmul": 2, "rotary_embedding":
                   "cross_entropy": 1,
                   "gelu": 0,  # this model calls no GELU; tests/test_gelu.py routes one
                   # No norm takes an add's result here; tests/test_add_rmsnorm.py fuses some.
-                  "add_rmsnorm": 0,
+                  "add_rmsnorm": 0, "add_layernorm": 0,
                   # The head is the matmul kernel's module route here, which never calls
                   # F.linear; tests/test_linear_cross_entropy.py routes a head + loss.
                   "linear_cross_entropy": 0}
@@ -448,6 +448,7 @@ def _tiny_inputs(kernel_type: str, device: str) -> tuple[Any, ...]:
         "reduce": lambda: (r(3, 40),),
         "gelu": lambda: (r(3, 7), "tanh"),
         "add_rmsnorm": lambda: (r(3, 7), r(3, 7), r(7), 1e-5),
+        "add_layernorm": lambda: (r(3, 7), r(3, 7), r(7), r(7), 1e-5),
         "linear_cross_entropy": lambda: (r(4, 8), r(7, 8),
                                          torch.tensor([1, -100, 6, 0], device=device)),
     }[kernel_type]()

@@ -29,7 +29,7 @@ FIRST_KERNEL_TYPES = (
     "rotary_embedding",
     "reduce",
 )
-HELPER_MODULES = frozenset({"spec", "rowwise"})
+HELPER_MODULES = frozenset({"spec", "rowwise", "residual_inputs"})
 
 
 def _discovered() -> tuple[str, ...]:

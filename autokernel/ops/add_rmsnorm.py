@@ -25,8 +25,13 @@ from autokernel.integrate.residual_norm import (
 )
 from autokernel.integrate.routing import Outcome, RoutedKernel, _close, _ones_or, _probe_inputs, \
     _probe_passes
+from autokernel.ops.residual_inputs import (
+    cancelling_pair, large_residual_pair, mixed_scale_pair, residual_input_maker, residual_pair,
+    rounded_sum,
+)
 from autokernel.ops.rowwise import (
-    ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
+    RESIDUAL_NORM_CPU_EDGE_SHAPES, RESIDUAL_NORM_EDGE_SHAPES, RESIDUAL_NORM_SWEEP,
+    ROW_BENCH_SHAPES, ROW_CPU_SWEEP,
 )
 from autokernel.ops.spec import (
     AdversarialCase, Inputs, OpSpec, Shape, element_size, rows_and_width, sample,
@@ -42,11 +47,10 @@ def add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
     """(y, h): h = x + residual summed in float32 (float64 for float64 inputs) and returned in
     x's dtype; y = h·rsqrt(mean(h²) + eps)·weight over the last dim, of h as returned (rounded to
     x's dtype, as the unfused model normalizes it), in float32, returned in x's dtype."""
-    compute = torch.float64 if x.dtype == torch.float64 else torch.float32
-    h = (x.to(compute) + residual.to(compute)).to(x.dtype)
-    hc = h.to(compute)
+    h = rounded_sum(x, residual)
+    hc = h.to(torch.float64 if x.dtype == torch.float64 else torch.float32)
     rstd = torch.rsqrt(hc.pow(2).mean(dim=-1, keepdim=True) + eps)
-    return (hc * rstd * weight.to(compute)).to(x.dtype), h
+    return (hc * rstd * weight.to(hc.dtype)).to(x.dtype), h
 
 
 def stock_add_rmsnorm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor,
@@ -62,19 +66,7 @@ def _with_weight(x: torch.Tensor, residual: torch.Tensor, dtype: torch.dtype,
     return (x.to(dtype), residual.to(dtype), weight.to(dtype), eps)
 
 
-def make_inputs(
-    shape: Shape,
-    dtype: torch.dtype,
-    device: str | torch.device,
-    generator: torch.Generator,
-    distribution: str = "normal",
-    eps: float = DEFAULT_EPS,
-) -> Inputs:
-    # A block's update x is small next to the residual stream it joins; "large" (1e3, both)
-    # keeps sums inside fp16's range while h² overflows fp16 unless squared in float32.
-    x = sample(shape, torch.float32, device, generator, distribution, large_scale=1e3)
-    residual = sample(shape, torch.float32, device, generator, distribution, large_scale=1e3)
-    return _with_weight(x, residual, dtype, generator, eps)
+make_inputs = residual_input_maker(residual_pair, _with_weight, DEFAULT_EPS)
 
 
 def flops(shape: Shape) -> float:
@@ -88,59 +80,24 @@ def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
     return (4.0 * m * n + n) * element_size(dtype)  # x, residual, weight read; h, y written
 
 
-def _large_residual(
-    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
-    distribution: str = "normal", eps: float = DEFAULT_EPS,
-) -> Inputs:
-    # Both near ±3e4: h reaches 6e4 (fp16 max 65504), h² overflows anything but float32.
-    residual = 3.0e4 * sample(shape, torch.float32, device, generator, "uniform")
-    x = 3.0e4 * sample(shape, torch.float32, device, generator, "uniform")
-    return _with_weight(x, residual, dtype, generator, eps)
-
-
-def _cancelling_rows(
-    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
-    distribution: str = "normal", eps: float = DEFAULT_EPS,
-) -> Inputs:
-    # x = -residual (+ 1e-4 noise on some rows): h is near zero or exactly zero, so eps must sit
-    # inside the sqrt and y of a zero row is 0, not NaN; a kernel that normalizes x or residual
-    # instead of their sum is far off.
-    residual = 10.0 * sample(shape, torch.float32, device, generator, "normal")
-    x = (-residual.to(dtype)).float()
-    x[1::3] += 1.0e-4 * sample(x[1::3].shape, torch.float32, device, generator, "normal")
-    return _with_weight(x, residual, dtype, generator, eps)
-
-
-def _mixed_row_scales(
-    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
-    distribution: str = "normal", eps: float = DEFAULT_EPS,
-) -> Inputs:
-    m, _ = shape
-    exponent = torch.randint(-4, 4, (m, 1), generator=generator, device=device)
-    x = torch.pow(10.0, exponent) * sample(shape, torch.float32, device, generator, "uniform")
-    residual = torch.pow(10.0, exponent) * sample(shape, torch.float32, device, generator,
-                                                  "uniform")
-    return _with_weight(x, residual, dtype, generator, eps)
-
-
 ADVERSARIAL = (
     AdversarialCase(
         "large_residual",
         "x and residual uniform in ±3e4: h up to 6e4 (near fp16 max), h² overflows fp16 unless "
         "the add and the squares are done in float32",
-        _large_residual,
+        residual_input_maker(large_residual_pair, _with_weight, DEFAULT_EPS),
     ),
     AdversarialCase(
         "cancelling_rows",
         "x = -residual, plus 1e-4 noise on every third row: h exactly zero (y must be 0, not "
         "NaN) or tiny (mean h² ≪ eps, so eps must sit inside the sqrt); normalizing x or the "
         "residual alone is far off",
-        _cancelling_rows,
+        residual_input_maker(cancelling_pair, _with_weight, DEFAULT_EPS),
     ),
     AdversarialCase(
         "mixed_row_scales",
         "each row scaled by its own 10^k, k in -4..3: per-row statistics must not leak",
-        _mixed_row_scales,
+        residual_input_maker(mixed_scale_pair, _with_weight, DEFAULT_EPS),
     ),
 )
 
@@ -171,10 +128,10 @@ SPEC = OpSpec(
     bytes=bytes_moved,
     compute_bound=False,
     smoke_shape=(4, 37),
-    sweep=ROW_SWEEP + ((8192, 2048), (2048, 16384)),
+    sweep=RESIDUAL_NORM_SWEEP,
     cpu_sweep=ROW_CPU_SWEEP,
-    edge_shapes=ROW_EDGE_SHAPES + ((1023, 1000), (257, 4099)),
-    cpu_edge_shapes=ROW_CPU_EDGE_SHAPES + ((2, 4099),),
+    edge_shapes=RESIDUAL_NORM_EDGE_SHAPES,
+    cpu_edge_shapes=RESIDUAL_NORM_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
     patterns=(residual_add_pattern("add_rmsnorm", "rmsnorm"),),

@@ -33,6 +33,11 @@ ROW_EDGE_SHAPES: tuple[Shape, ...] = ((1023, 4097), (4097, 1537), (1537, 1), (1,
 ROW_CPU_EDGE_SHAPES: tuple[Shape, ...] = ((1, 129), (1, 32769), (33, 1), (9, 257), (3, 1537),
                                           (1, 17000))
 ROW_BENCH_SHAPES: tuple[Shape, ...] = ((4096, 4096), (8192, 8192), (16384, 8192))
+# The fused residual add + norm types (add_rmsnorm, add_layernorm) add a short wide and a long
+# narrow batch, and odd widths on either side of a power of two (their loops' masked tails).
+RESIDUAL_NORM_SWEEP: tuple[Shape, ...] = ROW_SWEEP + ((8192, 2048), (2048, 16384))
+RESIDUAL_NORM_EDGE_SHAPES: tuple[Shape, ...] = ROW_EDGE_SHAPES + ((1023, 1000), (257, 4099))
+RESIDUAL_NORM_CPU_EDGE_SHAPES: tuple[Shape, ...] = ROW_CPU_EDGE_SHAPES + ((2, 4099),)
 
 # Over dim 1 of x[M, N, K] (OpSpec.axis_dim), planned only for targets over such a dim: channels of
 # an NCHW tensor (KernelBench's RMSNorm, 16x64x256x256), a middle dim of a 3-D tensor, a long

@@ -19,8 +19,10 @@ PATTERN_ORDER: tuple[str, ...] = (
     # no other pattern can split one.
     "rmsnorm",
     # A residual add and the norm it feeds, as one call: after "rmsnorm", whose claim of a
-    # hand-written RMSNorm module it extends to the add before it (`residual_add.py`).
+    # hand-written RMSNorm module it extends to the add before it (`residual_add.py`). The two
+    # take different norms' ops (aten::rms_norm, aten::layer_norm), so their order is a tie-break.
     "add_rmsnorm",
+    "add_layernorm",
     # SwiGLU (linear, silu, mul) and explicit attention (matmul, softmax, matmul) anchor on ops
     # no other pattern takes; between these two the order is a tie-break.
     "fused_mlp",
