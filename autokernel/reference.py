@@ -57,17 +57,36 @@ def flash_attention(
     return (torch.softmax(scores, dim=-1) @ v.to(ct)).to(q.dtype)
 
 
+MLP_ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
+
+
+def mlp_activation(gate: torch.Tensor, activation: str = "silu") -> torch.Tensor:
+    """The gated MLP's activation of its gate projection, in gate's dtype: "silu" (SwiGLU),
+    "gelu" (GeGLU with the exact erf GELU) or "gelu_tanh" (GeGLU with GELU's tanh form, as in
+    Gemma)."""
+    if activation == "silu":
+        return F.silu(gate)
+    if activation == "gelu":
+        return F.gelu(gate)
+    if activation == "gelu_tanh":
+        return F.gelu(gate, approximate="tanh")
+    raise ValueError(f"fused_mlp activation {activation!r}: choose one of "
+                     f"{', '.join(MLP_ACTIVATIONS)}")
+
+
 def fused_mlp(
-    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+    activation: str = "silu",
 ) -> torch.Tensor:
-    """SwiGLU MLP: (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ.
+    """Gated MLP: (act(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ, act = `activation` (see
+    `mlp_activation`): SwiGLU by default, GeGLU with "gelu" or "gelu_tanh".
 
     x [M, D]; w_gate, w_up [H, D]; w_down [D, H] (nn.Linear layouts). Output [M, D]. The hidden
     activation is rounded to x's dtype before the down projection, as a real model stores it.
     """
     ct = _compute_dtype(x)
     xc = x.to(ct)
-    hidden = F.silu(xc @ w_gate.to(ct).t()) * (xc @ w_up.to(ct).t())
+    hidden = mlp_activation(xc @ w_gate.to(ct).t(), activation) * (xc @ w_up.to(ct).t())
     hidden = hidden.to(x.dtype).to(ct)
     return (hidden @ w_down.to(ct).t()).to(x.dtype)
 

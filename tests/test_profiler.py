@@ -81,7 +81,8 @@ CASES = [
      {"flash_attention"}),
     ("swiglu", {"fused_mlp": 1}, {"matmul"}),
     ("gelu_mlp", {"matmul (linear)": 2}, {"fused_mlp"}),
-    ("gated_gelu_mlp", {"matmul (linear)": 3}, {"fused_mlp"}),
+    ("gated_gelu_mlp", {"fused_mlp": 1}, {"matmul", "gelu"}),  # GeGLU
+    ("mixed_gated_mlps", {"fused_mlp": 2}, {"matmul", "gelu"}),
     ("rmsnorm_handwritten", {"rmsnorm": 2}, {"layernorm", "reduce"}),
     ("rmsnorm_builtin", {"rmsnorm": 2}, {"layernorm"}),
     ("layernorm", {"layernorm": 2}, {"rmsnorm"}),
@@ -219,6 +220,25 @@ def test_swiglu_takes_its_linears_and_shape() -> None:
     fused = types_of(cpu_plan("swiglu"))["fused_mlp"]
     assert fused.bench_shape == [48, 64, 160]  # M = 2*24, D = 64, H = 160
     assert fused.call_sites[0].module == "mlp"
+
+
+def test_geglu_records_its_activation_and_mixed_activations_are_not_merged() -> None:
+    """A GeGLU is fused_mlp with its GELU form as the activation param (an inline F.gelu: the
+    exact form; nn.GELU(approximate="tanh"): gelu_tanh); a SwiGLU names none (SiLU, the default).
+    One target holding both verifies one activation, and its other sites say verify refuses
+    them."""
+    geglu = types_of(cpu_plan("gated_gelu_mlp"))["fused_mlp"]
+    assert geglu.params == {"activation": "gelu"} and geglu.bench_shape == [48, 64, 160]
+    assert geglu.call_sites[0].aten_op == "geglu(aten::linear x3, aten::gelu, aten::mul)"
+    mixed = types_of(cpu_plan("mixed_gated_mlps"))["fused_mlp"]
+    sites = {s.module: s for s in mixed.call_sites}
+    assert sites["swiglu"].params == {} and sites["swiglu"].shape == [48, 64, 512]
+    assert sites["geglu"].params == {"activation": "gelu_tanh"}
+    verified = mixed.params.get("activation", "silu")
+    refused = "geglu" if verified == "silu" else "swiglu"
+    assert sites[refused].route.startswith("no: activation=")
+    assert sites[refused].route.endswith(f"(verified: {verified})")
+    assert sites["swiglu" if refused == "geglu" else "geglu"].route == "module"
 
 
 def test_sdpa_and_explicit_attention_params() -> None:
@@ -774,6 +794,9 @@ ROUTES = [
     ("minigpt_lambda", {"matmul (linear)": "module", "matmul (batched)": "call",
                         "softmax": "call", "layernorm": "module"}),
     ("swiglu", {"fused_mlp": "module"}),
+    ("gated_gelu_mlp", {"fused_mlp": "module"}),
+    # Two activations: the kernel is verified with the hotter MLP's, and verify refuses the other.
+    ("mixed_gated_mlps", {"fused_mlp": "part: module; no: activation="}),
     # Two eps: the kernel is verified with the hotter module's, and verify refuses the other.
     ("rmsnorm_handwritten", {"rmsnorm": "part: module; no: eps="}),
     ("rmsnorm_builtin", {"rmsnorm": "part: module; no: F.rms_norm outside nn.RMSNorm"}),
@@ -829,7 +852,8 @@ def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
 
 
 CONSISTENCY = ["matmul_mixed", "explicit_attention", "explicit_attention_where",
-               "attention_matmuls", "minigpt_lambda", "swiglu", "rmsnorm_builtin",
+               "attention_matmuls", "minigpt_lambda", "swiglu", "gated_gelu_mlp",
+               "mixed_gated_mlps", "rmsnorm_builtin",
                "rmsnorm_handwritten", "add_rmsnorm",
                "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax",
                "linear_cross_entropy"]

@@ -216,9 +216,9 @@ def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
 
 
 # Trailing arguments added to a schema after kernels were written for it (reduce, softmax and
-# rmsnorm's axis; reduce's op), at the values that mean what those kernels already do (over the
-# last dim; a sum).
-LEGACY_TRAILING: dict[str, Any] = {"axis": -1, "op": "sum"}
+# rmsnorm's axis; reduce's op; fused_mlp's activation), at the values that mean what those
+# kernels already do (over the last dim; a sum; SwiGLU).
+LEGACY_TRAILING: dict[str, Any] = {"axis": -1, "op": "sum", "activation": "silu"}
 LEGACY_TRAILING_DEFAULTS = tuple(LEGACY_TRAILING.values())
 
 

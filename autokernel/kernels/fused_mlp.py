@@ -1,13 +1,21 @@
-"""Triton starter: fused_mlp, the SwiGLU MLP out = (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ.
+"""Triton starter: fused_mlp, the gated MLP out = (act(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ.
 
-x [M, D]; w_gate, w_up [H, D]; w_down [D, H] (nn.Linear layouts); out [M, D].
+x [M, D]; w_gate, w_up [H, D]; w_down [D, H] (nn.Linear layouts); out [M, D]. act is the
+`activation` argument: "silu" (SwiGLU, the default), "gelu" (GeGLU, exact erf GELU) or
+"gelu_tanh" (GeGLU, GELU's tanh form).
 
 Algorithm, two kernels:
   1. gate_up_kernel: each program owns a GATE_BLOCK_M x GATE_BLOCK_H tile of the hidden
      activation and walks D in GATE_BLOCK_K steps, feeding ONE x tile to two dots (gate and up,
      two float32 accumulators), so x is read once for both projections. The epilogue applies
-     silu(gate) * up in float32 and stores hidden [M, H] in x's dtype, the rounding the
-     reference applies before the down projection.
+     act(gate) * up in float32 and stores hidden [M, H] in x's dtype, the rounding the
+     reference applies before the down projection. act is a constexpr (one compiled variant
+     per activation), each written to saturate rather than overflow to NaN:
+       silu(g)      = g / (1 + exp(-g))
+       gelu(g)      = 0.5·g·(1 + erf(g/√2))          (tl.math.erf, which the interpreter runs)
+       gelu_tanh(g) = g / (1 + exp(-2u)), u = √(2/π)·(g + 0.044715·g³)
+     the last is 0.5·g·(1 + tanh(u)) with tanh written through exp as autokernel/kernels/gelu.py
+     does, minus the 1 + tanh(u) cancellation in the negative tail.
   2. down_kernel: out = hidden @ W_downᵀ, a tiled GEMM reading W_down through its strides (no
      transposed copy), float32 accumulation, one cast at the end.
 Both number their programs in groups of GROUP_M row-tiles (L2 swizzle) so the weight tiles a
@@ -56,6 +64,7 @@ DOWN_NUM_WARPS = 8
 DOWN_NUM_STAGES = 3
 GROUP_M = 8
 FP32_PRECISION = "ieee"
+ACTIVATIONS = ("silu", "gelu", "gelu_tanh")
 
 TUNABLE_SPACE = {
     "GATE_BLOCK_M": [16, 32, 64, 128],
@@ -97,6 +106,7 @@ def gate_up_kernel(
     EVEN_K: tl.constexpr,
     DOT_PRECISION: tl.constexpr,
     UPCAST: tl.constexpr,
+    ACTIVATION: tl.constexpr,
 ):
     tile_m, tile_h = _grouped_tile(
         tl.program_id(0), tl.cdiv(M, BLOCK_M), tl.cdiv(H, BLOCK_H), GROUP_M
@@ -133,8 +143,17 @@ def gate_up_kernel(
         gate_ptrs += BLOCK_K * stride_gd
         up_ptrs += BLOCK_K * stride_ud
 
-    # silu(g) = g / (1 + exp(-g)): exp overflowing to inf for g < -88 gives -0, the right limit.
-    hidden = gate / (1.0 + tl.exp(-gate)) * up
+    if ACTIVATION == "gelu":
+        activated = 0.5 * gate * (1.0 + tl.math.erf(gate * 0.7071067811865476))  # erf(g/√2)
+    elif ACTIVATION == "gelu_tanh":
+        # √(2/π)·(g + 0.044715·g³), doubled: exp(-2u) overflows to inf far below 0 (giving -0)
+        # and underflows to 0 far above (giving g), the right limits.
+        two_u = 1.5957691216057308 * (gate + 0.044715 * gate * gate * gate)
+        activated = gate / (1.0 + tl.exp(-two_u))
+    else:
+        # silu(g) = g / (1 + exp(-g)): exp overflowing to inf for g < -88 gives -0, the limit.
+        activated = gate / (1.0 + tl.exp(-gate))
+    hidden = activated * up
     out_rows = tile_m * BLOCK_M + tl.arange(0, BLOCK_M)
     out_units = tile_h * BLOCK_H + tl.arange(0, BLOCK_H)
     hidden_ptrs = (
@@ -279,7 +298,7 @@ def _plan(
     gate_shape: tuple[int, ...], gate_strides: tuple[int, ...],
     up_shape: tuple[int, ...], up_strides: tuple[int, ...],
     down_shape: tuple[int, ...], down_strides: tuple[int, ...],
-    dtypes: tuple[torch.dtype, ...], device: int,
+    dtypes: tuple[torch.dtype, ...], device: int, activation: str = "silu",
 ) -> tuple[Launch, Launch]:
     """The two launches (gate_up, down) the tunables give for these operands (hidden and out
     contiguous); raises ValueError for operands that do not fit together. Cached by its
@@ -295,6 +314,8 @@ def _plan(
     dtype = dtypes[0]
     if any(d != dtype for d in dtypes):
         raise ValueError("x and the three weights must share a dtype")
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"activation {activation!r}: choose one of {', '.join(ACTIVATIONS)}")
     m, d = x_shape
     h = gate_shape[0]
     upcast = device < 0  # CPU tensors only ever run in the interpreter
@@ -310,7 +331,8 @@ def _plan(
         gate_up_kernel, (triton.cdiv(m, gate_m) * triton.cdiv(h, gate_h), 1, 1), (dtype,) * 4,
         # hidden [m, h] is contiguous: strides (h, 1).
         lambda block_k: (m, h, d, *x_strides, *gate_strides, *up_strides, h, 1,
-                         gate_m, gate_h, block_k, GROUP_M, d % block_k == 0, precision, upcast),
+                         gate_m, gate_h, block_k, GROUP_M, d % block_k == 0, precision, upcast,
+                         activation),
         block_k, num_stages, GATE_NUM_WARPS,
     )
 
@@ -329,12 +351,14 @@ def _plan(
 
 
 def fused_mlp(
-    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+    activation: str = "silu",
 ) -> torch.Tensor:
     device = torch.cuda.current_device() if x.is_cuda else -1
     gate_up, down = _plan(
         x.shape, x.stride(), w_gate.shape, w_gate.stride(), w_up.shape, w_up.stride(),
         w_down.shape, w_down.stride(), (x.dtype, w_gate.dtype, w_up.dtype, w_down.dtype), device,
+        activation,
     )
     m, d = x.shape
     hidden = torch.empty((m, w_gate.shape[0]), dtype=x.dtype, device=x.device)
@@ -345,7 +369,9 @@ def fused_mlp(
 
 
 def kernel_fn(
-    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+    activation: str = "silu",
 ) -> torch.Tensor:
-    """SwiGLU MLP in x's dtype (fp32 accumulation, hidden rounded to x's dtype)."""
-    return fused_mlp(x, w_gate, w_up, w_down)
+    """Gated MLP (SwiGLU, or GeGLU with activation "gelu"/"gelu_tanh") in x's dtype (fp32
+    accumulation, hidden rounded to x's dtype)."""
+    return fused_mlp(x, w_gate, w_up, w_down, activation)

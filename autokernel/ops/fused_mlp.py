@@ -1,7 +1,12 @@
-"""fused_mlp: the SwiGLU MLP, (silu(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ; shapes written M x D x H.
+"""fused_mlp: the gated MLP, (act(x W_gateᵀ) * (x W_upᵀ)) W_downᵀ; shapes written M x D x H.
 
 x [M, D]; w_gate, w_up [H, D]; w_down [D, H] (nn.Linear layouts). The hidden activation is rounded
 to x's dtype before the down projection, as in the reference (a real model stores it).
+
+act is the `activation` param: "silu" (SwiGLU, LLaMA; the default, whose inputs carry no
+activation argument, so kernels written before GeGLU get the four tensors they take), "gelu"
+(GeGLU with the exact erf GELU, T5 v1.1) or "gelu_tanh" (GeGLU with GELU's tanh form, Gemma);
+a GeGLU target's inputs end with the activation's name.
 
 Weights are scaled like an initialised linear layer's: divided by sqrt(fan-in) (D for gate/up,
 H for down), so gate, up, hidden and output all stay O(1) at every width and fp32 keeps the
@@ -21,6 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from autokernel import reference
+from autokernel.reference import MLP_ACTIVATIONS, mlp_activation
 from autokernel.integrate.integration import Integration, ModuleRoute
 from autokernel.integrate.routing import (
     Outcome, RoutedKernel, _call_kernel, _close, _only_argument, _plain_linear, _positional_arity,
@@ -29,16 +35,14 @@ from autokernel.integrate.routing import (
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
+    InputMaker,
     Inputs,
     OpSpec,
     Shape,
     element_size,
     sample,
 )
-from autokernel.profiling.callsites import (
-    Context, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
-)
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.gated_mlp import find_gated_mlp
 
 # "large" multiplies x by this, so the gate is ~N(0, 20²) and its tails pass ±88, where exp
 # overflows fp32 (a careless silu returns NaN). w_up and w_down are divided by it, so up and the
@@ -59,22 +63,40 @@ def _weights(
     return draw((h, d), d), draw((h, d), d), draw((d, h), h)
 
 
-def make_inputs(
+def with_activation(maker: InputMaker) -> InputMaker:
+    """`maker`'s four tensors followed by the reference's activation argument, for a target whose
+    activation is not "silu": a SwiGLU's inputs stay the four tensors (module docstring)."""
+    def make(shape: Shape, dtype: torch.dtype, device: str | torch.device,
+             generator: torch.Generator, distribution: str = "normal", activation: str = "silu",
+             **params: Any) -> Inputs:
+        if activation not in MLP_ACTIVATIONS:
+            raise ValueError(f"fused_mlp activation {activation!r}: choose one of "
+                             f"{', '.join(MLP_ACTIVATIONS)}")
+        if params:
+            raise ValueError(f"fused_mlp takes only an activation; got {', '.join(sorted(params))}")
+        inputs = maker(shape, dtype, device, generator, distribution, activation=activation)
+        return inputs if activation == "silu" else (*inputs, activation)
+
+    return make
+
+
+def _tensors(
     shape: Shape,
     dtype: torch.dtype,
     device: str | torch.device,
     generator: torch.Generator,
     distribution: str = "normal",
-    **params: Any,
+    activation: str = "silu",
 ) -> Inputs:
-    if params:
-        raise ValueError(f"fused_mlp takes no parameters; got {', '.join(sorted(params))}")
     m, d, h = shape
     x = sample((m, d), torch.float32, device, generator, distribution, large_scale=LARGE_SCALE)
     w_gate, w_up, w_down = _weights(h, d, device, generator, distribution)
     if distribution == "large":
         w_up, w_down = w_up / LARGE_SCALE, w_down / LARGE_SCALE
     return tuple(t.to(dtype) for t in (x, w_gate, w_up, w_down))
+
+
+make_inputs = with_activation(_tensors)
 
 
 def _normal_f32(shape: Shape, device: str | torch.device, generator: torch.Generator
@@ -100,7 +122,7 @@ def _single_token(
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
     _, d, h = shape
-    return make_inputs((1, d, h), dtype, device, generator)
+    return _tensors((1, d, h), dtype, device, generator)
 
 
 def _ragged_widths(
@@ -108,7 +130,7 @@ def _ragged_widths(
     distribution: str = "normal", **params: Any,
 ) -> Inputs:
     m, d, h = shape
-    return make_inputs((m, d + 3, h + 7), dtype, device, generator)
+    return _tensors((m, d + 3, h + 7), dtype, device, generator)
 
 
 def _common_offset(
@@ -135,43 +157,57 @@ def _strided_activations(
     return x[:, :d], w_gate[:, d:], w_up[:, :d], w_down_t.to(dtype).t()
 
 
-ADVERSARIAL = (
-    AdversarialCase(
-        "saturated_silu",
-        "gate pre-activations ~N(0, 100²), mostly past ±88 where exp overflows fp32: breaks a "
-        "silu written as exp(g) / (1 + exp(g)) (NaN) or evaluated in fp16",
-        _saturated_silu,
-    ),
-    AdversarialCase(
-        "single_token",
-        "M = 1 (decode): one row against full-size weights, almost all of every row tile masked",
-        _single_token,
-    ),
-    AdversarialCase(
-        "ragged_widths",
-        "D + 3 and H + 7: neither width a multiple of any block, masks on both reductions",
-        _ragged_widths,
-    ),
-    AdversarialCase(
-        "common_offset",
-        "x = 32 + noise against zero-mean weight rows: gate/up are O(1) but their partial sums "
-        "are ~32, so a fp16/bf16 accumulator loses the answer to cancellation",
-        _common_offset,
-    ),
-    AdversarialCase(
-        "strided_operands",
-        "x, w_gate, w_up are column slices (row stride 2D) and w_down a transposed view: breaks "
-        "kernels that assume contiguous inputs",
-        _strided_activations,
-    ),
-)
+def _negative_gate_tail(
+    shape: Shape, dtype: torch.dtype, device: str | torch.device, generator: torch.Generator,
+    distribution: str = "normal", activation: str = "silu", **params: Any,
+) -> Inputs:
+    x, w_gate, w_up, w_down = _normal_f32(shape, device, generator)
+    # x's last feature is the constant 1 and w_gate's last column -2.5, a bias: gate
+    # pre-activations are -2.5 + N(0, 0.5²), in GELU's negative tail, where 1 + erf(g/√2)
+    # cancels, the exact and tanh forms differ by 3% at -2.5 and 45% at -4, and x·sigmoid(1.702x)
+    # is 2-35x off. Not deeper: fp32's own erf rounding (~1 ulp of 1 + erf) grows against the
+    # shrinking hidden there, and at -2.5 it costs the starter ~0.15x of fp32's tolerance.
+    x[:, -1] = 1.0
+    w_gate = w_gate * 0.5
+    w_gate[:, -1] = -2.5
+    # hidden is ~1e-2 there: w_down is divided by its RMS so the output is O(1) (an output of
+    # ~1e-2 would pass the fp16/bf16 atol whatever the activation did).
+    hidden = mlp_activation(x @ w_gate.t(), activation) * (x @ w_up.t())
+    w_down = w_down / hidden.square().mean().sqrt().clamp_min(1e-30)
+    return tuple(t.to(dtype) for t in (x, w_gate, w_up, w_down))
+
+
+ADVERSARIAL = tuple(AdversarialCase(name, description, with_activation(maker)) for name,
+                    description, maker in (
+    ("saturated_silu",
+     "gate pre-activations ~N(0, 100²), mostly past ±88 where exp overflows fp32: breaks a silu "
+     "written as exp(g) / (1 + exp(g)) (NaN) or evaluated in fp16, and a GELU whose tanh or "
+     "erf tail is not saturated", _saturated_silu),
+    ("single_token",
+     "M = 1 (decode): one row against full-size weights, almost all of every row tile masked",
+     _single_token),
+    ("ragged_widths",
+     "D + 3 and H + 7: neither width a multiple of any block, masks on both reductions",
+     _ragged_widths),
+    ("common_offset",
+     "x = 32 + noise against zero-mean weight rows: gate/up are O(1) but their partial sums "
+     "are ~32, so a fp16/bf16 accumulator loses the answer to cancellation", _common_offset),
+    ("strided_operands",
+     "x, w_gate, w_up are column slices (row stride 2D) and w_down a transposed view: breaks "
+     "kernels that assume contiguous inputs", _strided_activations),
+    ("negative_gate_tail",
+     "gate pre-activations -2.5 ± 1.5 (GELU's negative tail), output rescaled to O(1): breaks a "
+     "GELU of the wrong form, a sigmoid approximation, or one that flushes the tail to 0",
+     _negative_gate_tail),
+))
 
 
 def stock(
-    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor
+    x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor, w_down: torch.Tensor,
+    activation: str = "silu",
 ) -> torch.Tensor:
     """The eager chain a model runs: three F.linear calls, hidden stored in x's dtype."""
-    return F.linear(F.silu(F.linear(x, w_gate)) * F.linear(x, w_up), w_down)
+    return F.linear(mlp_activation(F.linear(x, w_gate), activation) * F.linear(x, w_up), w_down)
 
 
 def flops(shape: Shape) -> float:
@@ -188,68 +224,28 @@ def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
     return float(2 * m * d + 3 * h * d) * element_size(dtype)
 
 
-def liger_swiglu_mlp() -> Callable[..., torch.Tensor] | None:
-    """Liger's SwiGLU MLP as its LigerSwiGLUMLP runs it: the three projections in cuBLAS, the
-    SiLU·mul in one Triton kernel."""
+def liger_gated_mlp() -> Callable[..., torch.Tensor] | None:
+    """Liger's gated MLP as its LigerSwiGLUMLP / LigerGEGLUMLP run it: the three projections in
+    cuBLAS, the SiLU·mul (GELU-tanh·mul) in one Triton kernel. Liger has no exact-GELU GeGLU:
+    that activation raises, and the harness notes the baseline as failed."""
     try:
         from liger_kernel.ops.swiglu import LigerSiLUMulFunction
     except ImportError:
         return None
+    try:
+        from liger_kernel.ops.geglu import LigerGELUMulFunction
+    except ImportError:
+        LigerGELUMulFunction = None
+    gated = {"silu": LigerSiLUMulFunction, "gelu_tanh": LigerGELUMulFunction}
 
     def run(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
-            w_down: torch.Tensor) -> torch.Tensor:
-        return F.linear(LigerSiLUMulFunction.apply(F.linear(x, w_gate), F.linear(x, w_up)),
-                        w_down)
+            w_down: torch.Tensor, activation: str = "silu") -> torch.Tensor:
+        function = gated.get(activation)
+        if function is None:
+            raise NotImplementedError(f"Liger has no {activation}·mul")
+        return F.linear(function.apply(F.linear(x, w_gate), F.linear(x, w_up)), w_down)
 
     return run
-
-
-def _is_plain_linear(op: OpCall) -> bool:
-    return op.name == "aten::linear" and len(_shape(op, 1)) == 2 and not _has_tensor(op, 2)
-
-
-# silu(gate(x)) * up(x) evaluates gate, silu, up; up(x) * silu(gate(x)) evaluates up, gate, silu.
-SWIGLU_ORDERS = (
-    ["aten::linear", "aten::silu", "aten::linear", "aten::mul", "aten::linear"],
-    ["aten::linear", "aten::linear", "aten::silu", "aten::mul", "aten::linear"],
-)
-
-
-def _find_swiglu(ctx: Context) -> None:
-    seq = _significant_unclaimed(ctx)
-    i = 0
-    while i + 5 <= len(seq):
-        window = seq[i:i + 5]
-        names = [op.name.replace("aten::silu_", "aten::silu") for op in window]
-        if names not in SWIGLU_ORDERS:
-            i += 1
-            continue
-        linears = [op for op in window if op.name == "aten::linear"]
-        silu = next(op for op in window if op.name.startswith("aten::silu"))
-        mul = window[3]
-        first, second, down = linears
-        x, w = _shape(first, 0), _shape(first, 1)
-        ok = (
-            all(_is_plain_linear(op) for op in linears)
-            and _shape(second, 0) == x and _shape(second, 1) == w and len(x) >= 1
-        )
-        if ok:
-            hidden, d = w[0], w[1]
-            h_shape = x[:-1] + [hidden]
-            ok = (
-                _shape(silu, 0) == h_shape
-                and _shape(mul, 0) == h_shape and _shape(mul, 1) == h_shape
-                and _shape(down, 0) == h_shape and _shape(down, 1) == [d, hidden]
-            )
-        if not ok:
-            i += 1
-            continue
-        named = {"M": _numel(x[:-1]), "D": x[-1], "H": hidden}
-        site = ctx.site("fused_mlp", ctx.common_module(window),
-                        "swiglu(aten::linear x3, aten::silu, aten::mul)", named, {},
-                        _dtype(first, ctx.record.dtype))
-        ctx.claim(_span(ctx, window[0], window[-1]), "fused_mlp", ("swiglu", window[0].id), site)
-        i += 5
 
 
 SPEC = OpSpec(
@@ -257,7 +253,7 @@ SPEC = OpSpec(
     dims=("M", "D", "H"),
     reference=reference.fused_mlp,
     stock=stock,
-    liger=liger_swiglu_mlp,
+    liger=liger_gated_mlp,
     make_inputs=make_inputs,
     flops=flops,
     bytes=bytes_moved,
@@ -299,13 +295,16 @@ SPEC = OpSpec(
     ),
     bench_shapes=((2048, 4096, 11008), (4096, 4096, 14336), (16, 4096, 11008)),
     adversarial=ADVERSARIAL,
-    patterns=(_find_swiglu,),
+    patterns=(find_gated_mlp,),
     # Defaults hold at every width thanks to the fan-in scaling (module docstring). The largest
     # error source is the hidden rounding the op prescribes, which the upcast oracle does not
     # apply: ~2^-9 relative per hidden element in bf16, about 1/5 of the bf16 tolerance at
-    # O(1) outputs.
+    # O(1) outputs. The same for every activation: each is evaluated in fp32 on fp32 accumulators,
+    # and SiLU and GELU have slopes of the same size (at most ~1.1), so neither magnifies the
+    # accumulation error more than the other.
     tolerances=dict(DEFAULT_TOLERANCES),
-    notes="FLOPs = 6*M*D*H (gate, up, down GEMMs; silu and product not counted). Bytes = "
+    notes="act(gate) * up with act = the activation param (silu, gelu or gelu_tanh). "
+    "FLOPs = 6*M*D*H (gate, up, down GEMMs; activation and product not counted). Bytes = "
     "(2*M*D + 3*H*D)*dtype size: minimum traffic, the [M, H] hidden round-trip of a two-kernel "
     "design is not counted. Shapes are MxDxH. Hidden is rounded to x's dtype before the down "
     "projection; the upcast oracle does not round it, so that rounding counts as the kernel's "
@@ -320,12 +319,21 @@ SPEC = OpSpec(
 
 
 def _fake_fused_mlp(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
-                    w_down: torch.Tensor) -> torch.Tensor:
+                    w_down: torch.Tensor, activation: str = "silu") -> torch.Tensor:
     return x.new_empty((x.shape[0], w_down.shape[0]))
 
 
-def _swiglu_candidates(module: nn.Module) -> list[dict[str, Any]]:
-    """(gate, up, down) name triples to probe: three bias-free Linear children, [H,D]×2, [D,H]."""
+def _activation_arguments(kernel: RoutedKernel) -> tuple[str, ...]:
+    """The trailing activation argument of the kernel's calls: none for SiLU, the default (a
+    manifest from before GeGLU names no activation: its kernel was verified for SiLU), so a
+    SwiGLU kernel is called with exactly the four tensors it was before."""
+    activation = kernel.params.get("activation", "silu")
+    return () if activation == "silu" else (activation,)
+
+
+def _gated_mlp_candidates(module: nn.Module) -> list[dict[str, Any]]:
+    """(gate, up, down) name triples to probe: three bias-free Linear children, [H,D]×2, [D,H];
+    other children without weights (an nn.GELU activation module) may be there."""
     if _positional_arity(module) != 1:
         return []
     linears: list[tuple[str, nn.Linear]] = []
@@ -333,7 +341,7 @@ def _swiglu_candidates(module: nn.Module) -> list[dict[str, Any]]:
         if _plain_linear(child) and child.bias is None:
             linears.append((name, child))
         elif any(True for _ in child.parameters()):
-            return []  # other weights take part: not a plain SwiGLU
+            return []  # other weights take part: not a plain gated MLP
     if len(linears) != 3:
         return []
     candidates = []
@@ -346,20 +354,29 @@ def _swiglu_candidates(module: nn.Module) -> list[dict[str, Any]]:
     return candidates
 
 
-def _computes_swiglu(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
+def _computes_gated_mlp(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]
+                        ) -> bool:
+    """Does the module compute down(act(gate(x)) · up(x)) with the kernel's verified act? The
+    activations are told apart in every dtype (SiLU and GELU differ by ~10%); GELU's exact and
+    tanh forms differ by ~2e-4 relative here, so fp32's probe tells them apart and a fp16/bf16
+    probe, whose tolerance is 50x that, takes either (the kernel is then within tolerance of
+    both)."""
     gate, up, down = (getattr(module, n).weight for n in details["projections"])
     x = _probe_inputs((3, gate.shape[1]), gate)
-    return _close(kernel, module.forward(x), kernel.reference(x, gate, up, down))
+    expected = kernel.reference(x, gate, up, down, *_activation_arguments(kernel))
+    return _close(kernel, module.forward(x), expected)
 
 
-def _recognize_swiglu(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
-    """A SwiGLU MLP module: three bias-free nn.Linear children whose forward passes the probe (a
-    GELU-gated MLP does not)."""
-    candidates = _swiglu_candidates(module)
+def _recognize_gated_mlp(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """A gated MLP module: three bias-free nn.Linear children whose forward passes the probe for
+    the kernel's activation (a GeGLU MLP does not take a SwiGLU kernel, nor the reverse)."""
+    candidates = _gated_mlp_candidates(module)
     for details in candidates:
-        if _probe_passes(lambda: _computes_swiglu(module, kernel, details)):
+        if _probe_passes(lambda: _computes_gated_mlp(module, kernel, details)):
             return details
-    return "probe: does not compute down(silu(gate(x)) · up(x))" if candidates else None
+    activation = kernel.params.get("activation", "silu")
+    return f"probe: does not compute down({activation}(gate(x)) · up(x))" if candidates \
+        else None
 
 
 def _fused_mlp_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
@@ -370,15 +387,17 @@ def _fused_mlp_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, A
     why = _refusal(route.kernel, x, gate, up, down)
     if why:
         return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), gate, up, down)
+    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), gate, up, down,
+                            *_activation_arguments(route.kernel))
     return (None, why) if why else (out.reshape(*x.shape[:-1], down.shape[0]), None)
 
 
 INTEGRATION = Integration(
-    schema="(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down) -> Tensor",
+    schema="(Tensor x, Tensor w_gate, Tensor w_up, Tensor w_down, str activation='silu') "
+           "-> Tensor",
     fake=_fake_fused_mlp,
     backward="recompute",
-    module_route=ModuleRoute(_recognize_swiglu, _fused_mlp_forward, whole_forward=True),
+    module_route=ModuleRoute(_recognize_gated_mlp, _fused_mlp_forward, whole_forward=True),
     example=lambda dtype: tuple(torch.empty(s, dtype=dtype)
                                 for s in ((64, 128), (256, 128), (256, 128), (128, 256))),
 )

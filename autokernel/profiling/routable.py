@@ -5,14 +5,15 @@ before the night starts. The answer follows what `autokernel.integrate.patch` ro
 doc is the reference; `tests/test_profiler.py` checks the two agree on the fixture models):
 
 - "module": the call is an nn.Module's whole forward (nn.Linear, nn.LayerNorm, nn.RMSNorm, a
-  hand-written RMSNorm, a SwiGLU MLP module, a rotary module), routed after a probe where the
-  module is hand-written;
+  hand-written RMSNorm, a SwiGLU or GeGLU MLP module, a rotary module), routed after a probe where
+  the module is hand-written;
 - "call": a torch call the router intercepts (SDPA, softmax, F.cross_entropy, sum, matmul/bmm/mm
   /addmm);
 - "call chain": explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v, deferred whole;
   an LM head's F.linear deferred into the F.cross_entropy it feeds (linear_cross_entropy:
   `logits_chain.py`);
-  a residual add deferred into the norm module it feeds (add_rmsnorm: `residual_norm.py`);
+  a residual add deferred into the norm module it feeds (add_rmsnorm, add_layernorm:
+  `residual_norm.py`);
 - "function?": RoPE inside a module that is no rotary module: routed if the rotation is a
   function rope(x, cos, sin) or (q, k, cos, sin) the module calls, not if it is written inline
   (the profile cannot tell);
@@ -55,9 +56,9 @@ def _type(modules: Mapping[str, ModuleInfo], path: str) -> str | None:
     return info.type if info is not None else None
 
 
-def _is_swiglu_module(modules: Mapping[str, ModuleInfo], path: str) -> bool:
-    """Three nn.Linear children and no other child with weights: what the fused_mlp route
-    takes (its probe then decides)."""
+def _is_gated_mlp_module(modules: Mapping[str, ModuleInfo], path: str) -> bool:
+    """Three nn.Linear children and no other child with weights (an nn.GELU may be there): what
+    the fused_mlp route takes (its probe then decides, for the verified activation)."""
     if not path or path not in modules:
         return False
     children = [(p, info) for p, info in modules.items()
@@ -103,7 +104,7 @@ def site_route(kernel_type: str, site: SiteKey, modules: Mapping[str, ModuleInfo
             return MODULE
         return "no: F.rms_norm outside nn.RMSNorm"
     if kernel_type == "fused_mlp":
-        if _is_swiglu_module(modules, site.module):
+        if _is_gated_mlp_module(modules, site.module):
             return MODULE
         return "no: gate/up/down are not the three Linears of one module"
     if kernel_type == "cross_entropy":
@@ -154,9 +155,15 @@ def _resolved_scale(scale: Any, shape: list[int]) -> float | None:
 
 def unverified_param(kernel_type: str, site_params: Mapping[str, Any], shape: list[int],
                      verified: Mapping[str, Any]) -> str | None:
-    """ "no: why" for a site whose eps (norms) or scale (attention) is not the one the target's
-    kernel is verified with: verify refuses such a call, since a tuned kernel may bake the value
-    in (`autokernel.integrate.routing._unverified`). None when they agree or one is unknown."""
+    """ "no: why" for a site whose eps (norms), scale (attention) or activation (fused_mlp) is
+    not the one the target's kernel is verified with: verify refuses such a call, since a tuned
+    kernel may bake the value in (`autokernel.integrate.routing._unverified`), and a gated MLP
+    of another activation fails the module probe. None when they agree or one is unknown."""
+    if kernel_type == "fused_mlp":
+        # SiLU is the default, which a SwiGLU site and a target verified for it leave unnamed.
+        mine = site_params.get("activation", "silu")
+        theirs = verified.get("activation", "silu")
+        return None if mine == theirs else f"no: activation={mine} (verified: {theirs})"
     norms = ("rmsnorm", "layernorm", *FUSED_NORMS)
     if kernel_type in norms and "eps" in verified and "eps" in site_params:
         mine, theirs = site_params["eps"], verified["eps"]

@@ -1,0 +1,84 @@
+"""The gated MLP pattern (fused_mlp): down(act(gate(x)) * up(x)) with three bias-free
+aten::linear calls, act SiLU (SwiGLU) or GELU (GeGLU), claimed as ONE call.
+
+The activation is the site's `activation` param, so the harness verifies the kernel for it and
+verify refuses a site whose activation differs from the verified one
+(`routable.unverified_param`). SiLU is the op's default and records no param, as before GeGLU
+was recognised. torch.profiler records no string arguments, so GELU's form comes from the
+nn.GELU module around the call (approximate="tanh": "gelu_tanh"); an F.gelu written inline
+records none and is taken as the exact form, as the gelu type takes it. A tanh-form MLP then
+gets a kernel verified for the exact form, which verify's module probe refuses in fp32 (the two
+forms differ by ~2e-4 relative) and takes in fp16/bf16, where they agree within tolerance.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autokernel.profiling.callsites import (
+    Context, _arg, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
+)
+from autokernel.profiling.events import OpCall
+
+# act(gate(x)) * up(x) evaluates gate, act, up; up(x) * act(gate(x)) evaluates up, gate, act.
+# "act" stands for any of ACTIVATION_OPS.
+GATED_ORDERS = (
+    ["aten::linear", "act", "aten::linear", "aten::mul", "aten::linear"],
+    ["aten::linear", "aten::linear", "act", "aten::mul", "aten::linear"],
+)
+# aten op (in-place spellings folded in) -> the pattern's name in the site's op column.
+ACTIVATION_OPS = {"aten::silu": "swiglu", "aten::silu_": "swiglu", "aten::gelu": "geglu",
+                  "aten::gelu_": "geglu"}
+# nn.GELU's `approximate` -> fused_mlp's activation.
+GELU_FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
+
+
+def _is_plain_linear(op: OpCall) -> bool:
+    return op.name == "aten::linear" and len(_shape(op, 1)) == 2 and not _has_tensor(op, 2)
+
+
+def _activation_params(act: OpCall, ctx: Context) -> dict[str, Any]:
+    """The site's params for its activation op: {} for SiLU (the default), else GELU's form."""
+    if ACTIVATION_OPS[act.name] == "swiglu":
+        return {}
+    approximate = _arg(act, 1) or ctx.module_attr(act, ("approximate",))
+    return {"activation": GELU_FORMS.get(str(approximate), "gelu")}
+
+
+def _hidden_shape(window: list[OpCall], act: OpCall) -> list[int] | None:
+    """[..., H] when the window's shapes chain as gate/up [H, D] then down [D, H], else None."""
+    first, second, down = (op for op in window if op.name == "aten::linear")
+    x, w = _shape(first, 0), _shape(first, 1)
+    if not (all(_is_plain_linear(op) for op in (first, second, down))
+            and _shape(second, 0) == x and _shape(second, 1) == w and len(x) >= 1):
+        return None
+    hidden, d = w[0], w[1]
+    h_shape = x[:-1] + [hidden]
+    mul = window[3]
+    if (_shape(act, 0) == h_shape and _shape(mul, 0) == h_shape and _shape(mul, 1) == h_shape
+            and _shape(down, 0) == h_shape and _shape(down, 1) == [d, hidden]):
+        return h_shape
+    return None
+
+
+def find_gated_mlp(ctx: Context) -> None:
+    """Claim every gate/act/up/mul/down window of unclaimed significant ops as a fused_mlp."""
+    seq = _significant_unclaimed(ctx)
+    i = 0
+    while i + 5 <= len(seq):
+        window = seq[i:i + 5]
+        names = ["act" if op.name in ACTIVATION_OPS else op.name for op in window]
+        act = next((op for op in window if op.name in ACTIVATION_OPS), None)
+        h_shape = _hidden_shape(window, act) if names in GATED_ORDERS and act else None
+        if h_shape is None:
+            i += 1
+            continue
+        first = window[0]
+        x = _shape(first, 0)
+        named = {"M": _numel(x[:-1]), "D": x[-1], "H": h_shape[-1]}
+        kind = ACTIVATION_OPS[act.name]
+        site = ctx.site("fused_mlp", ctx.common_module(window),
+                        f"{kind}(aten::linear x3, {act.name.rstrip('_')}, aten::mul)", named,
+                        _activation_params(act, ctx), _dtype(first, ctx.record.dtype))
+        ctx.claim(_span(ctx, window[0], window[-1]), "fused_mlp", (kind, window[0].id), site)
+        i += 5
