@@ -195,8 +195,10 @@ def hopper_compile_problems(
     calls: list[tuple[tuple[int, ...], torch.dtype]],
     directory: Path,
     forbid_spills: bool = False,
+    params: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Compile what the starter launches, under each tunable combination and call, for sm_90.
+    """Compile what the starter launches, under each tunable combination and call, for sm_90,
+    with the inputs a target with `params` gets (fused_mlp's activation).
 
     Launches are recorded in this (interpreting) process without running them, then compiled
     together in one child process by autokernel.aot. That is sound because the combinations
@@ -213,7 +215,8 @@ def hopper_compile_problems(
         module = load_starter_with(kernel_type, tunables, directory) if tunables else \
             load_starter(kernel_type)
         for shape, dtype in calls:
-            args = spec.make_inputs(shape, dtype, "cpu", torch.Generator().manual_seed(0))
+            args = spec.make_inputs(shape, dtype, "cpu", torch.Generator().manual_seed(0),
+                                    **(params or {}))
             found, failed = record_call(module.kernel_fn, args, execute=False,
                                         context=f"{tunables or 'defaults'} {shape} {dtype}")
             requests += found

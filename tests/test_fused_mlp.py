@@ -15,6 +15,7 @@ from starter_checks import (
     assert_matches_reference,
     covering_sample,
     dtype_tolerance_params,
+    hopper_compile_problems,
     load_starter,
     load_starter_with,
     nan_filled_allocations,
@@ -22,6 +23,10 @@ from starter_checks import (
     starter_space,
 )
 
+from autokernel import reference
+from autokernel.harness.runner import run_bench
+from autokernel.harness.result import Status
+from autokernel.kernels import starter_path
 from autokernel.ops import get_spec
 from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
 
@@ -216,3 +221,135 @@ def test_rejects_mismatched_operands(device) -> None:
         KERNEL.kernel_fn(x, w_gate, w_up[:8], w_down)
     with pytest.raises(ValueError):
         KERNEL.kernel_fn(x, w_gate.float(), w_up, w_down)
+
+
+# ---------------------------------------------------------------------------------------------
+# GeGLU: the activation param ("gelu" exact, "gelu_tanh"), on the same kernel type
+
+GELU_FORMS = ("gelu", "gelu_tanh")
+NEEDS_INTERPRETER = pytest.mark.skipif(torch.cuda.is_available(), reason="checked by GPU tests")
+
+
+def test_inputs_carry_the_activation_only_for_geglu(device) -> None:
+    """A SwiGLU's inputs stay the four tensors (kernels written before GeGLU take those), and
+    are the very tensors they were; a GeGLU's end with the activation's name."""
+    swiglu = _inputs((8, 16, 24), torch.float32, device)
+    assert len(swiglu) == 4
+    default = _inputs((8, 16, 24), torch.float32, device, activation="silu")
+    assert all(torch.equal(a, b) for a, b in zip(swiglu, default))
+    geglu = _inputs((8, 16, 24), torch.float32, device, activation="gelu_tanh")
+    assert geglu[-1] == "gelu_tanh" and all(torch.equal(a, b) for a, b in zip(swiglu, geglu))
+    with pytest.raises(ValueError):
+        _inputs((8, 16, 24), torch.float32, device, activation="relu")
+    with pytest.raises(ValueError):
+        _inputs((8, 16, 24), torch.float32, device, eps=1e-5)
+
+
+@pytest.mark.parametrize("distribution", ("normal", "large"))
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("shape", SPEC.cpu_sweep[:3] + SPEC.cpu_edge_shapes[:2], ids=str)
+@pytest.mark.parametrize("activation", GELU_FORMS)
+def test_geglu_matches_reference_small(activation, shape, dtype, distribution, device) -> None:
+    args = _inputs(shape, dtype, device, distribution, activation=activation)
+    assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{activation} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+@pytest.mark.parametrize("activation", GELU_FORMS)
+def test_geglu_adversarial(activation, case, dtype, device, small_block_kernel) -> None:
+    args = case.make_inputs((40, 24, 72), dtype, device, torch.Generator(device=device)
+                            .manual_seed(1), activation=activation)
+    assert args[-1] == activation
+    assert_matches_reference(SPEC, small_block_kernel.kernel_fn, args,
+                             f"{case.name} {activation} {dtype}")
+
+
+@pytest.mark.parametrize("activation, impostor", [("gelu", "gelu_tanh"), ("gelu_tanh", "gelu"),
+                                                  ("gelu", "sigmoid"), ("silu", "gelu")])
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_negative_gate_tail_catches_the_wrong_activation(activation, impostor, dtype,
+                                                         device) -> None:
+    """In GELU's negative tail the two GELU forms differ by 3-45%, x·sigmoid(1.702x) by 2-35x:
+    a kernel computing the wrong one fails the case in every dtype."""
+    case = next(c for c in SPEC.adversarial if c.name == "negative_gate_tail")
+    args = case.make_inputs((40, 24, 72), dtype, device, torch.Generator(device=device)
+                            .manual_seed(1), activation=activation)
+
+    def wrong_activation(x, w_gate, w_up, w_down, *_):
+        gate = x.float() @ w_gate.float().t()
+        act = gate * torch.sigmoid(1.702 * gate) if impostor == "sigmoid" else \
+            reference.mlp_activation(gate, impostor)
+        hidden = (act * (x.float() @ w_up.float().t())).to(x.dtype)
+        return (hidden.float() @ w_down.float().t()).to(x.dtype)
+
+    with pytest.raises(AssertionError):
+        assert_matches_reference(SPEC, wrong_activation, args, f"{impostor} for {activation}")
+
+
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+def test_geglu_stock_agrees_with_reference(dtype, device) -> None:
+    for activation in GELU_FORMS:
+        args = _inputs((33, 20, 48), dtype, device, "uniform", activation=activation)
+        assert_matches_reference(SPEC, SPEC.stock, args, f"stock {activation} {dtype}")
+
+
+def test_an_unknown_activation_is_refused(device) -> None:
+    x, w_gate, w_up, w_down = _inputs((8, 16, 24), torch.float32, device)
+    with pytest.raises(ValueError):
+        KERNEL.kernel_fn(x, w_gate, w_up, w_down, "relu")
+
+
+def test_cuda_starter_refuses_geglu_so_a_routed_call_falls_back() -> None:
+    """The CUDA starter is SwiGLU only: a GeGLU call raises NotImplementedError (the router's
+    cue to leave the call to PyTorch) before anything is built."""
+    import importlib.util
+
+    path = starter_path("fused_mlp").parent / "cuda" / "fused_mlp.py"
+    module_spec = importlib.util.spec_from_file_location("cuda_fused_mlp_geglu", path)
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    x, w_gate, w_up, w_down = _inputs((8, 16, 24), torch.float32, "cpu")
+    for activation in GELU_FORMS:
+        with pytest.raises(NotImplementedError):
+            module.kernel_fn(x, w_gate, w_up, w_down, activation)
+    assert module.EXTENSION._library is None
+
+
+@pytest.mark.parametrize("activation", GELU_FORMS)
+def test_geglu_starter_passes_the_harness(activation, tmp_path: Path) -> None:
+    """The whole harness (smoke, sweep, stability with the adversarial cases, determinism, edges)
+    on a GeGLU target: the activation reaches every stage's inputs. fp32 only to stay fast on the
+    interpreter; the other dtypes are covered above."""
+    result = run_bench(starter_path("fused_mlp"), device="cpu", quick=True, timeout_s=300,
+                       correctness_dtypes=["fp32"], correctness_only=True,
+                       params={"activation": activation}, cache_dir=tmp_path / "cache")
+    assert result.status is Status.PASS, result.reason
+
+
+@NEEDS_INTERPRETER
+def test_geglu_launches_compile_for_hopper(tmp_path: Path) -> None:
+    """Each GELU form's gate/up kernel builds for sm_90 (H100/H200), checked without a GPU
+    through Triton's compiler (tl.math.erf lowers to libdevice). bf16 only: each build takes
+    seconds here, and the epilogue is the same fp32 code in every dtype."""
+    calls = [((2048, 4096, 11008), torch.bfloat16)]
+    for activation in GELU_FORMS:
+        problems = hopper_compile_problems("fused_mlp", [{}], calls, tmp_path,
+                                           params={"activation": activation})
+        assert not problems, "\n".join(problems)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(2048, 4096, 11008), (16, 4096, 11008), (1023, 4097, 1537)],
+                         ids=str)
+@pytest.mark.parametrize("dtype", SPEC.dtypes, ids=dtype_name)
+@pytest.mark.parametrize("activation", GELU_FORMS)
+def test_geglu_matches_reference_gpu(activation, dtype, shape) -> None:
+    for distribution in DISTRIBUTIONS:
+        args = _inputs(shape, dtype, "cuda", distribution, activation=activation)
+        assert_matches_reference(SPEC, KERNEL.kernel_fn, args,
+                                 f"{activation} {shape} {dtype} {distribution}")
+    for case in SPEC.adversarial:
+        args = case.make_inputs(shape, dtype, "cuda", torch.Generator(device="cuda")
+                                .manual_seed(1), activation=activation)
+        assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{case.name} {activation}")

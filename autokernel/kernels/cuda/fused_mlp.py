@@ -25,6 +25,9 @@ exp overflowing for g < -88 gives -0, the right limit.
 Loads: where a tile row is contiguous along K, 16-byte chunks wholly inside the matrix and 16-byte
 aligned move as one vector; every other element is a scalar, bounds-checked load. int64 indexing.
 
+SwiGLU only: the op's GeGLU activations ("gelu", "gelu_tanh") raise NotImplementedError, so a
+routed GeGLU call falls back to PyTorch; the Triton starter computes all three.
+
 Limits: one shared-memory stage (no cp.async pipelining or double buffering), no wgmma/TMA, no
 split-K, and hidden [M, H] makes a round trip through global memory between the two launches.
 fp32's SIMT tiles have 2-way bank conflicts on the B reads. Large warp tiles (64x64: BLOCK 128
@@ -430,8 +433,10 @@ EXTENSION = load_extension(CUDA_SOURCE, {
 
 
 def kernel_fn(x: torch.Tensor, w_gate: torch.Tensor, w_up: torch.Tensor,
-              w_down: torch.Tensor) -> torch.Tensor:
+              w_down: torch.Tensor, activation: str = "silu") -> torch.Tensor:
     """SwiGLU MLP in x's dtype (fp32 accumulation, hidden rounded to x's dtype)."""
+    if activation != "silu":
+        raise NotImplementedError(f"the CUDA starter computes SwiGLU only, not {activation!r}")
     if x.ndim != 2 or w_gate.ndim != 2 or w_gate.shape != w_up.shape or \
             w_gate.shape[1] != x.shape[1] or tuple(w_down.shape) != (x.shape[1], w_gate.shape[0]):
         raise ValueError("fused_mlp needs x[M, D], w_gate[H, D], w_up[H, D], w_down[D, H]; got "
