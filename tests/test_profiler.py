@@ -94,6 +94,8 @@ CASES = [
      {"matmul", "cross_entropy"}),
     # A residual add and the RMSNorm it feeds (nn.RMSNorm, a hand-written one): one call each.
     ("add_rmsnorm", {"add_rmsnorm": 2, "matmul (linear)": 4}, {"rmsnorm"}),
+    # BERT's post-norm and GPT-2's pre-norm add + nn.LayerNorm, and an add + F.layer_norm.
+    ("add_layernorm", {"add_layernorm": 3, "layernorm": 1, "matmul (linear)": 4}, {"rmsnorm"}),
     ("rope_inline", {"rotary_embedding": 2}, set()),
     ("softmax", {"softmax": 1}, set()),
     ("reduce", {"reduce": 2}, set()),  # the last-dim and the first-dim sum
@@ -792,7 +794,7 @@ ROUTES = [
     ("attention_matmuls", {"matmul (linear)": "module", "matmul (batched)": "call",
                            "softmax": "call"}),
     ("minigpt_lambda", {"matmul (linear)": "module", "matmul (batched)": "call",
-                        "softmax": "call", "layernorm": "module"}),
+                        "softmax": "call", "layernorm": "module", "add_layernorm": "call chain"}),
     ("swiglu", {"fused_mlp": "module"}),
     ("gated_gelu_mlp", {"fused_mlp": "module"}),
     # Two activations: the kernel is verified with the hotter MLP's, and verify refuses the other.
@@ -803,6 +805,9 @@ ROUTES = [
     ("layernorm", {"layernorm": "module"}),
     # A residual add deferred into the norm it feeds, nn.RMSNorm and a hand-written one alike.
     ("add_rmsnorm", {"add_rmsnorm": "call chain", "matmul (linear)": "module"}),
+    # nn.LayerNorm pairs are; F.layer_norm outside a module is not.
+    ("add_layernorm", {"add_layernorm": "part: call chain; no: F.layer_norm outside nn.LayerNorm",
+                       "layernorm": "module", "matmul (linear)": "module"}),
     ("cross_entropy", {"cross_entropy": "call"}),
     # The head's F.linear deferred into the loss of its (shifted, cast) output.
     ("linear_cross_entropy", {"linear_cross_entropy": "call chain", "layernorm": "module"}),
@@ -854,7 +859,7 @@ def test_sdpa_with_a_mask_or_fewer_kv_heads_is_not_routable() -> None:
 CONSISTENCY = ["matmul_mixed", "explicit_attention", "explicit_attention_where",
                "attention_matmuls", "minigpt_lambda", "swiglu", "gated_gelu_mlp",
                "mixed_gated_mlps", "rmsnorm_builtin",
-               "rmsnorm_handwritten", "add_rmsnorm",
+               "rmsnorm_handwritten", "add_rmsnorm", "add_layernorm",
                "log_softmax_nll", "rope_inline", "rope_function", "cross_entropy", "softmax",
                "linear_cross_entropy"]
 

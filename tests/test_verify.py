@@ -426,7 +426,8 @@ def test_verify_splices_into_a_minigpt_block_whose_mlp_is_a_lambda(tmp_path: Pat
     assert rows["matmul (linear)"]["calls_per_forward"] == 4
     assert rows["matmul (batched)"]["calls_per_forward"] == 2  # q @ kᵀ and p @ v
     assert rows["matmul (batched)"]["scopes"] == ["attn"]
-    assert rows["softmax"]["calls_per_forward"] == 1 and rows["layernorm"]["calls_per_forward"] == 2
+    assert rows["softmax"]["calls_per_forward"] == 1 and rows["layernorm"]["calls_per_forward"] == 1
+    assert rows["add_layernorm"]["calls_per_forward"] == 1  # x + attn(...) into ln_2
     assert result["accuracy"]["passed"] and result["accuracy"]["oracle"] == "fp32"
     assert result["gradients"]["passed"] and "PASS" in done.stdout
 
@@ -473,12 +474,14 @@ EXAMPLES = {
     "vit_encoder": ("examples/models/vit_encoder.py",
                     "def get_inputs(): return example.inputs_for(example.TINY, 2)\n"
                     "def get_init_inputs(): return example.init_inputs_for(example.TINY)",
-                    "fp32", {"matmul (linear)": 9, "flash_attention": 2, "layernorm": 5, "gelu": 2}),
+                    # Every norm but the first block's norm1 takes a residual add's result.
+                    "fp32", {"matmul (linear)": 9, "flash_attention": 2, "layernorm": 1,
+                             "add_layernorm": 4, "gelu": 2}),
     "mini_gpt_block": ("examples/kernelbench/11_mini_gpt_block.py",
                        "def get_inputs(): return [torch.randn(2, 16, 64)]\n"
                        "def get_init_inputs(): return [64, 4, 16]",
-                       "fp16", {"matmul (linear)": 4, "matmul (batched)": 2, "layernorm": 2,
-                                "softmax": 1}),
+                       "fp16", {"matmul (linear)": 4, "matmul (batched)": 2, "layernorm": 1,
+                                "add_layernorm": 1, "softmax": 1}),
     "linear_cross_entropy": ("examples/kernelbench/15_linear_cross_entropy.py",
                              "def get_inputs(): return example.inputs_for(40, 24, 300)\n"
                              "def get_init_inputs(): return [24, 300]",

@@ -29,8 +29,9 @@ Six ways in, chosen by where PyTorch models call each kernel type:
   call sites keeps its per-op Python cost in eager mode off the rest of the model.
 - Explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v written out in torch calls →
   flash_attention, by deferring the scores inside the kernel's scopes (`attention_chain.py`).
-- A residual add and the norm it feeds, `h = x + r; y = norm(h)` → add_rmsnorm, by deferring
-  the add inside the kernel's scopes and tapping the norm modules there (`residual_norm.py`).
+- A residual add and the norm it feeds, `h = x + r; y = norm(h)` → add_rmsnorm (an RMSNorm) or
+  add_layernorm (an nn.LayerNorm), by deferring the add inside the kernel's scopes and tapping
+  the norm modules there (`residual_norm.py`).
 - An LM head and its loss, `F.cross_entropy(lm_head(h).view(-1, V), t)` → linear_cross_entropy,
   by deferring the head's F.linear inside the kernel's scopes until the loss (`logits_chain.py`).
 - A model's own RoPE function, rope(x, cos, sin) or (q, k, cos, sin), called from the modules

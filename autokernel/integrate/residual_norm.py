@@ -1,4 +1,5 @@
-"""A residual add and the norm it feeds, routed as ONE call of a fused kernel (add_rmsnorm).
+"""A residual add and the norm it feeds, routed as ONE call of a fused kernel (add_rmsnorm,
+add_layernorm).
 
 A pre-norm block writes `h = x + attn(x); y = self.norm(h)`: two kernels in PyTorch, one in
 ours, which reads x and residual once and returns (y, h). No single call of the pair can be sent
@@ -8,15 +9,16 @@ a tapped norm returns a `PendingSum`: a stand-in that remembers its two operands
 that made it, without computing it.
 
 - Passed as the only argument to a recognized norm module (nn.RMSNorm, a hand-written RMSNorm
-  that passes the op entry's probe), which patching wrapped in a `FusedNormTap`, it runs the
-  kernel: the module returns y, and the stand-in becomes h, the kernel's second output.
+  that passes the op entry's probe; nn.LayerNorm), which patching wrapped in a `FusedNormTap`,
+  it runs the kernel: the module returns y, and the stand-in becomes h, the kernel's second
+  output.
 - Any other use (a torch call, a method, an operator, reading it, returning it from the scope)
   first computes the add exactly as the code wrote it, and from then on the stand-in is that
   value: such an add was never part of a fused pair, so nothing is counted.
 
 A tapped norm that receives a stand-in it cannot fuse (a dtype or eps the harness did not
 verify) counts a call left to PyTorch, with the reason, and runs what was there before (the
-rmsnorm kernel's route, or the module's own forward) on the computed sum.
+rmsnorm or layernorm kernel's route, or the module's own forward) on the computed sum.
 
 Limits: under torch.compile nothing is deferred (the compiler fuses the pair itself); code that
 checks `isinstance(h, torch.Tensor)` between the add and the norm sees the stand-in; x or

@@ -48,9 +48,11 @@ def _residual_add(op: OpCall) -> list[int] | None:
 
 
 def _next_significant(ctx: Context, op: OpCall) -> OpCall | None:
+    """The next op after `op` that does work, within the same forward: the profile records
+    several, and a block's last add is otherwise paired with the next forward's first norm."""
     for later in ctx.roots[ctx.position[op.id] + 1:]:
         if ctx.significant(later):
-            return later
+            return later if later.scopes[:1] == op.scopes[:1] else None
     return None
 
 
