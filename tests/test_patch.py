@@ -150,7 +150,8 @@ class Everything(nn.Module):
         self.head = nn.Linear(D, VOCAB, bias=False)
 
     def forward(self, x: torch.Tensor, targets: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        h = self.ln(self.rms(x) + self.hand_rms(x))
+        # A product, not a sum: an add feeding the LayerNorm would be add_layernorm's call.
+        h = self.ln(self.rms(x) * self.hand_rms(x))
         q, k, v = self.qkv(h).view(BATCH, SEQ, 3, HEADS, HEAD_DIM).permute(2, 0, 3, 1, 4)
         q, k = self.rotary(q, k)
         attention = F.scaled_dot_product_attention(q, k, v, is_causal=True)
@@ -167,7 +168,8 @@ EXPECTED_CALLS = {"rmsnorm": 2, "layernorm": 1, "matmul": 2, "rotary_embedding":
                   "flash_attention": 1, "fused_mlp": 1, "softmax": 3, "reduce": 1,
                   "cross_entropy": 1,
                   "gelu": 0,  # this model calls no GELU; tests/test_gelu.py routes one
-                  # No norm takes an add's result here; tests/test_add_rmsnorm.py fuses some.
+                  # No norm takes an add's result here; tests/test_add_rmsnorm.py and
+                  # tests/test_add_layernorm.py fuse some.
                   "add_rmsnorm": 0, "add_layernorm": 0,
                   # The head is the matmul kernel's module route here, which never calls
                   # F.linear; tests/test_linear_cross_entropy.py routes a head + loss.
