@@ -8,6 +8,7 @@ Triton interpreter at 8x64), the drafts tests/repair_corpus.py's real errors.
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -22,6 +23,9 @@ from autokernel.agents.claude_checks import CheckRunners
 from autokernel.agents.claude_prompt import describe_history
 from autokernel.aot import AotResult
 from autokernel.harness.result import BenchResult, Status
+from autokernel.loop.dashboard import PlainDashboard
+from autokernel.loop.results import read_rows
+from autokernel.loop.runner import Runner
 from repair_corpus import BASE, CORPUS, INTENDED, BrokenDraft
 from scripted_model import (
     Reply, Request, ScriptedModel, call, done, last_tool_results, result_text, tool_names,
@@ -249,3 +253,95 @@ def test_the_harness_keeps_the_whole_traceback_of_a_crash(tmp_path: Path) -> Non
 
 def test_proposal_fields_default_to_no_checks() -> None:
     assert Proposal(source="", description="").check_calls == 0
+
+
+# -- in the loop: no target ends on failures the corpus' fix turns repair ------------------------
+
+
+def corpus_draft(source: str) -> BrokenDraft | None:
+    """The corpus draft `source` is (an experiment's marker may follow it), or None: repaired."""
+    return next((d for d in CORPUS if source.startswith(d.source)), None)
+
+
+def corpus_compile(path: Path, target: Any) -> list[AotResult]:
+    """compile_kernel as the real one answers the corpus (the slow test above checks that)."""
+    draft = corpus_draft(path.read_text())
+    if draft is not None and draft.tool == "compile_kernel":
+        return [AotResult("_row_sums", ok=False, context="fp32 8x64", error=draft.what,
+                          detail=f"CompilationError: {draft.what}")]
+    return [AotResult("_row_sums", ok=True, context="fp32 8x64", num_warps=4, num_stages=3,
+                      grid=[2, 1, 1], n_regs=31, shared_bytes=16, local_bytes=0)]
+
+
+def corpus_test(path: Path, **options: Any) -> BenchResult:
+    """test_kernel as the real one answers the corpus: a wrong result fails correctness."""
+    draft = corpus_draft(path.read_text())
+    if draft is not None and draft.tool == "test_kernel":
+        return BenchResult(status=Status.FAIL, stage="correctness", device="cpu",
+                           reason=draft.what, detail=f"AssertionError: {draft.what}")
+    return BenchResult(status=Status.PASS, device="cpu", harness_seconds=0.5,
+                       stages={"correctness": "pass"}, stage_cases={"correctness": 4})
+
+
+class CorpusBench(FakeBench):
+    """The loop's harness on the corpus: a broken draft fails at the stage its error shows in;
+    any other kernel passes, each faster than the last, so every repaired draft is kept."""
+
+    def judge(self, source: str, device: str, shapes: list[list[int]], dtypes: list[str], *,
+              quick: bool, incumbent: Path | None) -> BenchResult:
+        draft = corpus_draft(source)
+        if draft is not None:
+            stage = "compile" if draft.tool == "compile_kernel" else "correctness"
+            return BenchResult(status=Status.FAIL, stage=stage, reason=draft.what)
+        return self.passing(30.0 - len(self.calls), device, shapes, dtypes)
+
+
+class CorpusRepairModel:
+    """One corpus draft per conversation (in order), with the marker of its conversation; the
+    corpus' fix turn only when a check reports the draft's error, then one more check."""
+
+    def __init__(self) -> None:
+        self.conversations = 0
+
+    def __call__(self, request: Request) -> Reply:
+        if "write_kernel" not in tool_names(request):
+            return done("1. stream the loads past L2")  # a planning request (no tools)
+        uses = tool_uses(request)
+        draft = CORPUS[(self.conversations - (1 if uses else 0)) % len(CORPUS)]
+        if not uses:
+            self.conversations += 1
+            return call("write_kernel", source=f"{draft.source}# draft {self.conversations}\n",
+                        description=f"evict-first loads ({draft.name})",
+                        hypothesis="x is read once: stream it past L2")
+        if uses[-1]["name"] in ("write_kernel", "edit_kernel"):
+            return call(draft.tool)
+        answer = result_text(last_tool_results(request)[-1])
+        reported = answer.startswith(("compile_kernel: FAILED", "test_kernel: FAIL"))
+        if reported and not any(u["name"] == "edit_kernel" for u in uses):
+            return call("edit_kernel", old=draft.old, new=draft.new, description="fixed")
+        return done("Submitting.")
+
+
+def corpus_loop(tmp_path: Path, checks: CheckRunners) -> tuple[list[dict[str, str]], Any]:
+    """Six experiments of the real loop on a reduce target, one corpus draft each, with the
+    plateau rule at its default of 5 non-kept experiments in a row."""
+    ws, state, plan = new_run(tmp_path, make_plan(("reduce",)))
+    agent, _ = agent_for(CorpusRepairModel(), checks=checks)
+    config = loop_config(max_consecutive_reverts=5, max_experiments=len(CORPUS))
+    Runner(ws, plan, state, config, agent, bench=CorpusBench(),
+           dashboard=PlainDashboard(stream=open(os.devnull, "w")),
+           starter_source=lambda kernel_type: BASE).run()
+    return read_rows(ws.results_path), state.targets[0]
+
+
+def test_no_target_ends_on_failures_the_corpus_fix_turns_repair(tmp_path: Path) -> None:
+    rows, target = corpus_loop(tmp_path / "checked",
+                               CheckRunners(compile=corpus_compile, bench=corpus_test))
+    assert [r["status"] for r in rows] == ["baseline"] + ["keep"] * len(CORPUS)
+    assert all("[checked: " in r["description"] for r in rows[1:])
+    assert target.stop_rule == "experiments" and target.consecutive_reverts == 0
+    # The control: the same model without the tools submits each draft as written, and the
+    # target dies of five failures that one more turn each would have repaired.
+    rows, target = corpus_loop(tmp_path / "unchecked", CheckRunners(max_uses=0))
+    assert [r["status"] for r in rows] == ["baseline"] + ["fail"] * 5
+    assert target.stop_rule == "plateau"

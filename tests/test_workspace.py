@@ -104,18 +104,23 @@ class FakeBench:
                 result = BenchResult(status=Status.CRASH, stage="smoke",
                                      reason="out of resources")
             else:
-                timings = [ShapeTiming(shape=s, dtype=dtypes[0], latency_us=latency * (i + 1),
-                                       iqr_us=self.iqr, eager_us=self.eager * (i + 1),
-                                       compile_us=self.compile * (i + 1))
-                           for i, s in enumerate(shapes)]
-                result = BenchResult(
-                    status=Status.PASS, device=device, shapes=shapes, dtypes=dtypes,
-                    latency_us=latency, iqr_us=self.iqr, eager_latency_us=self.eager,
-                    compile_latency_us=self.compile, speedup_vs_eager=self.eager / latency,
-                    speedup_vs_compile=self.compile / latency, pct_peak_datasheet=20.0,
-                    harness_seconds=0.01, timing_meaningful=device != "cpu", timings=timings,
-                )
+                result = self.passing(latency, device, shapes, dtypes)
         return result
+
+    def passing(self, latency: float, device: str, shapes: list[list[int]],
+                dtypes: list[str]) -> BenchResult:
+        """A PASS at `latency` µs on the first shape (each further shape takes longer)."""
+        timings = [ShapeTiming(shape=s, dtype=dtypes[0], latency_us=latency * (i + 1),
+                               iqr_us=self.iqr, eager_us=self.eager * (i + 1),
+                               compile_us=self.compile * (i + 1))
+                   for i, s in enumerate(shapes)]
+        return BenchResult(
+            status=Status.PASS, device=device, shapes=shapes, dtypes=dtypes,
+            latency_us=latency, iqr_us=self.iqr, eager_latency_us=self.eager,
+            compile_latency_us=self.compile, speedup_vs_eager=self.eager / latency,
+            speedup_vs_compile=self.compile / latency, pct_peak_datasheet=20.0,
+            harness_seconds=0.01, timing_meaningful=device != "cpu", timings=timings,
+        )
 
 
 def make_plan(types: tuple[str, ...] = ("softmax", "rmsnorm")) -> Plan:
