@@ -343,3 +343,59 @@ def test_the_golden_fixture_is_json_free_text() -> None:
     with pytest.raises(json.JSONDecodeError):
         json.loads(text)
     assert len(text.splitlines()) < 200  # the prompt stays bounded
+
+
+def _architecture_note(program: str, family: str) -> str:
+    """The bullet of program.md's architecture notes on `family` (e.g. "Hopper"), one line."""
+    notes = program[program.index("## 8. Architecture notes"):program.index("## 9.")]
+    start = notes.index(f"- **{family}**")
+    end = notes.find("\n- **", start + 1)
+    return " ".join(notes[start:end if end > 0 else None].split())
+
+
+def _tb_per_s(gbps: float) -> str:
+    return f"{gbps / 1000:.3g}"
+
+
+def test_program_md_states_the_hardware_facts_of_the_gpu_tables() -> None:
+    # program.md's orientation figures come from the same tables as the prompt's GPU section
+    # (gpu/database.py, gpu/occupancy.py); a table corrected without the playbook shows here.
+    from autokernel.agents.claude_prompt import load_program
+    from autokernel.gpu.database import L2_MB
+
+    program = load_program()
+    hopper, h100, h200 = sm_limits((9, 0)), GPUS_BY_KEY["h100-sxm"], GPUS_BY_KEY["h200-sxm"]
+    ampere, a100s = sm_limits((8, 0)), [g for k, g in GPUS_BY_KEY.items() if k.startswith("a100")]
+    ada = sm_limits((8, 9))
+    expected = {
+        "Hopper": [
+            f"{h100.sms} SMs", f"{hopper.shared_bytes // 1024} KB shared memory per SM, up to "
+            f"{hopper.max_shared_per_block // 1024} KB per block",
+            f"{hopper.max_threads} threads ({hopper.max_warps} warps) and {hopper.max_blocks} "
+            "blocks per SM", f"{L2_MB['h100-sxm']:g} MB L2 (H100) or {L2_MB['h200-sxm']:g} MB",
+            f"{_tb_per_s(h100.gbps)} TB/s (H100)", f"{_tb_per_s(h200.gbps)} TB/s (H200)",
+            f"~{h100.bf16_tflops:.0f} dense fp16/bf16 TFLOP/s, {h100.fp32_tflops:g} fp32"],
+        "Ampere": [
+            f"{a100s[0].sms} SMs", f"{ampere.shared_bytes // 1024} KB shared memory per SM, up "
+            f"to {ampere.max_shared_per_block // 1024} KB per block",
+            f"{ampere.max_warps} warps and {ampere.max_blocks} blocks per SM",
+            f"{L2_MB['a100-sxm-80gb']:g} MB L2",
+            f"{min(g.gbps for g in a100s) / 1000:.1f}-{max(g.gbps for g in a100s) / 1000:.1f} TB/s",
+            f"{a100s[0].bf16_tflops:g} dense fp16/bf16 TFLOP/s, TF32 {a100s[0].tf32_tflops:g}",
+            f"(FP32 without tensor cores: {a100s[0].fp32_tflops:g})"],
+        "Ada": [
+            f"{ada.shared_bytes // 1024} KB shared memory per SM "
+            f"({ada.max_shared_per_block // 1024} KB per block), {ada.max_warps} warps and "
+            f"{ada.max_blocks} blocks per SM",
+            f"L4 {GPUS_BY_KEY['l4'].gbps:g} GB/s, L40S {GPUS_BY_KEY['l40s'].gbps:g} GB/s",
+            f"({min(L2_MB[k] for k in ('l4', 'l40s', 'rtx-4090')):g}-"
+            f"{max(L2_MB[k] for k in ('l4', 'l40s', 'rtx-4090')):g} MB)"],
+    }
+    for family, facts in expected.items():
+        note = _architecture_note(program, family)
+        for fact in facts:
+            assert fact in note, (family, fact, note)
+    registers = {limits.registers for limits in (hopper, ampere, ada)}
+    per_thread = {limits.max_registers_per_thread for limits in (hopper, ampere, ada)}
+    assert f"{registers.pop()} 32-bit registers per SM and at most {per_thread.pop()} per " \
+           "thread" in " ".join(program.split())
