@@ -4,6 +4,10 @@ cannot go on, and a small run of the offline benchmark on the H100 lookup table.
 
 from __future__ import annotations
 
+import importlib.util
+import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +16,7 @@ from autokernel.agents.base import AgentContext, AgentStop, Attempt, Proposal
 from autokernel.agents.bench.lookup import (
     LookupHarness, kernel_source, load_table, sweep_scenario,
 )
-from autokernel.agents.bench.seeding import compare, run_sweep, suggest_configs
+from autokernel.agents.bench.seeding import ARMS, compare, run_sweep, suggest_configs
 from autokernel.agents.hybrid import HybridAgent
 from autokernel.agents.tuner import TunerAgent
 from autokernel.agents.tuner_design import adaptive_order, source_of
@@ -196,6 +200,44 @@ def test_the_seeded_sweep_needs_fewer_calls_on_the_h100_table() -> None:
     assert overall["seeded"]["mean_calls"] < 0.8 * overall["unseeded"]["mean_calls"], report
     run = run_sweep(scenarios[0], arm=adaptive, seed=0)
     assert run.reached and run.calls == 2  # the starter, then the rule's first suggestion: the best
+
+
+
+def test_hybrid_stops_end_a_sweep_where_the_hybrid_would() -> None:
+    # softmax on the H100 table: unseeded seed 1 reaches the goal within the patience (the same
+    # run); unseeded seed 0 and the seeded seed 0 reach it only after 8 measurements without a
+    # (1%) gain, so with the hybrid's stops they end first and count every configuration.
+    [softmax] = [sweep_scenario(e) for e in load_table() if e.kernel_type == "softmax"]
+    adaptive = "seeded, adaptive turns"
+    assert run_sweep(softmax, arm="unseeded", seed=1, hybrid_stops=True) == run_sweep(
+        softmax, arm="unseeded", seed=1)
+    for arm in ("unseeded", adaptive):
+        assert run_sweep(softmax, arm=arm, seed=0).reached
+        stopped = run_sweep(softmax, arm=arm, seed=0, hybrid_stops=True)
+        assert not stopped.reached and stopped.calls == len(softmax.rows), arm
+
+
+def test_the_benchmark_script_writes_its_report(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    # scripts/tuner_seeding_bench.py end to end on one target and one seed (the recorded
+    # figures are docs/benchmarks/tuner-seeding-*.md).
+    spec = importlib.util.spec_from_file_location(
+        "tuner_seeding_bench", Path(__file__).parents[1] / "scripts" / "tuner_seeding_bench.py")
+    script = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(script)  # type: ignore[union-attr]
+    monkeypatch.setattr(script, "load_table",
+                        lambda: [e for e in load_table() if e.kernel_type == "rmsnorm"])
+    monkeypatch.setattr(script, "source_commit", lambda: "abcdef0123")
+    monkeypatch.setattr(sys, "argv", ["tuner_seeding_bench.py", "--seeds", "1", "--out",
+                                      str(tmp_path), "--hybrid-stops"])
+    script.main()
+    report = json.loads((tmp_path / "tuner-seeding-abcdef0-hybrid-stops.json").read_text())
+    assert report["arms"] == list(ARMS) and report["hybrid_stops"] is True
+    assert report["table"] == "docs/benchmarks/config-sweep-h100/sweep.json"
+    markdown = (tmp_path / "tuner-seeding-abcdef0-hybrid-stops.md").read_text()
+    assert "- commit: abcdef0123;" in markdown and "- hybrid stops: " in markdown
+    assert "| rmsnorm 2048x2048 |" in markdown and "| **overall** |" in markdown
+    assert "- seeded, adaptive turns vs unseeded: " in markdown
 
 
 # -- the hybrid ---------------------------------------------------------------------------------

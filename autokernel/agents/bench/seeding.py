@@ -34,6 +34,10 @@ from autokernel.profiling.plan import Target
 H100_SMS = 132  # the table's GPU (sweep.md): the rule aims at a few waves of programs on it
 SUGGESTIONS = 5  # Proposal.suggested_configs holds at most 5 (base.MAX_SUGGESTED_CONFIGS)
 STALL_AFTER, STALL_GAIN = 8, 0.01  # the hybrid's stall stop, checked after the fact
+# The hybrid's own ends of a sweep (`hybrid_stops=True`): its cap (max_sweep_experiments), and
+# per arm the stop of its own code: a seeded sweep's stall stop (STALL_AFTER without a STALL_GAIN
+# gain), the unseeded sweep's patience before the seeding (8 measurements without a faster one).
+MAX_SWEEP_EXPERIMENTS, UNSEEDED_PATIENCE = 24, 8
 
 
 def _outside(value: float, low: float, high: float) -> float:
@@ -96,13 +100,17 @@ ARMS: dict[str, tuple[bool, bool, bool]] = {
 
 
 def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.01,
-              max_calls: int | None = None) -> SweepRun:
-    """One sweep of the scenario's structure; see the module docstring for what is counted."""
+              max_calls: int | None = None, hybrid_stops: bool = False) -> SweepRun:
+    """One sweep of the scenario's structure; see the module docstring for what is counted.
+    `hybrid_stops`: the sweep also ends where the hybrid would end it (MAX_SWEEP_EXPERIMENTS,
+    and the arm's own stall or patience rule); one ended before the goal counts as not reached."""
     suggest, warm, adaptive = ARMS[arm]
     seeded = suggest or warm
     entry = scenario.entry
     harness = LookupHarness(scenario.rows)
     cap = max_calls if max_calls is not None else len(scenario.rows)
+    if hybrid_stops:
+        cap = min(cap, 1 + MAX_SWEEP_EXPERIMENTS)  # the starter, then the sweep's experiments
     goal = scenario.best_us * (1.0 + tolerance)
     best_us = harness.latency(scenario.starter)
     assert best_us is not None, "the starter must be in the table"
@@ -113,7 +121,12 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
     tuner = TunerAgent(seed=seed, restrict_to=[c for c, _ in scenario.rows],
                        adaptive_turns=adaptive)
     seeds = (SweepSeeds(suggested=suggest_configs(scenario) if suggest else [],
-                        prior=scenario.prior if warm else []) if seeded else None)
+                        prior=scenario.prior if warm else [],
+                        stall_after=STALL_AFTER if hybrid_stops else None,
+                        min_gain=STALL_GAIN) if seeded else None)
+    # The unseeded arm's patience (hybrid_stops), as the hybrid counted it before the seeding:
+    # measurements since the sweep's own fastest, the first of the sweep always resetting it.
+    since_faster, sweep_best = 0, None
     target = Target(rank=1, kernel_type=entry.kernel_type, shapes=[list(entry.shape)],
                     dtype="fp16", calls=1, time_ms=1.0, share=1.0, bench_shape=list(entry.shape),
                     amdahl_2x=1.0, cumulative_2x=1.0)
@@ -128,6 +141,10 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
             break
         latency = harness.latency(proposal.tunables)
         kept = latency is not None and latency < best_us
+        if latency is not None and (sweep_best is None or latency < sweep_best):
+            since_faster, sweep_best = 0, latency
+        else:
+            since_faster += 1
         history.append(Attempt(call, proposal.description,
                                "fail" if latency is None else "keep" if kept else "revert",
                                latency_us=latency, tunables=dict(proposal.tunables),
@@ -138,6 +155,8 @@ def run_sweep(scenario: Scenario, *, arm: str, seed: int, tolerance: float = 0.0
         stalled_first = stalled_first or bool(stall_reason(latencies, STALL_AFTER, STALL_GAIN))
         if latency is not None and latency <= goal:
             return SweepRun(harness.calls, True, stalled_first)
+        if hybrid_stops and not seeded and since_faster >= UNSEEDED_PATIENCE:
+            break
     return SweepRun(len(scenario.rows), False, stalled_first)
 
 
@@ -150,13 +169,14 @@ def summarize(runs: list[SweepRun]) -> dict[str, Any]:
 
 def compare(scenarios: list[Scenario], seeds: list[int], tolerance: float = 0.01,
             max_calls: int | None = None, arms: tuple[str, ...] = ("unseeded", "seeded"),
-            ) -> dict[str, Any]:
+            hybrid_stops: bool = False) -> dict[str, Any]:
     """The sweeps `arms` of every scenario over `seeds`: per scenario and overall figures."""
     per_target = []
     every: dict[str, list[SweepRun]] = {arm: [] for arm in arms}
     for scenario in scenarios:
         runs_of = {arm: [run_sweep(scenario, arm=arm, seed=s, tolerance=tolerance,
-                                   max_calls=max_calls) for s in seeds] for arm in every}
+                                   max_calls=max_calls, hybrid_stops=hybrid_stops)
+                         for s in seeds] for arm in every}
         for arm, runs in runs_of.items():
             every[arm] += runs
         per_target.append({
@@ -175,4 +195,5 @@ def compare(scenarios: list[Scenario], seeds: list[int], tolerance: float = 0.01
                                               / overall["unseeded"]["mean_calls"]),
                 "median_call_reduction": 1.0 - (overall[arm]["median_calls"]
                                                 / max(1e-9, overall["unseeded"]["median_calls"]))}
-    return {"tolerance": tolerance, "seeds": seeds, "targets": per_target, "overall": overall}
+    return {"tolerance": tolerance, "seeds": seeds, "targets": per_target, "overall": overall,
+            "hybrid_stops": hybrid_stops}
