@@ -121,3 +121,11 @@ def test_choices_match_the_modules_that_use_them() -> None:
 
 def test_a_choice_reads_as_its_value() -> None:
     assert f"{Dtype.fp16}" == str(Dtype.fp16) == "fp16" and Dtype.fp16 == "fp16"
+
+
+def test_the_plateau_option_says_which_experiments_count() -> None:
+    """As the README states the rule: only phase=search rows count, explore samples do not."""
+    text = " ".join(_help("run").split())
+    start = text.index("--max-consecutive-reverts")
+    described = text[start:text.index("--peak-fraction", start)]
+    assert "phase=search" in described and "explore" in described, described

@@ -7,9 +7,11 @@ the output of a real `autokernel run`.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +20,8 @@ from rich.console import Console
 from test_workspace import FakeBench, PlainDashboard, loop_config, new_run, runner_for
 
 from autokernel.agents.tuner import TunerAgent
-from autokernel.integrate.report import _us, _x
+from autokernel.integrate.loader import open_run
+from autokernel.integrate.report import TABLE_COLUMNS, _table_row, _us, _x, build_report
 from autokernel.loop.results import read_rows
 from autokernel.loop.schedule import primary_reason
 from autokernel.loop.state import RunState, TargetState
@@ -103,3 +106,33 @@ def test_a_target_that_stops_on_several_rules_names_the_first_and_lists_the_othe
     assert not re.search(r"; time:", reason)
     single = Decision(True, "time", "time: 2.0 h on this target (limit 2.0 h)", ("time",))
     assert primary_reason(single) == single.reason
+
+
+def test_the_counts_add_up_and_read_in_the_right_number(tmp_path: Path) -> None:
+    ws, state, reason = interrupted_run(tmp_path)
+    output = end_of_run_output(ws, state, reason, 100)
+    headline = re.search(r": (\d+) experiments? \((\d+) baselines?\) in ", output)
+    assert headline, output
+    total, baselines = int(headline[1]), int(headline[2])
+    assert total == len(read_rows(ws.results_path))
+    per_target = [int(n) for n in re.findall(r"; (\d+) experiments?, \d+ kept", output)]
+    assert per_target and sum(per_target) + baselines == total, output
+    assert not re.search(r"\b1 (experiments|baselines)\b", output), output
+
+
+def test_a_target_not_started_yet_draws_no_warning(tmp_path: Path) -> None:
+    ws, state, reason = interrupted_run(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's 'No artists with labels' went to stderr
+        end_of_run_output(ws, state, reason, 100)
+    assert (ws.root / "progress.png").stat().st_size > 0
+
+
+def test_the_report_table_names_the_best_experiment_also_when_it_is_experiment_0(
+        tmp_path: Path) -> None:
+    ws, _, _ = interrupted_run(tmp_path)
+    done = build_report(open_run(ws.root)).targets[0]
+    best_cell = TABLE_COLUMNS.index("best")
+    for experiment in (0, 1):
+        row = _table_row(dataclasses.replace(done, best_experiment=experiment))
+        assert row[best_cell].endswith(f"(exp {experiment})"), row

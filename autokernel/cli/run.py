@@ -164,8 +164,9 @@ def run(
                                          "clock."),
     max_consecutive_reverts: int = typer.Option(5, "--max-consecutive-reverts",
                                                 rich_help_panel=PANEL_MOVE_ON, help="Move on "
-                                                "after this many experiments in a row not kept "
-                                                "(0: never)."),
+                                                "after this many phase=search experiments in a "
+                                                "row not kept; the tuner's explore samples do "
+                                                "not count (0: never)."),
     peak_fraction: float = typer.Option(0.9, "--peak-fraction", rich_help_panel=PANEL_MOVE_ON,
                                         help="Move on at this fraction of the GPU's roofline "
                                         "(0: never; off on cpu)."),

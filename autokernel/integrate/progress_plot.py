@@ -144,6 +144,12 @@ def plot_progress(report: RunReport, path: Path) -> Path:
     axes = figure.subplots(max(1, len(targets)), 1, squeeze=False)[:, 0]
     for axis, target in zip(axes, targets):
         series = progress_series(frame[frame["tag"] == target.tag])
+        if not series.points:  # a target the run has not reached (Ctrl-C): nothing to draw
+            axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): not started yet",
+                           fontsize=9, loc="left")
+            axis.set_yticks([])
+            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+            continue
         placed = [p for p in series.points if p.level is not None]
         kept = [p for p in placed if p.status in COMMITTED]
         others = [p for p in placed if p.status not in COMMITTED]
@@ -189,7 +195,8 @@ def plot_progress(report: RunReport, path: Path) -> Path:
         axis.set_ylabel(Y_LABEL, fontsize=8)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
-        axis.legend(fontsize=7, loc="best")
+        if axis.get_legend_handles_labels()[0]:  # matplotlib warns on a legend of nothing
+            axis.legend(fontsize=7, loc="best")
     axes[-1].set_xlabel("experiment")
     title = f"autokernel {report.run_tag}"
     if not report.timing_meaningful:

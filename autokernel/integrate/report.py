@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.loop.results import FAILED_STATUSES
-from autokernel.text import format_duration
+from autokernel.text import count_of, format_duration
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -110,6 +110,11 @@ class RunReport:
     targets: list[TargetReport]
     verify: dict[str, Any] | None
     frame: Any = None  # the results DataFrame the figures come from
+
+    @property
+    def baselines(self) -> int:
+        """Rows that are a target's experiment 0 (the starter), counted in `experiments`."""
+        return sum(t.baseline_experiment is not None for t in self.targets)
 
     @property
     def experiments_per_hour(self) -> float | None:
@@ -247,7 +252,8 @@ def _table_row(t: TargetReport) -> list[str]:
     if _not_started(t):
         stop = "not started yet"
     return [t.tag, f"{t.share * 100:.1f}%", _us(t.baseline_us),
-            _us(t.best_us) + (f" (exp {t.best_experiment})" if t.best_experiment else ""),
+            _us(t.best_us) + (f" (exp {t.best_experiment})" if t.best_experiment is not None
+                              else ""),
             _x(t.improvement), _x(t.speedup_vs_eager), _x(t.speedup_vs_compile), _peak(t),
             str(t.experiments), str(t.keeps), str(t.failed), stop, format_duration(t.seconds)]
 
@@ -257,7 +263,10 @@ def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
     where = report.gpu or report.device
     state = "finished" if report.finished else "not finished"
     text = (f"{report.model} ({report.class_name}), {report.dtype} on {where}, "
-            f"agent {report.agent}: {report.experiments} experiments in "
+            f"agent {report.agent}: {count_of(report.experiments, 'experiment')}"
+            # Each target's count leaves its baseline out: say how many there are, so the
+            # per-target counts add up to this one.
+            f" ({count_of(report.baselines, 'baseline')}) in "
             f"{format_duration(report.run_seconds)}"
             + (f" ({rate:.0f}/h)" if rate else "") + f"; {state}")
     if report.stop_reason and with_stop_reason:
@@ -347,8 +356,9 @@ def _target_line(t: TargetReport) -> str:
             if t.best_experiment is not None else "no passing kernel")
     peak = f", {_peak(t)} of peak" if _peak(t) != "–" else ""
     stop = f"; stopped: {t.stop_reason}" if t.stop_reason else f"; {t.status}"
-    return (f"{t.tag} ({t.share * 100:.1f}% of the model): {best}{peak}; {t.experiments} "
-            f"experiments, {t.keeps} kept, {t.failed} failed; {format_duration(t.seconds)}{stop}")
+    return (f"{t.tag} ({t.share * 100:.1f}% of the model): {best}{peak}; "
+            f"{count_of(t.experiments, 'experiment')}, {t.keeps} kept, {t.failed} failed; "
+            f"{format_duration(t.seconds)}{stop}")
 
 
 WIDE_CONSOLE = 150  # the full table fits; narrower terminals get one line per target
