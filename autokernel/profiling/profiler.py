@@ -344,7 +344,9 @@ def profile_model(
         for _ in range(warmup):
             forward()
         with module_scopes(model):
-            prof = profile(activities=activities, record_shapes=True)
+            # acc_events: one cycle either way, and without it torch warns on stderr that
+            # events are cleared between cycles (a line users read as a fault).
+            prof = profile(activities=activities, record_shapes=True, acc_events=True)
             # Only the start and the stop are muted: the model's own warnings stay live.
             with _without_profiler_chatter():
                 prof.__enter__()
