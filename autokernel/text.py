@@ -13,6 +13,22 @@ def format_duration(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
+def format_speedup(ratio: float | None) -> str:
+    """A speedup as people read it: '1.18×', and '0.00081×' (not '0.00×') on the interpreter;
+    '–' when it was not measured."""
+    if ratio is None:
+        return "–"
+    return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
+
+
+def format_latency(us: float | None) -> str:
+    """A latency given in µs: '41.2 µs', and '76.81 ms' from a millisecond on; '–' when it was
+    not measured."""
+    if us is None:
+        return "–"
+    return f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.1f} µs"
+
+
 def count_of(number: int, noun: str) -> str:
     """'1 experiment', '3 experiments': a count with its noun in the right number."""
     return f"{number} {noun}" + ("" if number == 1 else "s")

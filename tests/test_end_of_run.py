@@ -21,13 +21,14 @@ from test_workspace import FakeBench, PlainDashboard, loop_config, new_run, runn
 
 from autokernel.agents.tuner import TunerAgent
 from autokernel.integrate.loader import open_run
-from autokernel.integrate.report import TABLE_COLUMNS, _table_row, _us, _x, build_report
+from autokernel.integrate.report import TABLE_COLUMNS, _table_row, build_report
 from autokernel.loop.results import read_rows
 from autokernel.loop.schedule import primary_reason
 from autokernel.loop.state import RunState, TargetState
 from autokernel.loop.summary import print_end_of_run
 from autokernel.loop.workspace import RUN_FILE, Workspace
 from autokernel.orchestrate import Decision
+from autokernel.text import format_latency, format_speedup
 
 
 class StopAfterFirstTarget(PlainDashboard):
@@ -83,10 +84,11 @@ def test_the_end_of_an_interrupted_run_says_everything_once(tmp_path: Path, widt
     best = next(r for r in read_rows(ws.results_path)
                 if int(r["experiment"]) == done.best.experiment)
     done_line = next(line for line in output.splitlines() if done.tag in line)
-    for figure in (_x(float(best["speedup_vs_pytorch"])), _x(float(best["speedup_vs_compile"]))):
+    for figure in (format_speedup(float(best["speedup_vs_pytorch"])),
+                   format_speedup(float(best["speedup_vs_compile"]))):
         assert figure in done_line, (figure, done_line)
     if width >= 150:
-        assert _us(float(best["latency_us"])) in done_line
+        assert format_latency(float(best["latency_us"])) in done_line
     assert (ws.root / "report.md").is_file()
 
 

@@ -15,8 +15,9 @@ from finished_run import (  # noqa: F401 - fixtures
 )
 
 from autokernel.integrate.loader import open_run
-from autokernel.integrate.report import _pct, _us, _x, build_report
+from autokernel.integrate.report import _pct, build_report
 from autokernel.loop.results import header_line, read_rows
+from autokernel.text import format_latency, format_speedup
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -57,10 +58,10 @@ def test_report_writes_markdown_and_plot_with_the_numbers_of_results_tsv(run_dir
         assert target.speedup_vs_compile == number(best["speedup_vs_compile"])
         assert target.stop_reason == saved["stop_reason"] and target.stop_reason
         cells = markdown_row(markdown, target.tag)
-        assert cells[2] == _us(number(baseline[0]["latency_us"]))
-        assert cells[3].startswith(_us(number(best["latency_us"])))
-        assert cells[5] == _x(number(best["speedup_vs_pytorch"]))
-        assert cells[6] == _x(number(best["speedup_vs_compile"]))
+        assert cells[2] == format_latency(number(baseline[0]["latency_us"]))
+        assert cells[3].startswith(format_latency(number(best["latency_us"])))
+        assert cells[5] == format_speedup(number(best["speedup_vs_pytorch"]))
+        assert cells[6] == format_speedup(number(best["speedup_vs_compile"]))
         assert cells[7] == (_pct(number(best["pct_peak"])) if best["pct_peak"] else "–")
         assert cells[8:10] == [str(len(mine) - 1), str(target.keeps)]
     assert "Triton interpreter" in done.stdout  # cpu timings are labelled as such
@@ -109,9 +110,9 @@ def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
     for saved in json.loads((made_run.path / "state.json").read_text())["targets"]:
         line = next(line for line in tail.splitlines() if saved["tag"] in line)
         best = next(r for r in rows if int(r["experiment"]) == saved["best"]["experiment"])
-        assert _us(number(best["latency_us"])) in line  # results.tsv's figures, as written
-        assert _x(number(best["speedup_vs_pytorch"])) in line
-        assert _x(number(best["speedup_vs_compile"])) in line
+        assert format_latency(number(best["latency_us"])) in line  # results.tsv's, as written
+        assert format_speedup(number(best["speedup_vs_pytorch"])) in line
+        assert format_speedup(number(best["speedup_vs_compile"])) in line
     assert (made_run.path / "report.md").is_file() and (made_run.path / "progress.png").is_file()
 
 

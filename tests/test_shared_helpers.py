@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from autokernel.files import atomic_write_text
-from autokernel.text import error_summary, format_duration
+from autokernel.text import error_summary, format_duration, format_latency, format_speedup
 
 
 def test_atomic_write_replaces_the_file_and_leaves_no_scratch_file(tmp_path: Path) -> None:
@@ -50,3 +51,28 @@ def test_error_summary_is_the_type_and_first_line() -> None:
     assert error_summary(RuntimeError("  \n")) == "RuntimeError"
     assert error_summary(KeyError()) == "KeyError"
     assert error_summary(ValueError("x" * 50), limit=10) == "ValueError: " + "x" * 10
+
+
+@pytest.mark.parametrize("ratio, text", [(None, "–"), (1.184, "1.18×"), (0.1, "0.10×"),
+                                         (0.00081234, "0.00081×")])
+def test_format_speedup_keeps_two_digits_that_mean_something(ratio: float | None,
+                                                             text: str) -> None:
+    assert format_speedup(ratio) == text
+
+
+@pytest.mark.parametrize("us, text", [(None, "–"), (41.24, "41.2 µs"), (999.9, "999.9 µs"),
+                                      (76814.5, "76.81 ms")])
+def test_format_latency_writes_microseconds_then_milliseconds(us: float | None, text: str) -> None:
+    assert format_latency(us) == text
+
+
+def test_speedups_and_latencies_are_formatted_in_one_place() -> None:
+    """The report, the dashboard, the log, verify and kernelbench wrote them each their own way
+    (0.01× vs 0.1× thresholds; ms from 1 ms or from 10 ms, with 1, 2 or 3 decimals)."""
+    import autokernel
+
+    package = Path(autokernel.__file__).parent
+    copies = [str(path.relative_to(package)) for path in package.rglob("*.py")
+              if path.name != "text.py" and re.search(
+                  r"^def (_?times|_x|_us|latency_text)\(", path.read_text(), re.MULTILINE)]
+    assert copies == []

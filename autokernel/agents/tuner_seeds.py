@@ -127,4 +127,4 @@ def stall_reason(latencies: list[float | None], stall_after: int | None, min_gai
     if best is None or since < stall_after:
         return ""
     return (f"stalled: {since} measurements in a row without improving the sweep's best "
-            f"({best:.2f} us) by {min_gain:.0%} or more")
+            f"({best:.2f} µs) by {min_gain:.0%} or more")

@@ -68,14 +68,16 @@ def _meta(device: str, dtype: str, minutes: float, agent: str) -> dict[str, Any]
 
 
 def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
-    from autokernel.kernelbench.table import optimized_cell, reason_cell, times, with_figures
+    from autokernel.kernelbench.table import optimized_cell, reason_cell, with_figures
+    from autokernel.text import format_speedup
 
     record = with_figures(record)
     figures = ""
     if record["correctness"] != "–":
-        figures = (f" {record['correctness']}, device time {times(record['speedup_vs_eager'])} "
-                   f"vs eager, {times(record['speedup_vs_compile'])} vs compile; wall "
-                   f"{times(record['wall_speedup_vs_eager'])} vs eager;")
+        figures = (f" {record['correctness']}, device time "
+                   f"{format_speedup(record['speedup_vs_eager'])} vs eager, "
+                   f"{format_speedup(record['speedup_vs_compile'])} vs compile; wall "
+                   f"{format_speedup(record['wall_speedup_vs_eager'])} vs eager;")
     why = reason_cell(record)
     return (f"[{index + 1}/{total}] {record['problem']}: {record['status']};{figures} "
             f"{optimized_cell(record)}" + (f" — {why}" if why else "")

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.integrate.compiled_path import compiled_path_lines
-from autokernel.text import error_summary
+from autokernel.text import error_summary, format_latency
 
 if TYPE_CHECKING:
     import torch
@@ -318,14 +318,8 @@ def host_cost_line(host: dict[str, Any]) -> str | None:
 # Presentation
 
 
-def _us(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value / 1000:.3f} ms" if value >= 1000 else f"{value:.1f} µs"
-
-
 def _cell(t: dict[str, Any] | None) -> str:
-    return f"{_us(t['median_us'])} (IQR {_us(t['iqr_us'])})" if t else "–"
+    return f"{format_latency(t['median_us'])} (IQR {format_latency(t['iqr_us'])})" if t else "–"
 
 
 def _ratios(speedup: dict[str, Any]) -> str:

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.text import format_speedup
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -190,8 +192,8 @@ def plot_progress(report: RunReport, path: Path) -> Path:
         best = series.best_level
         axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): best "
                        f"{'–' if best is None else f'{best:.2f}×'} the baseline by the keep "
-                       f"rule's figure; {_times(target.speedup_vs_eager)} eager at the primary "
-                       "shape", fontsize=9, loc="left")
+                       f"rule's figure; {format_speedup(target.speedup_vs_eager)} eager at the "
+                       "primary shape", fontsize=9, loc="left")
         axis.set_ylabel(Y_LABEL, fontsize=8)
         axis.xaxis.set_major_locator(MaxNLocator(integer=True))
         axis.grid(alpha=0.3)
@@ -205,9 +207,3 @@ def plot_progress(report: RunReport, path: Path) -> Path:
     figure.tight_layout()
     figure.savefig(path)
     return path
-
-
-def _times(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.2f}×" if value >= 0.01 else f"{value:.2g}×"

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.loop.results import FAILED_STATUSES
-from autokernel.text import count_of, format_duration
+from autokernel.text import count_of, format_duration, format_latency, format_speedup
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -214,20 +214,8 @@ def build_report(run: FinishedRun) -> RunReport:
 # Formatting
 
 
-def _x(value: float | None, digits: int = 2) -> str:
-    if value is None:
-        return "–"
-    return f"{value:.{digits}f}×" if value >= 0.01 else f"{value:.2g}×"
-
-
 def _pct(value: float | None) -> str:
     return "–" if value is None else f"{value:.1f}%"
-
-
-def _us(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"{value / 1000:.2f} ms" if value >= 1000 else f"{value:.1f} µs"
 
 
 def _peak(t: TargetReport) -> str:
@@ -251,10 +239,11 @@ def _table_row(t: TargetReport) -> list[str]:
     stop = t.stop_rule or (t.status if t.status != "done" else "–")
     if _not_started(t):
         stop = "not started yet"
-    return [t.tag, f"{t.share * 100:.1f}%", _us(t.baseline_us),
-            _us(t.best_us) + (f" (exp {t.best_experiment})" if t.best_experiment is not None
-                              else ""),
-            _x(t.improvement), _x(t.speedup_vs_eager), _x(t.speedup_vs_compile), _peak(t),
+    return [t.tag, f"{t.share * 100:.1f}%", format_latency(t.baseline_us),
+            format_latency(t.best_us) + (f" (exp {t.best_experiment})"
+                                         if t.best_experiment is not None else ""),
+            format_speedup(t.improvement), format_speedup(t.speedup_vs_eager),
+            format_speedup(t.speedup_vs_compile), _peak(t),
             str(t.experiments), str(t.keeps), str(t.failed), stop, format_duration(t.seconds)]
 
 
@@ -351,8 +340,9 @@ def write_report(report: RunReport) -> tuple[Path, Path]:
 def _target_line(t: TargetReport) -> str:
     if _not_started(t):
         return f"{t.tag} ({t.share * 100:.1f}% of the model): not started yet"
-    best = (f"best exp {t.best_experiment}: {_x(t.speedup_vs_eager)} eager, "
-            f"{_x(t.speedup_vs_compile)} compile, {_x(t.improvement)} the baseline"
+    best = (f"best exp {t.best_experiment}: {format_speedup(t.speedup_vs_eager)} eager, "
+            f"{format_speedup(t.speedup_vs_compile)} compile, "
+            f"{format_speedup(t.improvement)} the baseline"
             if t.best_experiment is not None else "no passing kernel")
     peak = f", {_peak(t)} of peak" if _peak(t) != "–" else ""
     stop = f"; stopped: {t.stop_reason}" if t.stop_reason else f"; {t.status}"

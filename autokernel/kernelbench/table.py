@@ -11,6 +11,7 @@ from typing import Any
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.kernelbench.problem import DONE, NO_TARGET
 from autokernel.kernelbench.scoring import THRESHOLDS, fast_p_table
+from autokernel.text import format_speedup
 
 TABLE_STEM = "results"
 TSV_COLUMNS = ("problem", "status", "correctness", "speedup_vs_eager", "speedup_vs_compile",
@@ -43,20 +44,13 @@ def with_figures(record: dict[str, Any]) -> dict[str, Any]:
             "speedup_vs_eager": None, "speedup_vs_compile": None, "compile_vs_eager": None}
 
 
-def times(value: float | None) -> str:
-    """1.42×; two significant digits below 0.1× (interpreter figures are ~0.0002×)."""
-    if value is None:
-        return "–"
-    return f"{value:.2f}×" if value >= 0.1 else f"{value:.2g}×"
-
-
 def target_summary(target: dict[str, Any], verified: bool) -> str:
     """'softmax 1.84× eager, 1 call/fwd': a target's kernel and whether the model used it."""
     name = target["kernel_type"]
     if not target["kernel"]:
         return f"{name}: not reached" if target["status"] == "pending" else \
             f"{name}: no passing kernel"
-    text = f"{name} {times(target['speedup_vs_eager'])} eager"
+    text = f"{name} {format_speedup(target['speedup_vs_eager'])} eager"
     if not verified:
         return text
     if not target["spliced"]:
@@ -109,9 +103,10 @@ def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     records = [with_figures(r) for r in records]
     for r in records:
         lines.append(_md_row([r["problem"], r["status"], r["correctness"],
-                              times(r["speedup_vs_eager"]), times(r["speedup_vs_compile"]),
-                              times(r["wall_speedup_vs_eager"]),
-                              times(r["wall_speedup_vs_compile"]),
+                              format_speedup(r["speedup_vs_eager"]),
+                              format_speedup(r["speedup_vs_compile"]),
+                              format_speedup(r["wall_speedup_vs_eager"]),
+                              format_speedup(r["wall_speedup_vs_compile"]),
                               optimized_cell(r), reason_cell(r)]))
     lines += [
         "",

@@ -15,7 +15,7 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autokernel.text import count_of, format_duration
+from autokernel.text import count_of, format_duration, format_latency, format_speedup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -42,19 +42,6 @@ def _fmt(value: float | None, pattern: str, empty: str = "–") -> str:
     return empty if value is None else pattern.format(value)
 
 
-def times(ratio: float) -> str:
-    """A speedup as people read it: 1.18×, and 0.00081× (not 0.00×) on the interpreter."""
-    return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
-
-
-def latency_text(us: float | None) -> str:
-    if us is None:
-        return "–"
-    if us >= 10_000:
-        return f"{us / 1000:.1f} ms"
-    return f"{us:.1f} µs"
-
-
 def _time_left(seconds: float | None) -> str:
     return "no limit" if seconds is None else format_duration(max(0.0, seconds))
 
@@ -62,6 +49,8 @@ def _time_left(seconds: float | None) -> str:
 def phase_text(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
     """Whether the plateau rule counted this experiment: `explore, not counted`, or `search` with
     how many counted experiments in a row were not kept (None: unknown). "" for a baseline."""
+    if row.phase == "no_kernel":
+        return "no kernel, not counted"
     if row.phase not in ("explore", "search"):
         return ""
     if row.status == "keep":  # a keep of either phase resets the count
@@ -83,9 +72,9 @@ def row_summary(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
             abs(row.objective_us - row.latency_us) > 1e-9 * row.latency_us):
         figures.append(f"{row.objective_us:.1f} µs weighted over the timed shapes")
     if row.speedup_vs_pytorch is not None:
-        figures.append(f"{times(row.speedup_vs_pytorch)} eager")
+        figures.append(f"{format_speedup(row.speedup_vs_pytorch)} eager")
     if row.speedup_vs_compile is not None:
-        figures.append(f"{times(row.speedup_vs_compile)} compile")
+        figures.append(f"{format_speedup(row.speedup_vs_compile)} compile")
     detail = ", ".join(figures) or (row.reason[:80] if row.reason else row.correctness)
     phase = phase_text(row, not_kept_in_a_row)
     verdict = row.status.upper() + (f" [{phase}]" if phase else "")
@@ -103,9 +92,9 @@ def target_summary(target: TargetState) -> str:
     _, eager, compiled = best_figures(target)
     parts = [f"{count_of(target.experiments, 'experiment')}, {target.keeps} kept"]
     if eager is not None:
-        parts.append(f"best {times(eager)} eager")
+        parts.append(f"best {format_speedup(eager)} eager")
     if compiled is not None:
-        parts.append(f"{times(compiled)} compile")
+        parts.append(f"{format_speedup(compiled)} compile")
     return ", ".join(parts)
 
 
@@ -238,9 +227,9 @@ class LiveDashboard:
             style = "bold cyan" if state.current == position else None
             targets.add_row(
                 t.tag, t.status, f"{t.experiments}/{t.keeps}",
-                latency_text(latency),
-                times(eager) if eager else "–",
-                times(compiled) if compiled else "–",
+                format_latency(latency),
+                format_speedup(eager) if eager else "–",
+                format_speedup(compiled) if compiled else "–",
                 _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
                 format_duration(t.seconds), t.stop_rule or "",
                 style=style,
@@ -262,8 +251,8 @@ class LiveDashboard:
                 str(row.experiment), row.tag,
                 Text(row.status, style=colors.get(row.status, "red")),
                 f"search {not_kept_in_a_row}" if counted else row.phase,
-                latency_text(row.latency_us),
-                times(row.speedup_vs_pytorch) if row.speedup_vs_pytorch else "–",
+                format_latency(row.latency_us),
+                format_speedup(row.speedup_vs_pytorch) if row.speedup_vs_pytorch else "–",
                 row.description if row.status in colors else f"{row.description} ({row.reason})",
             )
         parts: list[Any] = [header]

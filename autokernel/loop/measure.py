@@ -7,9 +7,9 @@ share of the target's profiled time. With one, it is the primary shape's.
 from __future__ import annotations
 
 from autokernel.harness.result import BenchResult
-from autokernel.loop.dashboard import times
 from autokernel.loop.state import Measurement
 from autokernel.profiling.plan import Target
+from autokernel.text import format_speedup
 
 
 def timed_shapes(target: Target, max_shapes: int) -> list[list[int]]:
@@ -81,11 +81,11 @@ def speedups_text(m: Measurement | None, best: Measurement | None = None) -> str
                                          else "")]
     inner = []
     if best is not None and best.latency_us:
-        inner.append(f"{times(best.latency_us / m.latency_us)} best")
+        inner.append(f"{format_speedup(best.latency_us / m.latency_us)} best")
     if m.speedup_vs_eager is not None:
-        inner.append(f"{times(m.speedup_vs_eager)} eager")
+        inner.append(f"{format_speedup(m.speedup_vs_eager)} eager")
     if m.speedup_vs_compile is not None:
-        inner.append(f"{times(m.speedup_vs_compile)} compile")
+        inner.append(f"{format_speedup(m.speedup_vs_compile)} compile")
     if inner:
         parts.append(f"({', '.join(inner)})")
     return " ".join(parts)
