@@ -51,7 +51,8 @@ def not_kept_in_a_row(rows: list[dict[str, str]]) -> int:
 def test_phase_is_an_extra_column_after_the_ten_autokernel_ones() -> None:
     assert list(RIGHTNOW_COLUMNS) == AUTOKERNEL_COLUMNS
     assert list(COLUMNS[:10]) == AUTOKERNEL_COLUMNS and "phase" in COLUMNS[10:]
-    assert set(PHASES) == {"baseline", "explore", "search"}
+    assert set(PHASES) == {"baseline", "explore", "search", "no_kernel"}
+    assert experiment_phase("fail", sweep=False, judged=False) == "no_kernel"
     assert experiment_phase("baseline", sweep=False) == "baseline"
     assert experiment_phase("revert", sweep=True) == "explore"
     assert experiment_phase("crash", sweep=False) == "search"
@@ -65,6 +66,7 @@ def test_phase_is_an_extra_column_after_the_ten_autokernel_ones() -> None:
     assert phase_text(row("revert", "explore"), 2) == "explore, not counted"
     assert phase_text(row("keep", "explore"), 0) == "explore"  # a keep resets, whatever its phase
     assert phase_text(row("crash", "search"), 3) == "search, 3 not kept in a row"
+    assert phase_text(row("fail", "no_kernel"), 3) == "no kernel, not counted"
     assert phase_text(row("baseline", "baseline"), 0) == phase_text(row("revert", ""), 1) == ""
     with pytest.raises(ValueError, match="unknown phase"):
         ResultRow(experiment=1, tag="t", kernel_type="softmax", status="revert",

@@ -602,6 +602,19 @@ def test_resume_after_an_interruption_loses_and_duplicates_nothing(
     assert state.targets[0].experiments == 5 and state.targets[0].keeps == 3
 
 
+def test_agent_calls_without_a_kernel_do_not_end_a_target_on_a_plateau(tmp_path: Path) -> None:
+    """An API outage judges nothing: its rows are `no_kernel`, outside the plateau count, so the
+    agent that comes back (or the tuner it hands over to) still has the target."""
+    ws, state, plan = new_run(tmp_path, make_plan(("softmax",)))
+    outage = [Proposal(source="", description="claude", error="no kernel: API error 529")] * 4
+    agent = ScriptedAgent([*outage, "WRONG", {"BLOCK_N": 1024}])
+    runner_for(ws, state, plan, agent, FakeBench(), loop_config(max_consecutive_reverts=2)).run()
+    rows = assert_consistent(ws, state)
+    assert [r["phase"] for r in rows] == ["baseline", *["no_kernel"] * 4, "search", "search"]
+    assert [r["status"] for r in rows][-2:] == ["fail", "keep"]
+    assert state.targets[0].stop_rule != "plateau"
+
+
 def test_resume_after_a_kill_right_after_an_agent_failure_row(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

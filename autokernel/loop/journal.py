@@ -28,7 +28,8 @@ from autokernel.loop.dashboard import Dashboard
 from autokernel.loop.judge import Judge
 from autokernel.loop.lessons import record_lesson
 from autokernel.loop.measure import measure, speedups_text
-from autokernel.loop.results import COMMITTED_STATUSES, ResultRow, ResultsLog, sanitize
+from autokernel.loop.results import (COMMITTED_STATUSES, COUNTED_PHASE, ResultRow, ResultsLog,
+                                     sanitize)
 from autokernel.loop.rows import commit_message, fields_of_flight, result_row, tunables_of
 from autokernel.loop.schedule import note_stop, position_of
 from autokernel.loop.state import InFlight, RunState, TargetState
@@ -178,8 +179,8 @@ class Journal:
                 target.best_commit = row.commit
                 self.state.head = row.commit
                 target.best_result = result.to_dict() if result is not None else None
-            elif not sweep:  # a sweep step is part of one idea, not an idea that failed
-                target.consecutive_reverts += 1
+            elif row.phase == COUNTED_PHASE:  # a sweep step is part of one idea, not an idea
+                target.consecutive_reverts += 1  # that failed; an API error judged nothing
         target.input_tokens += row.input_tokens
         target.output_tokens += row.output_tokens
         target.cost_usd += row.cost_usd or 0.0

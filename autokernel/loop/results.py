@@ -55,14 +55,20 @@ PHASES: dict[str, str] = {
                "structure): not counted by the plateau rule",
     "search": "a proposal the agent chose (the tuner's model-guided pick, an LLM edit): "
               "counted by the plateau rule when not kept",
+    "no_kernel": "the agent gave no kernel (an API error, a reply without one): nothing was "
+                 "judged, so not counted (the agent's own failure streak hands the run to the "
+                 "tuner)",
 }
 COUNTED_PHASE = "search"
 
 
-def experiment_phase(status: str, sweep: bool) -> str:
-    """The `phase` of an experiment from its status and the agent's `sweep` mark."""
+def experiment_phase(status: str, sweep: bool, judged: bool = True) -> str:
+    """The `phase` of an experiment from its status, the agent's `sweep` mark, and whether the
+    harness judged a kernel at all."""
     if status == "baseline":
         return "baseline"
+    if not judged:
+        return "no_kernel"
     return "explore" if sweep else COUNTED_PHASE
 
 
@@ -136,9 +142,9 @@ class ResultRow:
             raise ValueError(f"unknown phase {self.phase!r}; one of {', '.join(PHASES)}")
 
     @staticmethod
-    def phase_of(status: str, sweep: bool) -> str:
+    def phase_of(status: str, sweep: bool, judged: bool = True) -> str:
         """`experiment_phase`, reachable wherever ResultRow is imported."""
-        return experiment_phase(status, sweep)
+        return experiment_phase(status, sweep, judged)
 
     def to_line(self) -> str:
         return "\t".join(_cell(getattr(self, name)) for name in COLUMNS) + "\n"

@@ -78,7 +78,7 @@ def result_row(target: TargetState, plan_target: Target, experiment: int, fields
         tag=target.tag,
         kernel_type=target.kernel_type,
         status=status,
-        phase=ResultRow.phase_of(status, bool(fields.get("sweep"))),
+        phase=ResultRow.phase_of(status, bool(fields.get("sweep")), judged=result is not None),
         # ERROR: no kernel to judge (the agent produced none); RightNow's tools count it failed.
         correctness=result.status.value if result is not None else "ERROR",
         description=fields.get("description", ""),
