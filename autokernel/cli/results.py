@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 
 from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain)
+from autokernel.text import count_of
 
 DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
 
@@ -46,7 +47,8 @@ def verify(
         fail(str(exc))
     resolved = device_or_fail(plain(device))
 
-    from autokernel.integrate.verify import VerifyLog, VerifyOptions, print_result, verify_run
+    from autokernel.integrate.verify import VerifyLog, VerifyOptions, verify_run
+    from autokernel.integrate.verify_result import print_result
 
     options = VerifyOptions(
         device=resolved, iters=iters, budget_s=budget, gradients=gradients,
@@ -99,8 +101,8 @@ def export(
         path = export_run(run, to)
     except (RunError, ExportError) as exc:
         fail(str(exc))
-    console.print(f"wrote {path}: {len(tags)} kernel(s) ({', '.join(tags)}); needs torch and "
-                  f"triton only. Use: import {path.stem}; {path.stem}.patch(model)",
+    console.print(f"wrote {path}: {count_of(len(tags), 'kernel')} ({', '.join(tags)}); needs "
+                  f"torch and triton only. Use: import {path.stem}; {path.stem}.patch(model)",
                   highlight=False)
 
 

@@ -140,7 +140,7 @@ class RunReport:
 def build_report(run: FinishedRun) -> RunReport:
     """The figures of a run, finished or still going (targets not done show their progress)."""
     from autokernel.integrate.loader import RunError
-    from autokernel.integrate.verify import read_result
+    from autokernel.integrate.verify_result import read_result
 
     if not run.results_path.is_file():
         raise RunError(f"{run.root} has no results.tsv")
@@ -268,7 +268,8 @@ def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
 
 
 def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
-    from autokernel.integrate.verify import end_to_end_lines, routed_where
+    from autokernel.integrate.end_to_end import end_to_end_lines
+    from autokernel.integrate.verify_result import routed_where
 
     lines = [f"# autokernel report: {report.run_tag}", "", _headline(report) + ".", ""]
     if not report.timing_meaningful:
@@ -365,7 +366,7 @@ def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool
     stopped / that its figures are CPU figures already."""
     from rich.table import Table
 
-    from autokernel.integrate.verify import end_to_end_lines
+    from autokernel.integrate.end_to_end import end_to_end_lines
 
     console.print(_headline(report, with_stop_reason=with_stop_reason), highlight=False)
     if with_cpu_note and not report.timing_meaningful:

@@ -31,12 +31,10 @@ the check before the kernels run is a one-line error (`loader.RunError`).
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autokernel.integrate.compiled_path import settle
@@ -70,7 +68,14 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
     time_device,
     time_wall,
 )
-from autokernel.text import error_summary
+from autokernel.integrate.verify_result import (  # noqa: F401 - verify's API, re-exported
+    VERIFY_FILE,
+    print_result,
+    read_result,
+    routed_where,
+    save_result,
+)
+from autokernel.text import count_of, error_summary
 from autokernel.versions import software_versions
 
 # How verify patches its model: under torch.compile the compile-transparent kernels (triton_ops)
@@ -79,13 +84,11 @@ from autokernel.versions import software_versions
 PATCH_UNDER_COMPILE = "transparent"
 
 if TYPE_CHECKING:
-    from rich.console import Console
     from torch import nn
 
     from autokernel.integrate.loader import FinishedRun
     from autokernel.integrate.patch import PatchReport
 
-VERIFY_FILE = "verify.json"
 WARMUP_CALLS = 3  # on a GPU; one on the CPU, where timings mean nothing anyway
 DEFAULT_BUDGET_S = 20.0
 
@@ -191,7 +194,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     model, inputs, dtype = loaded.model, loaded.inputs, loaded.dtype
     dtype_label = dtype_name(dtype)
     log.emit(f"model {run.model_file.name} ({run.class_name}), {dtype_label} on {device}; "
-             f"{len(loaded_kernels.kernels)} finished kernel(s)")
+             f"{count_of(len(loaded_kernels.kernels), 'finished kernel')}")
 
     patched = _fresh_model(run, device, model, log, "patched")
     try:
@@ -457,78 +460,3 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
         "under_compile": PATCH_UNDER_COMPILE if options.compile else None,
         "errors": errors,
     }
-
-
-def save_result(root: Path, result: dict[str, Any]) -> Path:
-    path = root / VERIFY_FILE
-    path.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")
-    return path
-
-
-def read_result(root: Path) -> dict[str, Any] | None:
-    path = root / VERIFY_FILE
-    if not path.is_file():
-        return None
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-# ---------------------------------------------------------------------------------------------
-# Presentation
-
-
-def routed_where(row: dict[str, Any]) -> str:
-    """Where a kernel was spliced in: modules, the model's own functions, call scopes."""
-    parts = []
-    if row.get("modules"):
-        count = len(row["modules"])
-        parts.append(f"{count} module{'' if count == 1 else 's'}")
-    parts += row.get("functions", [])
-    if row.get("scopes"):
-        parts.append(", ".join(p or "<model>" for p in row["scopes"]))
-    return "; ".join(parts) or "–"
-
-
-def print_result(result: dict[str, Any], console: Console) -> None:
-    from rich.table import Table
-
-    table = Table(title=f"verify {result['run']}: {result['dtype']} on "
-                        f"{result['gpu'] or result['device']}", title_justify="left")
-    for column in ("kernel", "routed", "calls/fwd", "left to PyTorch", "kernel speedup (device)",
-                   "share", "backward"):
-        table.add_column(column)
-    for row in result["kernels"]:
-        fallbacks = "; ".join(f"{r} ×{n}" for r, n in row["fallbacks"].items()) or "–"
-        skipped = "; ".join(f"{p or '<model>'}: {why}" for p, why in row["skipped"].items())
-        if skipped:
-            fallbacks = f"{fallbacks} (skipped {skipped})" if fallbacks != "–" else \
-                f"skipped {skipped}"
-        speed = (f"{row['speedup_vs_eager']:.3g}× eager" if row["speedup_vs_eager"] else "–")
-        table.add_row(row["tag"], routed_where(row), str(row["calls_per_forward"]), fallbacks,
-                      speed, f"{row['share'] * 100:.1f}%", row["backward"])
-    console.print(table)
-    if result.get("failure"):
-        console.print(f"[bold red]FAIL[/]: {result['failure']}", highlight=False)
-        console.print(f"saved {Path(result['directory']) / VERIFY_FILE}", highlight=False)
-        return
-    accuracy = result["accuracy"]
-    verdict = "[green]PASS[/]" if accuracy["passed"] else "[bold red]FAIL[/]"
-    console.print(f"output vs {accuracy['oracle']} oracle: relative error original "
-                  f"{accuracy['error_original']:.2e}, patched {accuracy['error_patched']:.2e} "
-                  f"(bound {accuracy['bound']:.2e} = {ERROR_GROWTH:g}× original + floor); "
-                  f"patched vs original {accuracy['difference']:.2e}, max |Δ| "
-                  f"{accuracy['max_abs_difference']:.2e}: {verdict}")
-    gradients = result["gradients"]
-    if gradients.get("failure"):
-        console.print(f"gradients: [bold red]FAIL[/]: {gradients['failure']}", highlight=False)
-    elif gradients.get("checked"):
-        verdict = "[green]PASS[/]" if gradients["passed"] else "[bold red]FAIL[/]"
-        console.print(f"gradients of {gradients['parameters']} parameters: relative error "
-                      f"original {gradients['error_original']:.2e}, patched "
-                      f"{gradients['error_patched']:.2e} (bound {gradients['bound']:.2e}): "
-                      f"{verdict}")
-    for line in end_to_end_lines(result):
-        console.print(line, highlight=False)
-    console.print(f"saved {Path(result['directory']) / VERIFY_FILE}", highlight=False)
