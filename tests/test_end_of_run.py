@@ -138,3 +138,26 @@ def test_the_report_table_names_the_best_experiment_also_when_it_is_experiment_0
     for experiment in (0, 1):
         row = _table_row(dataclasses.replace(done, best_experiment=experiment))
         assert row[best_cell].endswith(f"(exp {experiment})"), row
+
+
+def test_the_primary_shape_figures_say_they_are_not_the_keep_rules(tmp_path: Path) -> None:
+    """report.md's "vs baseline" (a latency ratio at the primary shape) and progress.png's best
+    line (the keep rule's paired, call-weighted figure) read 0.83× and 1.02× for one kept kernel
+    on a noisy CPU run: each says which figure it is, once."""
+    from autokernel.integrate.progress_plot import CAPTION
+
+    ws, state, reason = interrupted_run(tmp_path)
+    output = end_of_run_output(ws, state, reason, 100)
+    flowing = " ".join(output.split())  # the console wraps the note at its width
+    note = flowing[flowing.index("primary profiled shape"):].split(":")[0]
+    assert "keep rule" in note and "progress.png" in note, output
+    assert flowing.count("keep rule") == 1, output
+    done_line = next(line for line in output.splitlines() if state.targets[0].tag in line)
+    assert re.search(r"compile, [0-9.]+× baseline\b", done_line), done_line
+
+    markdown = (ws.root / "report.md").read_text()
+    assert markdown.count("primary profiled shape") == 1, markdown
+    assert "| vs baseline |" in markdown and "best/baseline" not in markdown
+    targets = markdown[markdown.index("## Targets"):markdown.index("## End to end")]
+    assert "keep rule" in targets and "call-weighted" in targets
+    assert "vs baseline" in CAPTION and CAPTION in markdown  # and beside the plot, the converse

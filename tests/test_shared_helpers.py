@@ -76,3 +76,14 @@ def test_speedups_and_latencies_are_formatted_in_one_place() -> None:
               if path.name != "text.py" and re.search(
                   r"^def (_?times|_x|_us|latency_text)\(", path.read_text(), re.MULTILINE)]
     assert copies == []
+
+
+def test_the_morning_commands_write_counts_in_the_right_number() -> None:
+    """'2 module(s), 2 call(s)', '5 kernel(s)': verify, export and the report use text.count_of."""
+    import autokernel
+
+    package = Path(autokernel.__file__).parent
+    for name in ("integrate/verify.py", "integrate/verify_result.py", "integrate/report.py",
+                 "cli/results.py"):
+        text = (package / name).read_text(encoding="utf-8")
+        assert not re.search(r"\w\(s\)", text), name

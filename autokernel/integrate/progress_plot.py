@@ -39,7 +39,8 @@ CAPTION = (
     "non-kept point is its paired speedup over the best at that time, with its 95% interval: "
     "the rule keeps only when the interval's low end clears the best by `--min-gain`, so a "
     "point above the line is a gain within the noise. Hollow points had no paired figure and "
-    "use the ratio of `objective_us`."
+    "use the ratio of `objective_us`. The Targets table's vs baseline is another figure, the "
+    "ratio of two latencies at one shape, so the two can differ on noisy timings."
 )
 COMMITTED = ("baseline", "keep")
 
