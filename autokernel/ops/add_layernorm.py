@@ -25,7 +25,7 @@ from autokernel.integrate.residual_norm import (
     ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_call,
 )
 from autokernel.integrate.routing import Outcome, RoutedKernel, _ones_or
-from autokernel.ops.layernorm import _affine
+from autokernel.ops.layernorm import LAYERNORM_MODULE, SPEC as LAYERNORM, _affine
 from autokernel.ops.residual_inputs import (
     cancelling_pair, large_residual_pair, mixed_scale_pair, residual_input_maker, residual_pair,
     rounded_sum,
@@ -37,7 +37,8 @@ from autokernel.ops.rowwise import (
 from autokernel.ops.spec import (
     AdversarialCase, Inputs, OpSpec, Shape, element_size, rows_and_width, sample,
 )
-from autokernel.profiling.residual_add import residual_add_pattern
+from autokernel.profiling.residual_add import NormAfterAdd, residual_add_pattern
+from autokernel.profiling.site_routes import eps_mismatch
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-5
@@ -122,6 +123,10 @@ ADVERSARIAL = (
 )
 
 
+# The norm the add feeds: the layernorm type's ops, called by nn.LayerNorm or as F.layer_norm.
+NORM = NormAfterAdd("layernorm", tuple(LAYERNORM.aten_ops), LAYERNORM_MODULE, "F.layer_norm")
+
+
 SPEC = OpSpec(
     name="add_layernorm",
     dims=DIMS,
@@ -139,7 +144,9 @@ SPEC = OpSpec(
     cpu_edge_shapes=RESIDUAL_NORM_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
-    patterns=(residual_add_pattern("add_layernorm", "layernorm"),),
+    patterns=(residual_add_pattern("add_layernorm", NORM),),
+    site_route=NORM.site_route,
+    param_mismatch=eps_mismatch,
     outputs=2,
     notes="add_layernorm over the last dim: h = x + residual, y = layer_norm(h)·weight + bias "
     "(biased variance, eps 1e-5 unless the model says otherwise), returning (y, h); FLOPs = "

@@ -36,7 +36,9 @@ from autokernel.ops.rowwise import (
 from autokernel.ops.spec import (
     AdversarialCase, Inputs, OpSpec, Shape, element_size, rows_and_width, sample,
 )
-from autokernel.profiling.residual_add import residual_add_pattern
+from autokernel.ops.rmsnorm import RMSNORM_MODULE, SPEC as RMSNORM
+from autokernel.profiling.residual_add import NormAfterAdd, residual_add_pattern
+from autokernel.profiling.site_routes import eps_mismatch
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-6
@@ -117,6 +119,10 @@ def liger_add_rmsnorm() -> Callable[..., Any] | None:
     return run
 
 
+# The norm the add feeds: the rmsnorm type's ops, called by nn.RMSNorm or as F.rms_norm.
+NORM = NormAfterAdd("rmsnorm", tuple(RMSNORM.aten_ops), RMSNORM_MODULE, "F.rms_norm")
+
+
 SPEC = OpSpec(
     name="add_rmsnorm",
     dims=DIMS,
@@ -134,7 +140,9 @@ SPEC = OpSpec(
     cpu_edge_shapes=RESIDUAL_NORM_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
-    patterns=(residual_add_pattern("add_rmsnorm", "rmsnorm"),),
+    patterns=(residual_add_pattern("add_rmsnorm", NORM),),
+    site_route=NORM.site_route,
+    param_mismatch=eps_mismatch,
     outputs=2,
     notes="add_rmsnorm over the last dim: h = x + residual, y = h·rsqrt(mean(h²) + eps)·weight "
     "(eps 1e-6 unless the model says otherwise), returning (y, h); FLOPs = 5·M·N; bytes = read "

@@ -22,10 +22,11 @@ from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
 from autokernel.profiling.callsites import (
-    CAST_OPS, Context, Extracted, _arg, _dtype, _has_tensor, _maybe_last_dim, _numel, _shape,
-    _significant_unclaimed, _span,
+    CAST_OPS, Context, Extracted, SiteKey, _arg, _dtype, _has_tensor, _maybe_last_dim, _numel,
+    _shape, _significant_unclaimed, _span,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import CALL, unrouted_loss_arguments
 
 DIMS = ("M", "V")
 IGNORE_INDEX = -100
@@ -244,6 +245,14 @@ def _find_log_softmax_nll(ctx: Context) -> None:
         ctx.claim(_span(ctx, log_softmax, nll), "cross_entropy", ("ce", log_softmax.id), site)
 
 
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """F.cross_entropy is intercepted when the kernels take its arguments; log_softmax then
+    nll_loss is not routed."""
+    if site.aten_op != "aten::cross_entropy_loss":
+        return "no: log_softmax + nll_loss (only F.cross_entropy is routed)"
+    return unrouted_loss_arguments(dict(site.notes)) or CALL
+
+
 SPEC = OpSpec(
     name="cross_entropy",
     dims=DIMS,
@@ -284,6 +293,7 @@ SPEC = OpSpec(
     # F.cross_entropy rounds its loss to fp16/bf16 (relative 2^-11 / 2^-8), so the half-precision
     # tolerances stay at the defaults that both must meet.
     patterns=(_find_log_softmax_nll,),
+    site_route=_site_route,
     notes="mean over rows whose target is not -100, returned as a float32 scalar; "
     "FLOPs = 4·M·V (max, subtract, exp, sum); bytes = read logits + int64 targets, write 4 B.",
 )

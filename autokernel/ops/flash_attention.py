@@ -37,10 +37,11 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    CAST_OPS, Context, Extracted, _arg, _dtype, _four_dims, _has_tensor, _maybe_last_dim,
-    _numel, _shape, _significant_unclaimed, _span,
+    CAST_OPS, Context, Extracted, SiteKey, _arg, _dtype, _four_dims, _has_tensor,
+    _maybe_last_dim, _numel, _shape, _significant_unclaimed, _span,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import CALL, CHAIN
 
 # "large" multiplies q and k by this, so logits (q·k/sqrt(D)) are ~N(0, 9²) and softmax rows are
 # sharp; v keeps unit scale. Larger is not checkable at fp32's 1e-4: a logit of size L carries
@@ -292,6 +293,42 @@ def _find_explicit_attention(ctx: Context) -> None:
         ctx.claim(_span(ctx, scores, values), "flash_attention", ("attention", scores.id), site)
 
 
+# The SDPA call's notes and params verify refuses (its kernels take neither).
+UNROUTED_SDPA = {"mask": "attn_mask", "kv_heads": "k/v heads differ from q's",
+                 "kv_len": "k/v length differs from q's"}
+
+
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """Explicit attention is deferred whole; SDPA is intercepted unless it has what the kernels
+    do not take."""
+    if site.aten_op.startswith("softmax(QK^T)V"):
+        return CHAIN
+    notes, params = dict(site.notes), dict(site.params)
+    for key, why in UNROUTED_SDPA.items():
+        if key in notes or key in params:
+            return f"no: {why}"
+    return CALL
+
+
+def _resolved_scale(scale: Any, shape: list[int]) -> float | None:
+    """An attention's scale as the number it stands for (None: 1/sqrt(D), D the last dim)."""
+    if scale is not None:
+        return float(scale)
+    return float(shape[-1]) ** -0.5 if shape and shape[-1] > 0 else None
+
+
+def _scale_mismatch(site_params: Mapping[str, Any], shape: list[int],
+                    verified: Mapping[str, Any]) -> str | None:
+    """A tuned kernel may bake the scale in: verify refuses another one."""
+    if "scale" not in verified:
+        return None
+    mine = _resolved_scale(site_params.get("scale"), shape)
+    theirs = _resolved_scale(verified["scale"], shape)
+    if None in (mine, theirs) or math.isclose(mine, theirs, rel_tol=1e-5):
+        return None
+    return f"no: scale={mine:.4g} (verified: {theirs:.4g})"
+
+
 SPEC = OpSpec(
     name="flash_attention",
     dims=("B", "H", "S", "D"),
@@ -353,6 +390,8 @@ SPEC = OpSpec(
     # before the PV product (what every FlashAttention does), ~1/5 of the tolerance; fp32 with
     # ieee dots sits at ~1/5 of 1e-4 at the "large" distribution's sharp softmax.
     patterns=(_find_explicit_attention,),
+    site_route=_site_route,
+    param_mismatch=_scale_mismatch,
     tolerances=dict(DEFAULT_TOLERANCES),
     notes="FLOPs: causal 2*B*H*S^2*D (unmasked half only, the FlashAttention papers' "
     "convention, comparable to FA2/FA3 figures), non-causal 4*B*H*S^2*D; flops(shape) assumes "

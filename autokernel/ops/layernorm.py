@@ -26,9 +26,10 @@ from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
 from autokernel.profiling.callsites import (
-    Context, Extracted, _arg, _has_tensor, _norm_width, _numel, _shape,
+    Context, Extracted, SiteKey, _arg, _has_tensor, _norm_width, _numel, _shape,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import MODULE, UNKNOWN, eps_mismatch
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-5
@@ -185,6 +186,16 @@ def _layernorm_shape(op: OpCall, ctx: Context) -> Extracted:
     return {"M": _numel(x) // n, "N": n}, params
 
 
+LAYERNORM_MODULE = "torch.nn.modules.normalization.LayerNorm"  # a ModuleInfo's type
+
+
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """nn.LayerNorm is routed as a module; F.layer_norm elsewhere is not."""
+    if module_type is None:
+        return UNKNOWN
+    return MODULE if module_type == LAYERNORM_MODULE else "no: F.layer_norm outside nn.LayerNorm"
+
+
 SPEC = OpSpec(
     name="layernorm",
     dims=DIMS,
@@ -204,6 +215,8 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_layernorm_shape)
               for name in ("aten::layer_norm", "aten::native_layer_norm")},
+    site_route=_site_route,
+    param_mismatch=eps_mismatch,
     notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "
     "says otherwise); FLOPs = 7·M·N; bytes = read x, weight, bias + write y.",
 )

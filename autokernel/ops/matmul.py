@@ -42,9 +42,10 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    Context, Extracted, _arg, _broadcast_numel, _has_tensor, _numel, _shape,
+    Context, Extracted, SiteKey, _arg, _broadcast_numel, _has_tensor, _numel, _shape,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import CALL, LINEAR_TYPES, MODULE, UNKNOWN
 
 # "large" multiplies the activation A by this (B keeps its fan-in scale), so |C| ~ 32 and up to
 # ~200 in fp16/bf16. fp32 gets a smaller scale: a correct fp32 accumulation carries about
@@ -314,6 +315,21 @@ def _matmul_role(op: OpCall, ctx: Context) -> str:
 # Every aten entry point of a GEMM (aten::linear: nn.Linear and F.linear).
 MATMUL_ATEN_OPS = ("aten::linear", "aten::addmm", "aten::_addmm_activation", "aten::mm",
                    "aten::bmm", "aten::baddbmm", "aten::matmul", "aten::mv", "aten::addmv")
+# Per functional role, the calls verify's router intercepts (baddbmm, mv, addmv: none).
+ROUTED_CALLS = {"batched": ("aten::matmul", "aten::bmm"),
+                "gemm": ("aten::matmul", "aten::mm", "aten::addmm")}
+
+
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """nn.Linear is routed as a module (F.linear elsewhere is not); the other roles' calls as
+    the calls they are."""
+    if site.role == "linear":
+        if module_type is None:
+            return UNKNOWN
+        return MODULE if module_type in LINEAR_TYPES else "no: F.linear outside nn.Linear"
+    if site.aten_op in ROUTED_CALLS.get(site.role, ()):
+        return CALL
+    return f"no: {site.aten_op.removeprefix('aten::')} is not routed"
 
 
 SPEC = OpSpec(
@@ -370,6 +386,7 @@ SPEC = OpSpec(
     bench_shapes=((1, 4096, 4096, 4096), (1, 16, 4096, 4096), (1024, 512, 512, 96)),
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_matmul_shape, role=_matmul_role) for name in MATMUL_ATEN_OPS},
+    site_route=_site_route,
     # Defaults hold at every K thanks to the fan-in scaling above (see the module docstring).
     tolerances=dict(DEFAULT_TOLERANCES),
     notes="FLOPs = 2*B*M*N*K. Shapes are BxMxNxK (B = 1: a 2-D GEMM, e.g. a linear layer). B is "

@@ -38,10 +38,11 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    CAST_OPS, FINFO_EPS, Context, Extracted, _arg, _dtype, _has_tensor, _norm_width, _numel,
-    _over_axis, _shape, _single_axis,
+    CAST_OPS, FINFO_EPS, Context, Extracted, SiteKey, _arg, _dtype, _has_tensor, _norm_width,
+    _numel, _over_axis, _shape, _single_axis,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import MODULE, UNKNOWN, eps_mismatch
 
 DIMS = ("M", "N")
 DEFAULT_EPS = 1e-6
@@ -264,6 +265,17 @@ def _find_handwritten_rmsnorm(ctx: Context) -> None:
         ctx.claim(ops, "rmsnorm", ("rmsnorm-module", scope), site)
 
 
+RMSNORM_MODULE = "torch.nn.modules.normalization.RMSNorm"  # a ModuleInfo's type
+
+
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """nn.RMSNorm and a hand-written RMSNorm module (the pattern above) are routed as modules
+    (the latter after a probe); F.rms_norm elsewhere is not."""
+    if site.aten_op.startswith("rmsnorm(") or module_type == RMSNORM_MODULE:
+        return MODULE
+    return UNKNOWN if module_type is None else "no: F.rms_norm outside nn.RMSNorm"
+
+
 SPEC = OpSpec(
     name="rmsnorm",
     dims=DIMS,
@@ -284,6 +296,8 @@ SPEC = OpSpec(
     aten_ops={name: AtenRule(_rmsnorm_shape)
               for name in ("aten::rms_norm", "aten::_fused_rms_norm")},
     patterns=(_find_handwritten_rmsnorm,),
+    site_route=_site_route,
+    param_mismatch=eps_mismatch,
     axis_dim="K",
     notes="rmsnorm over the last dim (or over dim 1 of x[M, N, K]), x·rsqrt(mean(x²) + eps)·weight "
     "(eps 1e-6 unless the model says otherwise); FLOPs = 4·M·N·K; bytes = read x, weight + write "

@@ -22,10 +22,11 @@ from autokernel.integrate.routing import (
 )
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
 from autokernel.profiling.callsites import (
-    Context, _arg, _dtype, _four_dims, _is_last_dim, _numel, _shape, _significant_unclaimed,
-    _span,
+    Context, SiteKey, _arg, _dtype, _four_dims, _is_last_dim, _numel, _shape,
+    _significant_unclaimed, _span,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import FUNCTION, MODULE, UNKNOWN
 
 DIMS = ("B", "H", "S", "D")
 ROPE_THETA = 10000.0
@@ -269,6 +270,15 @@ def _find_rotary_modules(ctx: Context) -> None:
         ctx.claim([op for op in ops if op.id not in ctx.claims], "rotary_embedding", call_id, site)
 
 
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """A rotary module is routed as a module; RoPE inside another module is routed if it is a
+    function rope(x, cos, sin) or (q, k, cos, sin) the module calls, not if it is written inline
+    (the profile cannot tell)."""
+    if module_type is None:
+        return UNKNOWN
+    return MODULE if is_rotary_module_name(module_type.rsplit(".", 1)[-1]) else FUNCTION
+
+
 SPEC = OpSpec(
     name="rotary_embedding",
     dims=DIMS,
@@ -307,6 +317,7 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     # Rotate-half first: the module rule then reuses its claim as the module's call.
     patterns=(_find_rotate_half, _find_rotary_modules),
+    site_route=_site_route,
     notes="rotate-half layout (HF LLaMA), cos/sin [S, D] with equal halves, D even; "
     "FLOPs = 3·B·H·S·D; bytes = read x + write out + read cos and sin once.",
 )

@@ -35,9 +35,10 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    Context, Extracted, _arg, _over_axis, _shape, _single_axis,
+    Context, Extracted, SiteKey, _arg, _over_axis, _shape, _single_axis,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import CALL
 
 DIMS = ("M", "N")
 
@@ -176,6 +177,11 @@ def _softmax_shape(op: OpCall, ctx: Context) -> Extracted:
     return _over_axis(x, axis)
 
 
+def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
+    """The router intercepts softmax; a site whose profile names its dim is not over the last."""
+    return "no: not over the last dim" if "dim" in dict(site.params) else CALL
+
+
 SPEC = OpSpec(
     name="softmax",
     dims=DIMS,
@@ -194,6 +200,7 @@ SPEC = OpSpec(
     axis_dim="K",
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_softmax_shape) for name in ("aten::softmax", "aten::_softmax")},
+    site_route=_site_route,
     notes="softmax over the last dim (or over dim 1 of x[M, N, K]); FLOPs = 5·M·N·K (max, "
     "subtract, exp, sum, scale); "
     "bytes = read x + write y.",

@@ -134,6 +134,15 @@ class OpSpec:
     type, run in this order. A type with patterns must be named in
     autokernel/profiling/patterns.PATTERN_ORDER, which says when they run relative to the other
     types' (an earlier pattern claims its ops first)."""
+    site_route: Callable[..., str] | None = None
+    """(profiling.callsites.SiteKey, the type of the module the site was called in or None, the
+    profile's {path: ModuleInfo}) -> how verify would splice a kernel in at this call site, in
+    profiling/site_routes.py's words, or "no: why" (the plan's route column). None: the router
+    intercepts the type's torch call wherever it is made ("call")."""
+    param_mismatch: Callable[..., str | None] | None = None
+    """(a site's params, its shape, the params the target's kernel is verified with) -> "no: why"
+    where verify would refuse the site for a param the kernel may bake in (a norm's eps), else
+    None. None: the type has no such param."""
     op_tolerances: Callable[[Mapping[str, Any]], Mapping[torch.dtype, Tolerance] | None] | None \
         = None
     """(a target's params) -> its tolerances where they are not `tolerances`, else None: reduce's

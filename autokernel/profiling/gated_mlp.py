@@ -3,7 +3,7 @@ aten::linear calls, act SiLU (SwiGLU) or GELU (GeGLU), claimed as ONE call.
 
 The activation is the site's `activation` param, so the harness verifies the kernel for it and
 verify refuses a site whose activation differs from the verified one
-(`routable.unverified_param`). SiLU is the op's default and records no param, as before GeGLU
+(`activation_mismatch`). SiLU is the op's default and records no param, as before GeGLU
 was recognised. torch.profiler records no string arguments, so GELU's form comes from the
 nn.GELU module around the call (approximate="tanh": "gelu_tanh"); an F.gelu written inline
 records none and is taken as the exact form, as the gelu type takes it. A tanh-form MLP then
@@ -13,12 +13,14 @@ forms differ by ~2e-4 relative) and takes in fp16/bf16, where they agree within 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from autokernel.profiling.callsites import (
-    Context, _arg, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
+    Context, SiteKey, _arg, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.site_routes import LINEAR_TYPES, MODULE, UNKNOWN
 
 # act(gate(x)) * up(x) evaluates gate, act, up; up(x) * act(gate(x)) evaluates up, gate, act.
 # "act" stands for any of ACTIVATION_OPS.
@@ -82,3 +84,36 @@ def find_gated_mlp(ctx: Context) -> None:
                         _activation_params(act, ctx), _dtype(first, ctx.record.dtype))
         ctx.claim(_span(ctx, window[0], window[-1]), "fused_mlp", (kind, window[0].id), site)
         i += 5
+
+
+def is_gated_mlp_module(modules: Mapping[str, ModuleInfo], path: str) -> bool:
+    """Three nn.Linear children and no other child with weights (an nn.GELU may be there): what
+    the fused_mlp route takes (its probe then decides, for the verified activation)."""
+    if not path or path not in modules:
+        return False
+    children = [(p, info) for p, info in modules.items()
+                if p.startswith(path + ".") and "." not in p[len(path) + 1:]]
+    linears = [p for p, info in children if info.type in LINEAR_TYPES]
+    others = [p for p, info in children if info.type not in LINEAR_TYPES and any(
+        q.startswith(p + ".") or q == p for q, i in modules.items() if i.params)]
+    return len(linears) == 3 and not others
+
+
+def gated_mlp_route(site: SiteKey, module_type: str | None,
+                    modules: Mapping[str, ModuleInfo]) -> str:
+    """fused_mlp's `OpSpec.site_route`: verify routes the MLP module, not loose linears."""
+    if module_type is None:
+        return UNKNOWN
+    if is_gated_mlp_module(modules, site.module):
+        return MODULE
+    return "no: gate/up/down are not the three Linears of one module"
+
+
+def activation_mismatch(site_params: Mapping[str, Any], shape: list[int],
+                        verified: Mapping[str, Any]) -> str | None:
+    """fused_mlp's `OpSpec.param_mismatch`: a gated MLP of another activation fails the module
+    probe. SiLU is the default, which a SwiGLU site and a target verified for it leave
+    unnamed."""
+    mine = site_params.get("activation", "silu")
+    theirs = verified.get("activation", "silu")
+    return None if mine == theirs else f"no: activation={mine} (verified: {theirs})"

@@ -8,18 +8,21 @@ The profile records no tensor identities, so "the loss's input is the head's out
 "only views, casts and a contiguous copy run between them, the loss's last dim is the head's
 output width V, and it has no more rows than the head". The fused call's time is the sum of
 the linear's, the copies' and the loss's. The loss's arguments (reduction, ignore_index,
-smoothing, class weights) and a bias on the head become notes, which `routable.site_route`
+smoothing, class weights) and a bias on the head become notes, which `lm_head_loss_route`
 reads to say whether verify can route the site.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from autokernel.profiling.callsites import (
-    CAST_OPS, Context, _dtype, _has_tensor, _maybe_last_dim, _numel, _shape,
+    CAST_OPS, Context, SiteKey, _dtype, _has_tensor, _maybe_last_dim, _numel, _shape,
     _significant_unclaimed, _span, _arg,
 )
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.op_rules import op_rules
+from autokernel.profiling.site_routes import CHAIN, unrouted_loss_arguments
 
 KERNEL_TYPE = "linear_cross_entropy"
 HEADS = ("aten::linear",)  # nn.Linear and F.linear: what verify defers
@@ -77,3 +80,15 @@ def find_lm_head_loss(ctx: Context) -> None:
         site = ctx.site(KERNEL_TYPE, ctx.common_module([head, *loss]), label, named, params,
                         _dtype(head, ctx.record.dtype))
         ctx.claim(_span(ctx, head, loss[-1]), KERNEL_TYPE, ("lm_head_loss", head.id), site)
+
+
+def lm_head_loss_route(site: SiteKey, module_type: str | None,
+                       modules: Mapping[str, ModuleInfo]) -> str:
+    """linear_cross_entropy's `OpSpec.site_route`: deferred whole (`integrate/logits_chain.py`)
+    when the loss is F.cross_entropy's mean over targets not -100 and the head has no bias."""
+    notes = dict(site.notes)
+    if "loss" in notes:
+        return f"no: {notes['loss']} (only F.cross_entropy is routed)"
+    if notes.get("bias"):
+        return "no: the LM head has a bias"
+    return unrouted_loss_arguments(notes) or CHAIN

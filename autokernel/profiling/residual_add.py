@@ -11,28 +11,41 @@ these patterns run after the norm types' (`patterns.PATTERN_ORDER`). The fused c
 the sum of the add's and the norm's.
 
 The site's `norm` note says whether verify can route it: "module" (an nn.Module it can tap),
-else the function the model calls outside one (`routable.site_route`).
+else the function the model calls outside one (`NormAfterAdd.site_route`). Each fused type's op
+entry declares its norm (`NormAfterAdd`): its ops, its module and its function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from autokernel.profiling.callsites import Context, _arg, _dtype, _numel, _shape
-from autokernel.profiling.events import OpCall
+from autokernel.profiling.callsites import Context, SiteKey, _arg, _dtype, _numel, _shape
+from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.op_rules import op_rules
+from autokernel.profiling.site_routes import CHAIN
 
-# The norm types' aten ops, and the module class that calls each as its whole forward.
-NORM_OPS: dict[str, tuple[str, ...]] = {
-    "rmsnorm": ("aten::rms_norm", "aten::_fused_rms_norm"),
-    "layernorm": ("aten::layer_norm", "aten::native_layer_norm"),
-}
-NORM_MODULES: dict[str, str] = {
-    "rmsnorm": "torch.nn.modules.normalization.RMSNorm",
-    "layernorm": "torch.nn.modules.normalization.LayerNorm",
-}
-NORM_FUNCTIONS = {"rmsnorm": "F.rms_norm", "layernorm": "F.layer_norm"}
+
+@dataclass(frozen=True)
+class NormAfterAdd:
+    """The norm a fused residual add + norm type ends in, as its op entry declares it."""
+
+    norm_type: str  # the kernel type of the norm alone, whose pattern may have claimed it
+    aten_ops: tuple[str, ...]  # the norm type's aten ops
+    module_type: str  # the ModuleInfo type of the module that calls one as its whole forward
+    function: str  # how the model calls it outside that module: the site's `norm` note
+
+    def site_route(self, site: SiteKey, module_type: str | None,
+                   modules: Mapping[str, ModuleInfo]) -> str:
+        """The fused type's `OpSpec.site_route`: verify defers the add into the norm module it
+        feeds (`integrate/residual_norm.py`), and taps no norm outside a module."""
+        norm = dict(site.notes).get("norm", "module")
+        if norm == "module":
+            return CHAIN
+        return f"no: {norm} outside nn.{self.module_type.rsplit('.', 1)[-1]}"
+
+
 RESIDUAL_ADDS = ("aten::add",)  # out of place only: `h += r` is not deferred by verify
 
 
@@ -56,12 +69,12 @@ def _next_significant(ctx: Context, op: OpCall) -> OpCall | None:
     return None
 
 
-def _norm_call(ctx: Context, norm_type: str, op: OpCall, shape: list[int]
+def _norm_call(ctx: Context, norm: NormAfterAdd, op: OpCall, shape: list[int]
                ) -> tuple[list[OpCall], dict[str, int], dict[str, Any], str] | None:
     """(the norm's ops, its dims, its params with the `norm` note, its label) when `op` starts a
     last-dim norm of `shape`, else None."""
     claim = ctx.claims.get(op.id)
-    if claim is None and op.name in NORM_OPS[norm_type]:
+    if claim is None and op.name in norm.aten_ops:
         if _shape(op, 0) != shape:
             return None
         extracted = op_rules()[op.name].extract(op, ctx)
@@ -69,10 +82,9 @@ def _norm_call(ctx: Context, norm_type: str, op: OpCall, shape: list[int]
             return None
         named, params = extracted
         module = ctx.record.modules.get(ctx.module_path(op))
-        is_module = module is not None and module.type == NORM_MODULES[norm_type]
-        norm = "module" if is_module else NORM_FUNCTIONS[norm_type]
-        return [op], named, {**params, "norm": norm}, op.name
-    if claim is None or claim.kernel_type != norm_type or len(claim.site.shape) != 2:
+        is_module = module is not None and module.type == norm.module_type
+        return [op], named, {**params, "norm": "module" if is_module else norm.function}, op.name
+    if claim is None or claim.kernel_type != norm.norm_type or len(claim.site.shape) != 2:
         return None  # not a norm, or one over a dim that is not the last
     m, n = claim.site.shape
     if n != shape[-1] or m * n != _numel(shape):
@@ -83,8 +95,8 @@ def _norm_call(ctx: Context, norm_type: str, op: OpCall, shape: list[int]
     return ops, {"M": m, "N": n}, params, claim.site.aten_op
 
 
-def residual_add_pattern(kernel_type: str, norm_type: str) -> Callable[[Context], None]:
-    """The pattern claiming an add and the `norm_type` norm it feeds as `kernel_type` calls."""
+def residual_add_pattern(kernel_type: str, norm: NormAfterAdd) -> Callable[[Context], None]:
+    """The pattern claiming an add and the `norm` it feeds as `kernel_type` calls."""
 
     def find(ctx: Context) -> None:
         for add in list(ctx.roots):
@@ -92,7 +104,7 @@ def residual_add_pattern(kernel_type: str, norm_type: str) -> Callable[[Context]
                 continue
             shape = _residual_add(add)
             following = _next_significant(ctx, add) if shape else None
-            found = _norm_call(ctx, norm_type, following, shape) if following else None
+            found = _norm_call(ctx, norm, following, shape) if following else None
             if found is None:
                 continue
             norm_ops, named, params, label = found
@@ -103,5 +115,5 @@ def residual_add_pattern(kernel_type: str, norm_type: str) -> Callable[[Context]
                             params, _dtype(add, ctx.record.dtype))
             ctx.claim(ops, kernel_type, ("residual-add", add.id), site)
 
-    find.__name__ = f"find_add_then_{norm_type}"
+    find.__name__ = f"find_add_then_{norm.norm_type}"
     return find
