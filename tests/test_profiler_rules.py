@@ -55,11 +55,12 @@ def test_a_new_kernel_type_is_routed_by_its_own_op_entry(monkeypatch: pytest.Mon
                  verified: Mapping[str, Any]) -> str | None:
         return None if site_params == verified else f"no: {shape}"
 
-    entry = ModuleType("autokernel.ops.throwaway")
-    entry.SPEC = replace(ops.get_spec("reduce"), name="throwaway", site_route=route,
-                         param_mismatch=mismatch)
-    monkeypatch.setitem(sys.modules, entry.__name__, entry)
-    monkeypatch.setattr(ops, "KERNEL_TYPES", (*ops.KERNEL_TYPES, "throwaway"))
+    for name, hooks in (("throwaway", (route, mismatch)), ("plain_throwaway", (None, None))):
+        entry = ModuleType(f"autokernel.ops.{name}")
+        entry.SPEC = replace(ops.get_spec("reduce"), name=name, site_route=hooks[0],
+                             param_mismatch=hooks[1])
+        monkeypatch.setitem(sys.modules, entry.__name__, entry)
+    monkeypatch.setattr(ops, "KERNEL_TYPES", (*ops.KERNEL_TYPES, "throwaway", "plain_throwaway"))
     site = SiteKey(module="block.op", aten_op="aten::thing", shape=(4, 8), dtype="fp16")
     modules = {"block.op": ModuleInfo(type="my.Module")}
 
@@ -69,8 +70,8 @@ def test_a_new_kernel_type_is_routed_by_its_own_op_entry(monkeypatch: pytest.Mon
     assert unverified_param("throwaway", {"k": 1}, [4, 8], {"k": 2}) == "no: [4, 8]"
     assert unverified_param("throwaway", {"k": 1}, [4, 8], {"k": 1}) is None
     # A type that declares neither is the call the router intercepts, with no param to match.
-    assert site_route("reduce", site, modules) == CALL
-    assert unverified_param("reduce", {"eps": 1e-5}, [4, 8], {"eps": 1e-6}) is None
+    assert site_route("plain_throwaway", site, modules) == CALL
+    assert unverified_param("plain_throwaway", {"eps": 1e-5}, [4, 8], {"eps": 1e-6}) is None
 
 
 def test_routable_and_the_residual_add_pattern_name_no_kernel_type() -> None:
