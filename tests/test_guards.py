@@ -232,7 +232,7 @@ def test_torch_code_inside_a_launch_is_refused(monitor: LaunchMonitor) -> None:
         _exp_by_hook.pre_run_hooks.clear()
     assert torch.allclose(out, torch.exp(x))  # the hook computed, not the (empty) kernel
     found = " ".join(recorder.violations)
-    assert "pre-run hook(s) on _exp_by_hook()" in found
+    assert "pre-run hook on _exp_by_hook()" in found
     # The interpreter runs the hook inside the launch it records; a compiled launch runs it just
     # before, and the hook's own refusal names it.
     assert "exp" in found and ("inside a Triton launch" in found or "inside its launch" in found)

@@ -182,11 +182,11 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("pre_run_hook_exp.py", True, Status.REJECTED, "launch-hook", "static_scan",
      "add_pre_run_hook"),
     ("pre_run_hook_exp.py", False, Status.REJECTED, "library-fallback", "smoke",
-     "pre-run hook(s) on"),
+     "pre-run hook"),
     ("pre_run_hook_list_rmsnorm.py", True, Status.REJECTED, "launch-hook", "static_scan",
      "pre_run_hooks"),
     ("pre_run_hook_list_rmsnorm.py", False, Status.REJECTED, "library-fallback", "smoke",
-     "pre-run hook(s) on"),
+     "pre-run hook"),
     # Class 3: reaching into the judge.
     ("frame_walk_tolerance.py", True, Status.REJECTED, "introspection", "static_scan",
      "gi_frame"),

@@ -127,7 +127,7 @@ def _target(**overrides: object) -> dict:
 
 
 @pytest.mark.parametrize("overrides, verified, expected", [
-    ({}, True, "softmax 1.84× eager, 2 call(s)/fwd"),
+    ({}, True, "softmax 1.84× eager, 2 calls/fwd"),
     ({"calls_per_forward": 0}, True, "softmax 1.84× eager, not routed"),
     ({"spliced": False, "calls_per_forward": None}, True,
      "softmax 1.84× eager, left out (slower than eager)"),
@@ -144,7 +144,7 @@ def test_optimized_cell_says_when_there_is_nothing_to_optimize() -> None:
     assert optimized_cell({"status": NO_TARGET, "targets": []}) == "no optimizable target"
     cell = optimized_cell({"status": DONE, "targets": [_target(), _target(kernel_type="matmul",
                                                                            kernel=False)]})
-    assert cell == "softmax 1.84× eager, 2 call(s)/fwd; matmul: no passing kernel"
+    assert cell == "softmax 1.84× eager, 2 calls/fwd; matmul: no passing kernel"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def test_kernelbench_resume_runs_only_what_has_no_result(tmp_path: Path) -> None
     done = _kernelbench(str(softmax), str(broken), "--minutes-per-problem", "0.1", "--out",
                         str(out), "--resume")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "1 of 2 problem(s) keep their result" in done.stdout
+    assert "1 of 2 problems keep their result" in done.stdout
     assert "(from the earlier run)" in done.stdout
     document = json.loads((out / "results.json").read_text())
     rows = {r["problem"]: r for r in document["problems"]}

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autokernel.text import bounded_text, format_duration
+from autokernel.text import bounded_text, count_of, format_duration
 
 if TYPE_CHECKING:
     from autokernel.agents.base import AgentContext, Proposal
@@ -234,7 +234,7 @@ class DraftChecks:
         results = check(path, self.target)
         failed = not results or not all(r.ok for r in results)
         head = (f"compile_kernel: {'FAILED' if failed else 'OK'} for Hopper (sm_90), "
-                f"{self.target.dtype}, {len(results)} launch specialisation(s).")
+                f"{self.target.dtype}, {count_of(len(results), 'launch specialisation')}.")
         lines = [head, *(format_result(r) for r in results)]
         shown: set[str] = set()
         for result in results:

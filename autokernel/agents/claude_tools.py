@@ -20,6 +20,7 @@ from typing import Any
 from autokernel.agents.base import MAX_SUGGESTED_CONFIGS
 from autokernel.agents.claude_checks import CHECK_TOOL_SCHEMAS, CHECK_TOOLS, DraftChecks
 from autokernel.kernelfile import ENTRY_POINT, KernelFileError, parse_kernel_source
+from autokernel.text import count_of
 
 KERNEL_FILE = "kernel.py"
 MAX_READ_CHARS = 40_000  # one tool result; a whole kernel file is far smaller
@@ -338,8 +339,8 @@ class KernelDraft:
                 kept.append(dict(config))
         self.suggested_configs = kept
         if not dropped:
-            return f" {len(kept)} suggested configuration(s) noted for the tuner."
-        return (f" {len(kept)} suggested configuration(s) noted; dropped "
+            return f" {count_of(len(kept), 'suggested configuration')} noted for the tuner."
+        return (f" {count_of(len(kept), 'suggested configuration')} noted; dropped "
                 f"{len(dropped)}: {'; '.join(dropped[:3])}.")
 
     def report(self) -> str:

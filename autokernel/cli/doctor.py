@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from autokernel.cli._common import console
+from autokernel.text import count_of
 
 SUBPROCESS_TIMEOUT_S = 180  # both probes take ~10 s; a stalled one must not stall doctor
 
@@ -221,7 +222,7 @@ def doctor(
         if torch.cuda.is_available() and gpu >= torch.cuda.device_count():
             from autokernel.cli._common import fail
 
-            fail(f"--gpu {gpu}: only {torch.cuda.device_count()} GPU(s) visible")
+            fail(f"--gpu {gpu}: only {count_of(torch.cuda.device_count(), 'GPU')} visible")
         gpu_checks, info = _gpu_report(gpu, calibrate)
         checks += gpu_checks
         checks.append(_selfcheck("interpreter"))

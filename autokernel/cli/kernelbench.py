@@ -13,6 +13,7 @@ import typer
 from autokernel.cli._common import (DEVICE_OPTION, DTYPE_OPTION, PANEL_AGENT, PANEL_BUDGET,
                                     PANEL_OUTPUT, AgentChoice, Device, Dtype, console,
                                     device_or_fail, fail, plain)
+from autokernel.text import count_of
 
 DEFAULT_RUNS_DIR = Path("autokernel_runs")
 EXIT_INTERRUPTED = 130
@@ -163,13 +164,14 @@ def kernelbench(
     template = ProblemJob(problem="", workspace="", result_path="", device=resolved_device,
                           dtype=dtype, minutes=minutes_per_problem, agent=agent_name,
                           agent_options=agent_options, top=top, all_kernels=all_kernels)
-    console.print(f"{len(problems)} problem(s), {dtype} on {meta['gpu'] or resolved_device}, "
+    console.print(f"{count_of(len(problems), 'problem')}, {dtype} on "
+                  f"{meta['gpu'] or resolved_device}, "
                   f"{minutes_per_problem:g} min each (hard limit "
                   f"{hard_limit_s(minutes_per_problem) / 60:.0f} min); {agent_note}; "
                   f"out: {out}", highlight=False, soft_wrap=True)
     if resume:
-        console.print(f"resuming: {len(finished)} of {len(problems)} problem(s) keep their "
-                      "result", highlight=False)
+        console.print(f"resuming: {len(finished)} of {count_of(len(problems), 'problem')} keep "
+                      "their result", highlight=False)
 
     def on_record(index: int, record: dict[str, Any], records: list[dict[str, Any]]) -> None:
         earlier = " (from the earlier run)" if record.get("problem") in finished else ""

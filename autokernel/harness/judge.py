@@ -40,6 +40,7 @@ from autokernel.harness.protocol import Job, WorkerReport
 from autokernel.harness.verdict import DETAIL_CHARS, WHERE, Verdict, gib, oom_summary
 from autokernel.ops import get_spec
 from autokernel.ops.spec import Inputs, Shape, parse_dtype
+from autokernel.text import count_of
 
 # References are computed in float64 when all inputs together are at most this many elements.
 FP64_REFERENCE_MAX_ELEMENTS = 1 << 22
@@ -375,11 +376,12 @@ class Judge(TimingAudits):
                 if self.device.type == "cuda":
                     torch.cuda.empty_cache()
         if skipped:
-            self.report.notes.append(f"{len(skipped)} case(s) of the registry's sweep skipped: "
-                                     f"out of memory ({'; '.join(skipped[:4])})")
+            self.report.notes.append(f"{count_of(len(skipped), 'case')} of the registry's sweep "
+                                     f"skipped: out of memory ({'; '.join(skipped[:4])})")
         if self.references_in_host:
             self.report.notes.append(
-                f"{self.references_in_host} reference(s) ({gib(self.reference_bytes_in_host)}) "
+                f"{count_of(self.references_in_host, 'reference')} "
+                f"({gib(self.reference_bytes_in_host)}) "
                 f"kept in host memory: past {REFERENCE_DEVICE_SHARE:.0%} of the "
                 f"{gib(self.memory_budget)} of device memory the harness plans with")
         if self.device.type == "cuda":

@@ -11,7 +11,7 @@ from typing import Any
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.kernelbench.problem import DONE, NO_TARGET
 from autokernel.kernelbench.scoring import THRESHOLDS, fast_p_table
-from autokernel.text import format_speedup
+from autokernel.text import count_of, format_speedup
 
 TABLE_STEM = "results"
 TSV_COLUMNS = ("problem", "status", "correctness", "speedup_vs_eager", "speedup_vs_compile",
@@ -56,7 +56,7 @@ def target_summary(target: dict[str, Any], verified: bool) -> str:
     if not target["spliced"]:
         return f"{text}, left out (slower than eager)"
     calls = target["calls_per_forward"]
-    return f"{text}, not routed" if not calls else f"{text}, {calls} call(s)/fwd"
+    return f"{text}, not routed" if not calls else f"{text}, {count_of(calls, 'call')}/fwd"
 
 
 def optimized_cell(record: dict[str, Any]) -> str:
@@ -89,7 +89,8 @@ def _md_row(cells: list[str]) -> str:
 def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     where = meta.get("gpu") or meta["device"]
     lines = [
-        f"# autokernel kernelbench: {len(records)} problem(s), {meta['dtype']} on {where}",
+        f"# autokernel kernelbench: {count_of(len(records), 'problem')}, {meta['dtype']} on "
+        f"{where}",
         "",
         (f"{meta['minutes_per_problem']:g} min of optimization per problem, agent "
          f"{meta['agent']}; autokernel {meta['versions'].get('autokernel', '?')} at commit "

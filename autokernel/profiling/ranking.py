@@ -31,6 +31,7 @@ from autokernel.profiling.plan import (
     format_speedup,
 )
 from autokernel.profiling.routable import site_route, target_route, unverified_param
+from autokernel.text import count_of
 
 OTHER_OPS_LISTED = 10
 NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
@@ -257,7 +258,8 @@ def plan_rows(plan: Plan, top: int | None = None) -> list[list[str]]:
     hidden = plan.targets[top:] if top is not None else []
     blank = [""] * (len(PLAN_COLUMNS) - 4)
     if hidden:
-        rows.append(["", f"{len(hidden)} more target(s)", f"{sum(t.share for t in hidden):.1%}",
+        rows.append(["", count_of(len(hidden), "more target"),
+                     f"{sum(t.share for t in hidden):.1%}",
                      f"{sum(t.time_ms for t in hidden):.3f}", *blank])
     rows.append(["", OTHER, f"{plan.other_share:.1%}", f"{plan.other_ms:.3f}", *blank])
     return rows

@@ -12,6 +12,7 @@ import torch
 
 from autokernel.harness.guards.frames import _GUARD_FILES, _TORCH_PREFIXES, _source_prefixes
 from autokernel.harness.guards.host_reads import HostReadError
+from autokernel.text import count_of
 
 def _current_raw_stream() -> int:
     """The current CUDA stream's handle, as Triton's launcher reads it (no Stream object is
@@ -251,8 +252,8 @@ class LaunchMonitor:
         hooks = getattr(fn, "pre_run_hooks", None)
         if self.armed and hooks:
             name = getattr(getattr(fn, "fn", fn), "__name__", "a Triton kernel")
-            self.findings.append(f"{len(hooks)} pre-run hook(s) on {name}() (code run inside "
-                                 "its launch: a Triton launch hook)")
+            self.findings.append(f"{count_of(len(hooks), 'pre-run hook')} on {name}() (code run "
+                                 "inside its launch: a Triton launch hook)")
 
     def tampered(self) -> list[str]:
         """Hooks the candidate removed or replaced."""
