@@ -100,6 +100,7 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     RoutedKernel,
     RouteStats,
     in_compiled_graphs,
+    plain_arguments,
 )
 from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
 
@@ -190,20 +191,23 @@ class Router(TorchFunctionMode):
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
-        if self.chains and holds_pending(args, kwargs):
-            return follow_chain(func, args, kwargs)
-        if self.logits and holds_logits(args, kwargs):
-            out = follow_logits(func, args, kwargs, compute=False)
-            if out is not NotImplemented:
-                return out
-            # Computed as written; the call on the logits is then routed like any other.
-            args, kwargs = computed_arguments(func, args, kwargs)
-        if self.sums and holds_sum(args, kwargs):
-            if func is sum_value:
-                return sum_value(*args, **kwargs)
-            # Computed as written; the call itself is then routed like any other (an add of a
-            # computed sum may start the next pair).
-            args, kwargs = realize_sums(args, kwargs)
+        # Every torch call in the scopes comes here, tensor attribute reads included: the
+        # stand-in checks only for calls with an argument that may be or hold a stand-in.
+        if (self.chains or self.logits or self.sums) and not plain_arguments(args, kwargs):
+            if self.chains and holds_pending(args, kwargs):
+                return follow_chain(func, args, kwargs)
+            if self.logits and holds_logits(args, kwargs):
+                out = follow_logits(func, args, kwargs, compute=False)
+                if out is not NotImplemented:
+                    return out
+                # Computed as written; the call on the logits is then routed like any other.
+                args, kwargs = computed_arguments(func, args, kwargs)
+            if self.sums and holds_sum(args, kwargs):
+                if func is sum_value:
+                    return sum_value(*args, **kwargs)
+                # Computed as written; the call itself is then routed like any other (an add of
+                # a computed sum may start the next pair).
+                args, kwargs = realize_sums(args, kwargs)
         routes = self.routes.get(func)
         if routes is None:
             return func(*args, **kwargs)

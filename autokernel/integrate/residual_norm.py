@@ -40,7 +40,7 @@ from torch.overrides import handle_torch_function
 from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
 from autokernel.integrate.routing import (
     Outcome, RoutedKernel, RouteStats, _call_kernel, _positional_arity, _refusal, _rows,
-    _unverified, kernel_running,
+    _unverified, host_code, kernel_running, plain_arguments,
 )
 
 ADD_FUNCTIONS = (torch.add, torch.Tensor.add, torch.Tensor.__add__)
@@ -151,7 +151,10 @@ class PendingSum:
 
     def value(self) -> torch.Tensor:
         """The sum, from anywhere: through torch's function handling, so that a Router active
-        here computes it with its routes off (the add is not deferred again)."""
+        here computes it with its routes off (the add is not deferred again). A settled sum
+        (the fused kernel's h) is simply returned: that round trip would return it too."""
+        if self._value is not None:
+            return self._value
         return handle_torch_function(sum_value, (self,), self)
 
     def compute(self) -> torch.Tensor:
@@ -170,6 +173,12 @@ def sum_value(pending: Any) -> Any:
 
 def _sum_operator(func: Callable[..., Any]) -> Any:
     def method(self: PendingSum, *args: Any) -> Any:
+        settled = self._value
+        if settled is not None and plain_arguments(args, None):
+            # What torch's function handling would come to (a Router computes the stand-ins,
+            # then sees the call as made on tensors), without its Python round trip: the next
+            # block's `h + mlp(...)` on the fused kernel's h, every forward.
+            return func(settled, *args)
         return handle_torch_function(func, (self,), self, *args)
 
     return method
@@ -198,6 +207,8 @@ del _name
 
 
 def holds_sum(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
+    if plain_arguments(args, kwargs):  # the common case, answered without a generator per call
+        return False
     return any(_holds(a) for a in args) or any(_holds(v) for v in kwargs.values())
 
 
@@ -277,7 +288,8 @@ class FusedNormTap:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         pending = args[0] if len(args) == 1 and not kwargs else None
         if isinstance(pending, PendingSum) and pending.pending and pending._kernel is self.kernel:
-            out, why = self.fuse(self, pending)
+            with host_code():  # the checks and the kernel call: ours, not the model's calls
+                out, why = self.fuse(self, pending)
             if why is None:
                 self.stats.count_call()
                 return out

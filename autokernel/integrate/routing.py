@@ -226,6 +226,39 @@ def _needs_custom_op(args: tuple[Any, ...]) -> bool:
         isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
+def host_code() -> Any:
+    """A context for our own eager host code inside a model's forward (a kernel's allocations,
+    shape reads and launch; a route's checks): torch-function handling off, so that a Router's
+    mode, on for the whole forward when a kernel's call sites include the model itself, does
+    not take each of its torch calls and tensor attribute reads through Python (~20 per routed
+    call: most of a routed call's host time). Eager only: under torch.compile nothing comes
+    here, the registered op is called instead."""
+    return torch._C.DisableTorchFunction()
+
+
+# Argument types that never are, nor hold, a route's stand-in (residual_norm's PendingSum,
+# attention_chain's PendingScores, logits_chain's PendingLogits): a call made of these alone
+# needs none of the stand-in checks. Nearly every call a Router sees is one (each torch call of
+# the model inside its scopes, and each tensor attribute read there).
+PLAIN_ARGUMENT_TYPES = frozenset({
+    torch.Tensor, nn.Parameter, int, float, bool, complex, str, type(None), type(Ellipsis),
+    slice, torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format,
+})
+
+
+def plain_arguments(args: tuple[Any, ...], kwargs: Mapping[str, Any] | None) -> bool:
+    """Whether every argument's type is a PLAIN_ARGUMENT_TYPES one (exactly: a subclass of them
+    may be anything)."""
+    for value in args:
+        if type(value) not in PLAIN_ARGUMENT_TYPES:
+            return False
+    if kwargs:
+        for value in kwargs.values():
+            if type(value) not in PLAIN_ARGUMENT_TYPES:
+                return False
+    return True
+
+
 _RUNNING = [0]  # kernel calls under way: the torch calls of their host code are not the model's
 
 
@@ -238,10 +271,13 @@ def kernel_running() -> bool:
 def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
     """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
     direct = kernel.op.direct
-    call = kernel.op.op if direct is None or _needs_custom_op(args) else direct
+    registered = direct is None or _needs_custom_op(args)
     _RUNNING[0] += 1
     try:
-        return call(*args), None
+        if registered:
+            return kernel.op.op(*args), None
+        with host_code():
+            return direct(*args), None
     except (ValueError, NotImplementedError) as exc:
         first = (str(exc).strip().splitlines() or [""])[0]
         return None, f"kernel refused: {first[:80]}"
