@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import triton
 import triton.language as tl
+from bench_results import passing_result
 from scripted_model import serve_loopback
 
 from autokernel import reference
@@ -148,9 +149,9 @@ def make_context(
     )
 
 
-def passing(latency_us: float) -> BenchResult:
-    return BenchResult(status=Status.PASS, kernel_type="reduce", latency_us=latency_us,
-                       speedup_vs_eager=50.0 / latency_us, shapes=[[4096, 4096]], dtypes=["fp16"])
+def passing(latency_us: float, **timing_figures: Any) -> BenchResult:
+    return passing_result(latency_us, kernel_type="reduce", speedup_vs_eager=50.0 / latency_us,
+                          shapes=[[4096, 4096]], dtypes=["fp16"], **timing_figures)
 
 
 def tool_results(request: dict[str, Any]) -> list[dict[str, Any]]:
@@ -590,8 +591,7 @@ def test_prompt_has_what_the_agent_needs_and_stays_bounded() -> None:
                            reason="max error 3.2 at [1, 1048576] fp16 " + "x" * 5000,
                            tunables={"BLOCK_N": 32}))
     history.append(Attempt(402, "split rows", "crash", stage="compile", reason="out of resources"))
-    best = passing(40.0)
-    best.pct_peak_measured, best.throughput, best.throughput_unit = 71.0, 2100.0, "GB/s"
+    best = passing(40.0, pct_peak_measured=71.0, throughput=2100.0, throughput_unit="GB/s")
     cassette = Cassette("write_reverted")
     claude_agent(cassette, history_limit=30).propose(
         make_context(history=history, experiment=403, best=best))

@@ -75,16 +75,15 @@ def primary_roofline() -> Any:
 
 
 def best_verdict() -> BenchResult:
+    roof = primary_roofline()  # what the harness would have reported at the primary shape
     timings = [ShapeTiming(shape=SHAPES[0], dtype="fp16", latency_us=14.2, iqr_us=0.1,
-                           eager_us=30.5),
+                           eager_us=30.5, speedup_vs_eager=2.15, speedup_vs_compile=1.2,
+                           pct_peak_datasheet=roof.pct_peak_datasheet,
+                           pct_peak_measured=roof.pct_peak_measured),
                ShapeTiming(shape=SHAPES[1], dtype="fp16", latency_us=13.1, iqr_us=0.2,
                            eager_us=29.0)]
-    roof = primary_roofline()  # what the harness would have reported at the primary shape
     return BenchResult(status=Status.PASS, kernel_type="reduce", shapes=SHAPES,
-                       dtypes=["fp16", "fp16"], latency_us=14.2, iqr_us=0.1,
-                       speedup_vs_eager=2.15, speedup_vs_compile=1.2,
-                       pct_peak_datasheet=roof.pct_peak_datasheet,
-                       pct_peak_measured=roof.pct_peak_measured, gpu=H100_NAME, timings=timings)
+                       dtypes=["fp16", "fp16"], gpu=H100_NAME, timings=timings)
 
 
 class NoResults:

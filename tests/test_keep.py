@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from bench_results import passing_result
 
 from autokernel.harness.paired import (
     NOISY_RELATIVE_WIDTH, PairedSpeedup, paired_speedup, round_ratios, too_noisy,
@@ -26,8 +27,7 @@ def _result(*shapes: tuple[list[int], list[float]], retimed: bool = False,
     timings = [ShapeTiming(shape=shape, dtype="fp16", latency_us=incumbent_us / float(
         np.median(ratios)), iqr_us=1.0, incumbent_us=incumbent_us, paired_ratios=ratios,
         retimed=retimed) for shape, ratios in shapes]
-    return BenchResult(status=Status.PASS, latency_us=timings[0].latency_us, iqr_us=1.0,
-                       timings=timings)
+    return BenchResult(status=Status.PASS, timings=timings)
 
 
 def _verdict(result: BenchResult, weights: dict[tuple[int, ...], float] | None = None,
@@ -116,9 +116,7 @@ def test_several_shapes_are_weighted_by_profiled_time() -> None:
 
 
 def test_without_paired_rounds_the_comparison_is_unpaired_and_says_so() -> None:
-    result = BenchResult(status=Status.PASS, latency_us=80.0, iqr_us=1.0,
-                         timings=[ShapeTiming(shape=[64], dtype="fp16", latency_us=80.0,
-                                              iqr_us=1.0)])
+    result = passing_result(80.0, shape=[64], dtype="fp16")
     assert paired_vs_best(result, {(64,): 1.0}) is None
     verdict = _verdict(result)
     assert verdict.status == "keep" and "unpaired" in verdict.reason

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_results import passing_result
 
 from autokernel.agents.base import AgentContext, AgentStop, Attempt, Proposal
 from autokernel.agents.bench.lookup import (
@@ -21,7 +22,7 @@ from autokernel.agents.hybrid import HybridAgent
 from autokernel.agents.tuner import TunerAgent
 from autokernel.agents.tuner_design import adaptive_order, source_of
 from autokernel.agents.tuner_seeds import PriorResult, SweepSeeds, stall_reason
-from autokernel.harness.result import BenchResult, Status
+from autokernel.harness.result import BenchResult
 from autokernel.profiling.plan import Target
 
 pytest.importorskip("sklearn")
@@ -282,7 +283,7 @@ def drive(agent: HybridAgent, experiments: int) -> tuple[list[Proposal], list[st
         proposals.append(proposal)
         us = latency(proposal.tunables)
         kept = us < best
-        result = BenchResult(status=Status.PASS, latency_us=us)
+        result = passing_result(us)
         history.append(Attempt(experiment, proposal.description, "keep" if kept else "revert",
                                latency_us=us, tunables=dict(proposal.tunables)))
         if kept:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 
 class Status(str, Enum):
@@ -56,6 +56,37 @@ class ShapeTiming:
     speedup_vs_liger: float | None = None
 
 
+Figure = TypeVar("Figure")
+
+
+class _PrimaryFigure(Generic[Figure]):
+    """A BenchResult figure read from its primary ShapeTiming: the timing is the figure's one
+    home, so the result cannot disagree with it. None when nothing was timed."""
+
+    def __init__(self, timing_field: str | None = None) -> None:
+        self.timing_field = timing_field
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.timing_field = self.timing_field or name
+
+    @overload
+    def __get__(self, result: None, owner: type) -> _PrimaryFigure[Figure]: ...
+
+    @overload
+    def __get__(self, result: BenchResult, owner: type) -> Figure | None: ...
+
+    def __get__(self, result: BenchResult | None, owner: type) -> Any:
+        if result is None:
+            return self
+        primary = result.primary
+        return None if primary is None else getattr(primary, self.timing_field)
+
+    def __set__(self, result: BenchResult, value: Any) -> None:
+        raise AttributeError(f"BenchResult.{self.name} is read from timings[0]; set "
+                             f"ShapeTiming.{self.timing_field} there instead")
+
+
 @dataclass
 class BenchResult:
     status: Status
@@ -67,24 +98,6 @@ class BenchResult:
     device: str = "cuda"
     shapes: list[list[int]] = field(default_factory=list)  # timed shapes, primary first
     dtypes: list[str] = field(default_factory=list)
-    latency_us: float | None = None  # device-time median at the primary shape and dtype
-    iqr_us: float | None = None
-    launch_us: float | None = None  # host launch cost at the primary shape (eager's beside it)
-    eager_launch_us: float | None = None
-    vs_incumbent: float | None = None  # paired speedup over the incumbent at the primary shape
-    vs_incumbent_lo: float | None = None
-    vs_incumbent_hi: float | None = None
-    throughput: float | None = None
-    throughput_unit: str | None = None  # "TFLOP/s" (compute-bound types) or "GB/s"
-    tflops: float | None = None
-    gbps: float | None = None
-    pct_peak_datasheet: float | None = None  # roofline floor time / measured time, in %
-    pct_peak_measured: float | None = None  # the same against the calibrated ceilings
-    eager_latency_us: float | None = None
-    compile_latency_us: float | None = None
-    speedup_vs_eager: float | None = None
-    speedup_vs_compile: float | None = None
-    speedup_vs_liger: float | None = None  # blank unless liger-kernel is installed
     peak_vram_mb: float | None = None
     harness_seconds: float | None = None
     timing_meaningful: bool = True  # False on the CPU interpreter
@@ -104,12 +117,45 @@ class BenchResult:
     launch_digest: str | None = None
     incumbent_launch_digest: str | None = None
 
+    # The primary shape's figures (timings[0]), under the names readers and verdict files use.
+    latency_us = _PrimaryFigure[float]()  # device-time median at the primary shape and dtype
+    iqr_us = _PrimaryFigure[float]()
+    launch_us = _PrimaryFigure[float]()  # host launch cost at the primary shape (eager's beside)
+    eager_launch_us = _PrimaryFigure[float]()
+    vs_incumbent = _PrimaryFigure[float]()  # paired speedup over the incumbent
+    vs_incumbent_lo = _PrimaryFigure[float]()
+    vs_incumbent_hi = _PrimaryFigure[float]()
+    throughput = _PrimaryFigure[float]()
+    throughput_unit = _PrimaryFigure[str]()  # "TFLOP/s" (compute-bound types) or "GB/s"
+    tflops = _PrimaryFigure[float]()
+    gbps = _PrimaryFigure[float]()
+    pct_peak_datasheet = _PrimaryFigure[float]()  # roofline floor time / measured time, in %
+    pct_peak_measured = _PrimaryFigure[float]()  # the same against the calibrated ceilings
+    eager_latency_us = _PrimaryFigure[float]("eager_us")
+    compile_latency_us = _PrimaryFigure[float]("compile_us")
+    speedup_vs_eager = _PrimaryFigure[float]()
+    speedup_vs_compile = _PrimaryFigure[float]()
+    speedup_vs_liger = _PrimaryFigure[float]()  # blank unless liger-kernel is installed
+
+    @property
+    def primary(self) -> ShapeTiming | None:
+        """The timing at the primary shape and dtype (shapes[0]), if anything was timed."""
+        return self.timings[0] if self.timings else None
+
     @property
     def passed(self) -> bool:
         return self.status is Status.PASS
 
+    def primary_figures(self) -> dict[str, Any]:
+        """The primary shape's figures by their BenchResult names, in declaration order."""
+        return {name: getattr(self, name) for name in PRIMARY_FIGURES}
+
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        data: dict[str, Any] = {}
+        for key, value in asdict(self).items():
+            data[key] = value
+            if key == "dtypes":  # where the flat figures stood when they were fields
+                data.update(self.primary_figures())
         data["status"] = self.status.value
         # The issue's "pct_peak (datasheet and measured)", as one object beside the flat fields.
         data["pct_peak"] = {"datasheet": self.pct_peak_datasheet,
@@ -124,5 +170,22 @@ class BenchResult:
         data = dict(data)
         data["status"] = Status(data["status"])
         data["timings"] = [ShapeTiming(**t) for t in data.get("timings", [])]
+        if not data["timings"] and data.get("latency_us") is not None:
+            data["timings"] = [_timing_from_flat_figures(data)]
         known = set(cls.__dataclass_fields__)
         return cls(**{k: v for k, v in data.items() if k in known})
+
+
+# BenchResult's derived figures: BenchResult name -> ShapeTiming field.
+PRIMARY_FIGURES: dict[str, str] = {
+    name: figure.timing_field or name for name, figure in vars(BenchResult).items()
+    if isinstance(figure, _PrimaryFigure)}
+
+
+def _timing_from_flat_figures(data: dict[str, Any]) -> ShapeTiming:
+    """A verdict written before the figures moved to `timings` (an old workspace's state.json
+    that `resume` reads): its flat primary figures as the one timing they came from."""
+    shapes, dtypes = data.get("shapes") or [], data.get("dtypes") or []
+    figures = {field_name: data.get(name) for name, field_name in PRIMARY_FIGURES.items()}
+    return ShapeTiming(shape=list(shapes[0]) if shapes else [], dtype=dtypes[0] if dtypes else "",
+                       **figures)

@@ -140,21 +140,6 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
             vs_incumbent_hi=paired.high if paired else None, retimed=timed.retimed,
             liger_us=timed.liger_us, speedup_vs_liger=_ratio(timed.liger_us, timed.latency_us),
         ))
-    if result.timings:
-        primary = result.timings[0]
-        result.latency_us, result.iqr_us = primary.latency_us, primary.iqr_us
-        result.launch_us, result.eager_launch_us = primary.launch_us, primary.eager_launch_us
-        result.vs_incumbent = primary.vs_incumbent
-        result.vs_incumbent_lo, result.vs_incumbent_hi = (primary.vs_incumbent_lo,
-                                                          primary.vs_incumbent_hi)
-        result.throughput, result.throughput_unit = primary.throughput, primary.throughput_unit
-        result.tflops, result.gbps = primary.tflops, primary.gbps
-        result.pct_peak_datasheet = primary.pct_peak_datasheet
-        result.pct_peak_measured = primary.pct_peak_measured
-        result.eager_latency_us, result.compile_latency_us = primary.eager_us, primary.compile_us
-        result.speedup_vs_eager = primary.speedup_vs_eager
-        result.speedup_vs_compile = primary.speedup_vs_compile
-        result.speedup_vs_liger = primary.speedup_vs_liger
     if any(t.compile_cached for t in result.timings):
         result.notes.append("torch.compile latency from this run's baseline cache (measured "
                             "interleaved with the candidate in an earlier call)")
