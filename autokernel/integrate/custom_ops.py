@@ -202,16 +202,24 @@ def _existing_op(name: str) -> Callable[..., torch.Tensor] | None:
 
 def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
     """A custom op may not return (a view of) one of its inputs, nor one output twice; copy in
-    that rare case (each of a tuple of outputs)."""
+    that rare case (each of a tuple of outputs). Every routed call pays this check, so each
+    non-empty input's storage is looked up once, not once per output."""
+    taken = {a.untyped_storage().data_ptr() for a in inputs
+             if isinstance(a, torch.Tensor) and a.numel()}
+    return _fresh(out, taken)
+
+
+def _fresh(out: Any, taken: set[int]) -> Any:
+    """`out`, cloned where it shares a storage in `taken`; adds what it keeps to `taken`."""
     if isinstance(out, (tuple, list)):
-        kept: list[torch.Tensor] = []
-        for one in out:
-            kept.append(_unaliased(one, (*inputs, *kept)))
-        return tuple(kept)
+        return tuple(_fresh(one, taken) for one in out)
+    if not out.numel():
+        return out
     pointer = out.untyped_storage().data_ptr()
-    if any(isinstance(a, torch.Tensor) and a.numel() and out.numel()
-           and a.untyped_storage().data_ptr() == pointer for a in inputs):
-        return out.clone()
+    if pointer in taken:
+        out = out.clone()
+        pointer = out.untyped_storage().data_ptr()
+    taken.add(pointer)
     return out
 
 
