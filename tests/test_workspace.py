@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from bench_results import passing_result
 
 from autokernel.agents.base import AgentContext, AgentStop, Proposal
 from autokernel.agents.tuner import TunerAgent
@@ -286,6 +287,11 @@ def test_the_objective_weights_shapes_by_profiled_time() -> None:
     assert m.latency_us == pytest.approx(12.5) and m.iqr_us == pytest.approx(1.25)
     assert m.speedup_vs_eager == pytest.approx(27.5 / 12.5)
     assert m.primary_latency_us == 10.0
+    one_shape = passing_result(10.0, shape=[64, 128], eager_us=30.0, speedup_vs_eager=3.0)
+    single = measure(one_shape, 1, "", {(64, 128): 1.0})
+    # One shape: the harness's ratio is the figure's one home; measure reads it, not a new one.
+    assert single.speedup_vs_eager == one_shape.speedup_vs_eager == 3.0
+    assert single.speedup_vs_compile is None and single.shapes == 1
 
 
 # ---------------------------------------------------------------------------------------------
