@@ -99,6 +99,7 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     PatchReport,
     RoutedKernel,
     RouteStats,
+    host_code,
     in_compiled_graphs,
     plain_arguments,
 )
@@ -132,7 +133,11 @@ class _Route:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if holds_sum(args, kwargs):  # a deferred add (residual_norm.py) reaching another route
             args, kwargs = value_of_sums(args, kwargs)
-        out, reason = self.call(self, args, kwargs)
+        if torch.compiler.is_compiling():
+            out, reason = self.call(self, args, kwargs)
+        else:  # the route's checks and kernel call are no torch calls of the model's
+            with host_code():
+                out, reason = self.call(self, args, kwargs)
         if reason is None:
             self.stats.count_call()
             return out
