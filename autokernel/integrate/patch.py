@@ -26,7 +26,10 @@ Six ways in, chosen by where PyTorch models call each kernel type:
   imported with `from ... import`), which rebinding module attributes (`F.softmax = ...`) does
   not; it is scoped to this model's forward, so other models and threads are untouched; Dynamo
   traces through it, so the routing costs nothing under torch.compile; and scoping it to the
-  call sites keeps its per-op Python cost in eager mode off the rest of the model.
+  call sites keeps its per-op Python cost in eager mode off the rest of the model. Inside the
+  scopes that cost is paid by the model's own calls only: routes and kernels run their host code
+  with torch-function handling off (`routing.host_code`), and a call whose arguments cannot hold
+  a stand-in skips the stand-in checks (`routing.plain_arguments`).
 - Explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v written out in torch calls →
   flash_attention, by deferring the scores inside the kernel's scopes (`attention_chain.py`).
 - A residual add and the norm it feeds, `h = x + r; y = norm(h)` → add_rmsnorm (an RMSNorm) or
