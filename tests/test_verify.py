@@ -292,7 +292,7 @@ def test_load_patches_a_model_from_python(run_dir: Path) -> None:
     routed = run_forward(loaded)
     torch.testing.assert_close(routed, expected, atol=1e-5, rtol=1e-5)
     assert patch.report.calls == sum(EXPECTED_CALLS.values())
-    assert all("call(s) routed" in line for line in patch.report.lines())
+    assert all(" routed" in line for line in patch.report.lines())
     patch.unpatch()
 
 

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
 
 EXPORT_MARKER = "# autokernel export"
-INLINED_MODULES = ("interpreter_compat.py", "integrate/integration.py",
+INLINED_MODULES = ("text.py", "interpreter_compat.py", "integrate/integration.py",
                    "integrate/triton_ops.py", "integrate/custom_ops.py",
                    "integrate/routing.py", "integrate/attention_chain.py",
                    "integrate/logits_chain.py",

@@ -20,9 +20,9 @@ from autokernel.kernelfile import CUDA_FILE_NAME, parse_kernel_source
 
 RUNTIME_MODULE = next(iter(RUNTIME_MODULES))
 RUNTIME_IMPORT = f"from {RUNTIME_MODULE} import load_extension"
-# In dependency order, inlined into the exported module's one namespace after the others.
-CUDA_INLINED_MODULES = ("text.py", "files.py", "cuda/defines.py", "cuda/build.py",
-                        "cuda/runtime.py")
+# In dependency order, inlined into the exported module's one namespace after the others
+# (text.py, which the build uses too, is always inlined first).
+CUDA_INLINED_MODULES = ("files.py", "cuda/defines.py", "cuda/build.py", "cuda/runtime.py")
 SHIM_SUFFIX = "_cuda_runtime"
 
 # Run when the exported module is imported: the name the rewritten kernels import from.

@@ -31,6 +31,7 @@ from autokernel.integrate.custom_ops import (  # `autokernel export` inlines tha
 )
 from autokernel.integrate.triton_ops import TRITON_OP
 from autokernel.integrate.integration import Integration
+from autokernel.text import count_of  # inlined first by `autokernel export`
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
@@ -143,14 +144,14 @@ class RouteStats:
     def summary(self) -> str:
         parts = []
         if self.modules or not (self.functional or self.functions):
-            parts.append(f"{len(self.modules)} module(s)")
+            parts.append(count_of(len(self.modules), "module"))
         if self.functions:
             parts.append(", ".join(self.functions))
         if self.functional:
             parts.append("calls in " + (", ".join(p or "<model>" for p in self.scopes)
                                         or "nothing"))
         where = " and ".join(parts)
-        text = f"{self.tag}: {where}, {self.calls} call(s) routed"
+        text = f"{self.tag}: {where}, {count_of(self.calls, 'call')} routed"
         if self.fallbacks:
             left = sum(self.fallbacks.values())
             reasons = "; ".join(f"{r} ×{n}" for r, n in sorted(self.fallbacks.items()))

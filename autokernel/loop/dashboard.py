@@ -110,7 +110,7 @@ class PlainDashboard:
 
     def start(self, state: RunState) -> None:
         left = state.remaining_seconds
-        self._print(f"run {state.run_tag}: {len(state.targets)} targets, "
+        self._print(f"run {state.run_tag}: {count_of(len(state.targets), 'target')}, "
                     f"time left {_time_left(left)}, next experiment {state.next_experiment}")
 
     def stop(self) -> None:
