@@ -93,6 +93,13 @@ def main() -> int:
             rows.append(f"| {name} ({type(module).__name__}) | {shape} | "
                         f"{figures['original'][0]:.1f} | {figures['patched'][0]:.1f} | "
                         f"{figures['original'][1]:.1f} | {figures['patched'][1]:.1f} |")
+        # The whole patched forward too: a fusion routed through the Router's mode (add_rmsnorm)
+        # has no module route to profile alone.
+        profiled.enable()
+        for _ in range(args.calls // 10):
+            call_forward(model, inputs)
+        profiled.disable()
+        torch.cuda.synchronize()
         patch.unpatch()
         protocol_rows = verify_protocol(run, model, inputs, args.run_dir)
 
@@ -130,14 +137,22 @@ def verify_protocol(run: Any, model: Any, inputs: Any, run_dir: Path) -> list[st
     contestants = [("eager", lambda: call_forward(model, inputs)),
                    ("patched (fresh build)", lambda: call_forward(fresh, inputs))]
     rows = []
-    for label, flush in (("L2 flush", make_flush_buffer(torch.device("cuda"))),
-                         ("no flush", None)):
-        for _, fn in contestants:
-            fn()
-        samples = time_synchronous_calls(contestants, 200, torch.device("cuda"), flush)
-        for name, s in samples.items():
-            q = statistics.quantiles(s.latency_us, n=4)
-            rows.append(f"| {label} | {name} | {q[0]:.1f} | {q[1]:.1f} | {q[2]:.1f} |")
+    # verify compiles the patched model before it times the eager contestants: timed again
+    # after that, to see whether a compiled copy slows the eager patched model down.
+    for when in ("before torch.compile", "after torch.compile"):
+        if when.startswith("after"):
+            compiled = torch.compile(fresh)
+            for _ in range(3):
+                call_forward(compiled, inputs)
+        for label, flush in (("L2 flush", make_flush_buffer(torch.device("cuda"))),
+                             ("no flush", None)):
+            for _, fn in contestants:
+                fn()
+            samples = time_synchronous_calls(contestants, 200, torch.device("cuda"), flush)
+            for name, sample in samples.items():
+                q = statistics.quantiles(sample.latency_us, n=4)
+                rows.append(f"| {label}, {when} | {name} | {q[0]:.1f} | {q[1]:.1f} | "
+                            f"{q[2]:.1f} |")
     return rows
 
 
