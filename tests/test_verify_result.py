@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from autokernel.integrate import verify, verify_result
@@ -71,3 +72,49 @@ def test_verify_still_offers_its_result_functions() -> None:
     for name in ("VERIFY_FILE", "save_result", "read_result", "routed_where", "print_result"):
         assert getattr(verify, name) is getattr(verify_result, name)
     assert routed_where({"modules": ["a"], "scopes": [""]}) == "1 module; <model>"
+
+
+def test_the_eager_wall_time_is_measured_before_anything_is_compiled(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Once torch.compile has run in a process, eager Python pays for it on every frame (on an
+    H200, +1060 µs on a patched forward whose routing is Python): verify times the eager pair's
+    wall time first, and the compiled contestants' only after they exist."""
+    import torch
+
+    from autokernel.integrate import verify
+
+    events: list[str] = []
+
+    def fake_timing(kind: str):
+        def measure(contestants, device, rounds, budget_s):  # type: ignore[no-untyped-def]
+            events.append(f"{kind} {sorted(contestants)}")
+            return {"rounds": 20, "contestants": {
+                name: {"median_us": 10.0, "iqr_us": 1.0, "samples": 20} for name in contestants}}
+        return measure
+
+    monkeypatch.setattr(verify, "time_wall", fake_timing("wall"))
+    monkeypatch.setattr(verify, "time_device", fake_timing("device"))
+    real_compile = torch.compile
+
+    def compile_spy(model, **kwargs):  # type: ignore[no-untyped-def]
+        compiled = real_compile(model, **kwargs)
+
+        def call(*args, **kw):  # type: ignore[no-untyped-def]
+            events.append("compiled forward")
+            return compiled(*args, **kw)
+        return call
+
+    monkeypatch.setattr(torch, "compile", compile_spy)
+    model, patched = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    options = verify.VerifyOptions(device="cpu", iters=20, compile_backend="eager")
+    timing = verify._time_models(model, patched, (torch.randn(2, 4),), options,
+                                 verify.VerifyLog(emit=lambda line: None))
+    first_compiled = events.index("compiled forward")
+    assert events.index("wall ['eager', 'patched']") < first_compiled
+    later = [e for e in events if e != "compiled forward"]
+    assert later == ["wall ['eager', 'patched']",
+                     "device ['compile', 'eager', 'patched', 'patched_compile']",
+                     "wall ['compile', 'patched_compile']"]
+    assert sorted(timing["wall"]["contestants"]) == ["compile", "eager", "patched",
+                                                      "patched_compile"]
+    assert timing["wall"]["compiled_rounds"] == 20

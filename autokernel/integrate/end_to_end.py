@@ -370,7 +370,10 @@ def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[s
         bound = (f"; host-bound here: eager's device time is {share:.0%} of its wall time"
                  if share is not None and share < HOST_BOUND_DEVICE_SHARE
                  and timing.get("meaningful", True) else "")
-        lines.append(f"wall time per synchronized forward (host launch included{bound}): "
+        # verify times the eager pair before it compiles anything (see verify._time_models)
+        order = ("; eager and patched eager timed before torch.compile ran in the process"
+                 if (wall or {}).get("compiled_rounds") is not None else "")
+        lines.append(f"wall time per synchronized forward (host launch included{bound}{order}): "
                      f"{wall_ratios}")
     for note in (device or {}).get("notes", []):
         lines.append(f"device time: {note}")

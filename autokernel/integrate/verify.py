@@ -406,27 +406,36 @@ def _gradient_check(model: nn.Module, patched: nn.Module, oracle_model: nn.Modul
 
 def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: VerifyOptions,
                  log: VerifyLog) -> dict[str, Any]:
-    """Device time and wall time per forward of each contestant: two passes over the same
-    warmed-up forwards, each with half the time budget."""
+    """Device time and wall time per forward of each contestant, in three passes with a third
+    of the time budget each: the eager contestants' wall time first, before anything is
+    compiled, then every contestant's device time, then the compiled ones' wall time.
+
+    Why the eager wall time comes first: once torch.compile has run in a process, eager Python
+    pays for it on every frame; on an H200 the eager forward of examples/models/prenorm_decoder
+    took +350 µs and the patched one, whose routing is Python, +1060 µs
+    (docs/benchmarks/route-cost-h200-8d67693.md). An eager user's process compiles nothing."""
     import torch
 
     from autokernel.profiling.model_loader import call_forward
 
     device = torch.device(options.device)
-    functions: dict[str, Callable[[], Any]] = {
+    eager_functions: dict[str, Callable[[], Any]] = {
         "eager": lambda: call_forward(model, inputs),
         "patched": lambda: call_forward(patched, inputs),
     }
+    compiled_functions: dict[str, Callable[[], Any]] = {}
     compile_seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
     if options.compile:
         for name, target in (("compile", model), ("patched_compile", patched)):
             compiled = torch.compile(target, backend=options.compile_backend)
-            functions[name] = (lambda c=compiled: call_forward(c, inputs))
+            compiled_functions[name] = (lambda c=compiled: call_forward(c, inputs))
     ready: dict[str, Callable[[], Any]] = {}
     empty: dict[str, Any] = {"contestants": {}}
     figures: dict[str, dict[str, Any]] = {DEVICE: dict(empty), WALL: dict(empty)}
-    with torch.no_grad():
+    budget_s = options.budget_s / 3
+
+    def warm(functions: dict[str, Callable[[], Any]]) -> None:
         for name, fn in functions.items():
             begin = time.perf_counter()
             try:
@@ -441,15 +450,31 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
             if "compile" in name:
                 compile_seconds[name] = round(time.perf_counter() - begin, 2)
             ready[name] = fn
-        log.emit(f"timing {', '.join(ready)}: device time per forward, then wall time per "
-                 "synchronized forward (interleaved rounds, harness protocol)")
-        budget_s = options.budget_s / 2
-        for which, measure in ((DEVICE, time_device), (WALL, time_wall)):
-            try:
-                figures[which] = measure(ready, device, options.iters, budget_s)
-            except Exception as exc:  # a contestant that ran once and then failed
-                errors[f"{which} timing"] = one_line(exc)
-                log.note(f"{which} timing failed: {errors[f'{which} timing']}")
+
+    def timed(which: str, measure: Callable[..., dict[str, Any]],
+              contestants: dict[str, Callable[[], Any]]) -> dict[str, Any]:
+        try:
+            return measure(contestants, device, options.iters, budget_s)
+        except Exception as exc:  # a contestant that ran once and then failed
+            errors[f"{which} timing"] = one_line(exc)
+            log.note(f"{which} timing failed: {errors[f'{which} timing']}")
+            return {"contestants": {}}
+
+    with torch.no_grad():
+        warm(eager_functions)
+        log.emit(f"timing {', '.join(ready)}: wall time per synchronized forward (interleaved "
+                 "rounds, harness protocol), before anything is compiled in this process")
+        figures[WALL] = timed(WALL, time_wall, dict(ready))
+        warm(compiled_functions)
+        log.emit(f"timing {', '.join(ready)}: device time per forward"
+                 + (", then the compiled ones' wall time" if compiled_functions else ""))
+        figures[DEVICE] = timed(DEVICE, time_device, ready)
+        compiled_ready = {name: fn for name, fn in ready.items() if name in compiled_functions}
+        if compiled_ready:
+            compiled_wall = timed(WALL, time_wall, compiled_ready)
+            figures[WALL].setdefault("contestants", {}).update(
+                compiled_wall.get("contestants", {}))
+            figures[WALL]["compiled_rounds"] = compiled_wall.get("rounds")
     meaningful = device.type == "cuda"  # a CPU caveat is printed once, by end_to_end_lines
     return {
         "meaningful": meaningful,
