@@ -410,10 +410,11 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
     of the time budget each: the eager contestants' wall time first, before anything is
     compiled, then every contestant's device time, then the compiled ones' wall time.
 
-    Why the eager wall time comes first: once torch.compile has run in a process, eager Python
-    pays for it on every frame; on an H200 the eager forward of examples/models/prenorm_decoder
-    took +350 µs and the patched one, whose routing is Python, +1060 µs
-    (docs/benchmarks/route-cost-h200-8d67693.md). An eager user's process compiles nothing."""
+    Why the eager wall time comes first, before torch.compile is even called: on an H200, with
+    torch.compile objects made and not yet run (or run after a while), eager forwards of
+    examples/models/prenorm_decoder took up to +350 µs and the patched ones, whose routing is
+    Python, up to +1060 µs of wall time (docs/benchmarks/route-cost-h200.md). An eager user's
+    process compiles nothing."""
     import torch
 
     from autokernel.profiling.model_loader import call_forward
@@ -426,10 +427,6 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
     compiled_functions: dict[str, Callable[[], Any]] = {}
     compile_seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
-    if options.compile:
-        for name, target in (("compile", model), ("patched_compile", patched)):
-            compiled = torch.compile(target, backend=options.compile_backend)
-            compiled_functions[name] = (lambda c=compiled: call_forward(c, inputs))
     ready: dict[str, Callable[[], Any]] = {}
     empty: dict[str, Any] = {"contestants": {}}
     figures: dict[str, dict[str, Any]] = {DEVICE: dict(empty), WALL: dict(empty)}
@@ -465,6 +462,10 @@ def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: Ver
         log.emit(f"timing {', '.join(ready)}: wall time per synchronized forward (interleaved "
                  "rounds, harness protocol), before anything is compiled in this process")
         figures[WALL] = timed(WALL, time_wall, dict(ready))
+        if options.compile:  # made only now: an uncalled torch.compile object slows eager too
+            for name, target in (("compile", model), ("patched_compile", patched)):
+                compiled = torch.compile(target, backend=options.compile_backend)
+                compiled_functions[name] = (lambda c=compiled: call_forward(c, inputs))
         warm(compiled_functions)
         log.emit(f"timing {', '.join(ready)}: device time per forward"
                  + (", then the compiled ones' wall time" if compiled_functions else ""))
