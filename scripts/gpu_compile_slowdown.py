@@ -4,7 +4,9 @@ objects, calling them). Medians of 100 interleaved rounds, no L2 flush.
 
     python scripts/gpu_compile_slowdown.py RUN_DIR
 """
-import statistics, sys
+import statistics
+import sys
+
 import torch
 import autokernel
 from autokernel.harness.timing import time_synchronous_calls
@@ -29,11 +31,13 @@ def measure(stage):
                                        for n, s in samples.items()), flush=True)
 
 measure("fresh")
-out = call_forward(fresh, inputs); (out[0] if isinstance(out, tuple) else out).float().sum().backward()
+out = call_forward(fresh, inputs)
+(out[0] if isinstance(out, tuple) else out).float().sum().backward()
 measure("after a backward through patched")
 import torch._dynamo  # noqa
 measure("after import torch._dynamo")
-c1 = torch.compile(plain.model); c2 = torch.compile(fresh)
+c1 = torch.compile(plain.model)
+c2 = torch.compile(fresh)
 measure("after torch.compile(...) objects made")
 with torch.no_grad():
     call_forward(c1, inputs)
