@@ -22,7 +22,10 @@
    side and never mixed: the device-time speedup is the one compared with the Amdahl estimate
    from the plan's shares and the kernels' device-time speedups (a disagreement larger than the
    combined relative IQR is called out); the wall time says what an eager caller waiting for
-   each forward pays, which in a host-bound forward is mostly launch cost.
+   each forward pays, which in a host-bound forward is mostly launch cost. Timing runs before
+   the oracle and the gradient check, and the eager pair's wall time before anything is
+   compiled: on an H200 each of those slowed the eager forwards after it, by up to 2x for
+   the patched model's Python routing (docs/benchmarks/route-cost-h200/).
 
 Everything lands in `verify.json` in the workspace (which `autokernel report` reads). Verify never
 ends in a traceback: a patched model whose forward raises is a FAIL with the reason; what stops
@@ -224,6 +227,11 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
             log.note(f"{tag} is not used by the model's forward ({why}); its share is left "
                      "out of the Amdahl estimate")
 
+    # Timed before the oracle and the gradient check: on an H200, after the fp32 oracle's
+    # forward the same eager forwards took +280 µs (eager) and +770 µs (patched) of wall time
+    # in this process (docs/benchmarks/route-cost-h200/).
+    timing = _time_models(model, patched, inputs, options, log)
+
     oracle_type = oracle_dtype(dtype)
     oracle_inputs = cast_inputs(inputs, oracle_type)
     oracle_model: nn.Module | None = None
@@ -246,7 +254,6 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
                                     original_out, dtype_label, log)
     del oracle_model, oracle_out
 
-    timing = _time_models(model, patched, inputs, options, log)
     patch.report.reset_counts()
     rows = _kernel_rows(run, loaded_kernels.manifest, patch.report, calls)
     speedup = {which: speedups(timing[which]["contestants"]) for which in (DEVICE, WALL)}
