@@ -204,9 +204,19 @@ def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
     """A custom op may not return (a view of) one of its inputs, nor one output twice; copy in
     that rare case (each of a tuple of outputs). Every routed call pays this check, so each
     non-empty input's storage is looked up once, not once per output."""
-    taken = {a.untyped_storage().data_ptr() for a in inputs
-             if isinstance(a, torch.Tensor) and a.numel()}
+    taken = {_storage_pointer(a) for a in inputs if isinstance(a, torch.Tensor) and a.numel()}
+    taken.discard(None)
     return _fresh(out, taken)
+
+
+def _storage_pointer(tensor: torch.Tensor) -> int | None:
+    """Where the tensor's storage lives, or None for one without a real storage: Inductor runs
+    the op on functional tensors while it compiles, and their storage raises on `data_ptr()`
+    (and functionalization handles aliasing there anyway)."""
+    try:
+        return tensor.untyped_storage().data_ptr()
+    except RuntimeError:
+        return None
 
 
 def _fresh(out: Any, taken: set[int]) -> Any:
@@ -215,7 +225,9 @@ def _fresh(out: Any, taken: set[int]) -> Any:
         return tuple(_fresh(one, taken) for one in out)
     if not out.numel():
         return out
-    pointer = out.untyped_storage().data_ptr()
+    pointer = _storage_pointer(out)
+    if pointer is None:
+        return out
     if pointer in taken:
         out = out.clone()
         pointer = out.untyped_storage().data_ptr()
