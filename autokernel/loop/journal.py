@@ -152,10 +152,10 @@ class Journal:
         if flight.verdict not in COMMITTED_STATUSES:
             self.ws.reset_to(self.state.head)
         self.last_result = result
-        self._conclude(target, flight.experiment, row, result, flight.sweep)
+        self._conclude(target, flight.experiment, row, result)
 
     def _conclude(self, target: TargetState, experiment: int, row: ResultRow,
-                  result: BenchResult | None, sweep: bool) -> None:
+                  result: BenchResult | None) -> None:
         """Update the target's figures, clear the journal, and advance: one atomic write."""
         status = row.status
         weights = self.judge.weights(target)
