@@ -1,134 +1,175 @@
-"""The candidate process's timing half: candidate, incumbent, eager and compiled stock timed in the
-same rounds at every timed shape, each timed output's digest kept for the judge's audit.
+"""The candidate process's timing half: batches of guarded calls that the judge orders and bounds.
+
+The judge owns every timed call's inputs and output memory. On a GPU it shares them once per
+timed shape as dedicated allocations (`slots`): each batch names the slots to use; every output is
+copied into its slot right after the call's end event, outside the timed interval. On the CPU the
+judge sends each batch's inputs (`stage`) and takes the outputs back (`batch_outputs`). A batch
+is what `timing` describes for one contestant: a spin the judge chose, then for each call a flush,
+an event, the guarded call, an event; one synchronize. The reply's device times are the ones the
+judge holds against its own clock (`judge_timing`); nothing here decides a figure.
 
 `CandidateTiming` is a part of `autokernel.harness.candidate.Candidate` (its base class): it uses
-the state the candidate process set up (the job, the loaded kernels, the guards, the report) and
-the guarded-call helpers defined there. Split out so each half reads in one sitting.
+the state the candidate process set up (the job, the loaded kernel, the guards) and the guarded-
+call helpers defined there.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import itertools
-import sys
-import time
 from collections.abc import Callable
 from typing import Any
 
 import torch
 
-from autokernel.harness.cases import case_seed
 from autokernel.harness.compare import bits
+from autokernel.harness.dedicated import OpenedBuffer
 from autokernel.harness.guards import launch_digest, live_threads, new_threads
-from autokernel.harness.inputs import TIMED_CALL_STRIDE, generator, tensors
-from autokernel.harness.outputs import outputs_digest, tuple_problem
-from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
-from autokernel.harness.protocol import TimedShape
-from autokernel.harness.timing import (
-    MAX_ROUNDS, DeviceTimer, Samples, Spinner, SyncedCalls, TimedRounds, hidden_work_reason, iqr,
-    make_flush_buffer, median, rounds_for, synced_calls,
-)
+from autokernel.harness.inputs import tensors
+from autokernel.harness.outputs import tuple_problem
+from autokernel.harness.timing import Spinner, make_flush_buffer, run_batch, synced_calls
+from autokernel.harness.untrusted import candidate_number
 from autokernel.harness.verdict import NO_LAUNCH, Verdict, exception_detail, exception_summary
-from autokernel.ops.spec import Inputs, Shape, dtype_name
+from autokernel.ops.spec import dtype_name, parse_dtype
 
-INCUMBENT_MODULE = "incumbent_kernel"
-
-
-class IncumbentFailed(Exception):
-    """The incumbent raised while timed: the paired comparison is lost, not the verdict."""
-
-
-def _out_nbytes(value: Any) -> int | list[int]:
-    """One timed shape's output sizes: an int, or a list for a type with several outputs."""
-    return [int(v) for v in value] if isinstance(value, list) else int(value)
+_synchronize = torch.cuda.synchronize
 
 
 class CandidateTiming:
-    """The `time` request and its helpers; the attributes they read (job, device, timed, report,
-    the loaded kernel, the spinner) are set by `Candidate`'s setup."""
+    """The timing requests and their helpers; the attributes they read (job, device, spec, the
+    loaded kernel, the monitor and recorder) are set by `Candidate`'s setup."""
 
-    def _time(self, message: dict[str, Any]) -> dict[str, Any]:
-        """Every timed shape; returns, per shape, each timed candidate call's input index and
-        output digest (the judge audits some of them afterwards)."""
-        self._load_incumbent()
-        self._record_launches()
-        flush = make_flush_buffer(self.device)
-        self.spinner = Spinner()
-        pools = []
-        budget = float(self.job["timing_budget_s"])
-        for k, (shape, dtype) in enumerate(self.timed):
-            pool: list[tuple[int, torch.Tensor]] = []
-            self.report.timings.append(self._time_shape(
-                k, shape, dtype, flush, budget if k == 0 else budget / 2,
-                _out_nbytes(message["out_nbytes"][k]), pool))
-            digests = torch.stack([d for _, d in pool]).tolist() if pool else []
-            pools.append([[index, digest] for (index, _), digest in zip(pool, digests)])
-        if self.device.type != "cuda":
-            self.report.notes.append("timings come from a host clock on the Triton interpreter "
-                                     "and are not meaningful")
-        self._phase("timing")
-        return {"pools": pools}
+    def timing_handlers(self) -> dict[str, Callable[[dict[str, Any]], dict[str, Any]]]:
+        return {"profile": self._profile, "synced": self._synced, "slots": self._slots,
+                "stage": self._stage, "batch": self._batch, "batch_outputs": self._batch_outputs,
+                "end_slots": self._end_slots}
 
-    def _load_incumbent(self) -> None:
-        """The current best kernel, timed in the same rounds as the candidate (paired A/B).
+    # -- figures the judge only reports: launch digest, peak memory, host cost --------------------
 
-        It passed the harness before; if it no longer loads, the comparison is lost, not the
-        verdict."""
-        path = self.job["incumbent_path"]
-        if path is None:
-            return
-        threads = live_threads()
+    def _profile(self, message: dict[str, Any]) -> dict[str, Any]:
+        """On the held inputs: what one call launches (a digest) and, on a GPU, the memory a
+        bare call allocates beyond its inputs."""
+        where = str(message.get("where", "timing"))
+        self.monitor.signatures = []
         try:
-            module_spec = importlib.util.spec_from_file_location(INCUMBENT_MODULE, path)
-            assert module_spec is not None and module_spec.loader is not None
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[INCUMBENT_MODULE] = module
-            module_spec.loader.exec_module(module)
-            kernel_fn = getattr(module, "kernel_fn")
-        except BaseException as exc:
-            self.report.notes.append(f"the incumbent did not load and was not timed: "
-                                     f"{type(exc).__name__}: {str(exc)[:300]}")
-            return
-        self._check_integrity("timing", threads, "while importing the incumbent")
-        self.incumbent_fn = kernel_fn
+            out = self._timed_wrapper(where)(*self.inputs)
+            self._sync()
+            digest = launch_digest(self.monitor.signatures)
+        finally:
+            self.monitor.signatures = None
+        del out
+        peak = None
+        if self.device.type == "cuda":
+            assert self.kernel_fn is not None
+            _synchronize()
+            torch.cuda.reset_peak_memory_stats(self.device)
+            allocated = torch.cuda.memory_allocated(self.device)
+            out = self.kernel_fn(*self.inputs)
+            _synchronize()
+            peak = round((torch.cuda.max_memory_allocated(self.device) - allocated) / 2**20, 3)
+            del out
+        return {"digest": digest, "peak_vram_mb": peak}
 
-    def _record_launches(self) -> None:
-        """Digests of what the candidate and the incumbent launch in one call at the primary
-        timed shape (same inputs), so that a change that launches exactly what the best kernel
-        launches can be named as such."""
-        shape, dtype = self.timed[0]
-        inputs = self._make(shape, dtype, self._sequential(0))
-        for name, fn in (("candidate", self.kernel_fn), ("incumbent", self.incumbent_fn)):
-            if fn is None:
-                continue
-            self.monitor.signatures = []
-            try:
-                self._timed_wrapper(fn, f"launch record [{self.spec.format_shape(shape)}]",
-                                    checked=name == "candidate")(*inputs)
-                self._sync()
-                digest: str | None = launch_digest(self.monitor.signatures)
-            except IncumbentFailed:
-                digest = None
-            finally:
-                self.monitor.signatures = None
-            if name == "candidate":
-                self.report.launch_digest = digest
-            else:
-                self.report.incumbent_launch_digest = digest
-        del inputs
+    def _synced(self, message: dict[str, Any]) -> dict[str, Any]:
+        """Bare synchronized calls on the held inputs: wall times and the device's tail after
+        each (host launch cost and hidden work; see `timing.synced_calls`)."""
+        assert self.kernel_fn is not None
+        inputs = self.inputs
+        calls = synced_calls(self.kernel_fn, lambda: inputs, self.device,
+                             self._flush_buffer(), int(message.get("calls", 10)))
+        return {"wall_us": calls.wall_us, "tail_us": calls.tail_us}
 
-    def _timed_wrapper(self, kernel_fn: Callable[..., Any], where: str,
-                       checked: bool) -> Callable[..., Any]:
+    def _flush_buffer(self) -> torch.Tensor | None:
+        if getattr(self, "flush", None) is None:
+            self.flush = make_flush_buffer(self.device)
+        return self.flush
+
+    # -- the judge's slots -------------------------------------------------------------------------
+
+    def _slots(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._end_slots({})
+        self.where = str(message["where"])
+        self.timed_call = self._timed_wrapper(self.where)
+        self.slot_shapes = [(tuple(shape), parse_dtype(dtype)) for shape, dtype in
+                            message["shapes"]]
+        if self.device.type == "cuda":
+            self.slot_inputs = [tuple(x) for x in message["inputs"]]
+            self.slot_outputs = [list(x) for x in message["outputs"]]
+            self.slot_buffers, self.incoming[:] = list(self.incoming), []
+            self._flush_buffer()
+            if getattr(self, "spinner", None) is None:
+                self.spinner = Spinner()
+        self.staged: list[tuple[Any, ...]] = []
+        self.batch_outs: list[Any] = []
+        return {}
+
+    def _end_slots(self, _: dict[str, Any]) -> dict[str, Any]:
+        self.slot_inputs, self.slot_outputs = [], []
+        self.staged, self.batch_outs = [], []
+        self._sync()
+        for buffer in getattr(self, "slot_buffers", []):
+            buffer.close()
+        self.slot_buffers: list[OpenedBuffer] = []
+        return {}
+
+    def _stage(self, message: dict[str, Any]) -> dict[str, Any]:
+        """The CPU's way in: the next batch's inputs, one tuple per call."""
+        self.staged = [tuple(x) for x in message["inputs"]]
+        return {}
+
+    def _batch(self, message: dict[str, Any]) -> dict[str, Any]:
+        spin_us = candidate_number(message["spin_us"], "spin", high=1e6)
+        if self.device.type == "cuda":
+            calls = [int(i) for i in message["calls"]]
+            outputs = [self.slot_outputs[i] for i in calls]
+            times = run_batch(self.timed_call, [self.slot_inputs[i] for i in calls], self.flush,
+                              self.spinner, spin_us,
+                              lambda i, out: self._into_slot(out, outputs[i]))
+        else:
+            staged, self.staged, outs = self.staged, [], []
+            saved = [[bits(t).clone() for t in tensors(args)] for args in staged]
+            times = run_batch(self.timed_call, staged, None, None, 0.0,
+                              lambda i, out: outs.append(self._on_host(out)))
+            for args, before in zip(staged, saved):
+                if not all(torch.equal(bits(t), b) for t, b in zip(tensors(args), before)):
+                    raise Verdict("REJECTED", "timing", f"input mutation at {self.where}: a "
+                                  "timed call modified its inputs", "input-mutation")
+            self.batch_outs = outs
+        return {"device_us": times.device_us, "host_us": times.host_us, "ahead": times.ahead}
+
+    def _on_host(self, out: Any) -> Any:
+        self._check_shapes(out)
+        return list(out) if isinstance(out, tuple) else out
+
+    def _batch_outputs(self, _: dict[str, Any]) -> dict[str, Any]:
+        outs, self.batch_outs = self.batch_outs, []
+        return {"outputs": outs}
+
+    def _check_shapes(self, out: Any) -> None:
+        got = list(out) if isinstance(out, (tuple, list)) else [out]
+        for t, (shape, dtype) in zip(got, self.slot_shapes):
+            if tuple(t.shape) != shape or t.dtype != dtype:
+                raise Verdict("FAIL", "timing", f"{self.where}: a timed call returned "
+                              f"{dtype_name(t.dtype)} {list(t.shape)}, expected "
+                              f"{dtype_name(dtype)} {list(shape)}")
+
+    def _into_slot(self, out: Any, slots: list[torch.Tensor]) -> None:
+        """A timed output into the judge's memory (after the call's end event)."""
+        self._check_shapes(out)
+        got = list(out) if isinstance(out, (tuple, list)) else [out]
+        for t, slot in zip(got, slots):
+            slot.copy_(t)
+
+    def _timed_wrapper(self, where: str) -> Callable[..., Any]:
         """kernel_fn with the guards every timed call gets: launch monitor armed, op recorder on
-        (allocations unpoisoned: a fill would add device time), and, when `checked`, the
-        host-only checks after each call (a launch happened, no compute op, no thread left
-        running, a plain tensor returned). Input mutation and output digests are taken after
-        the batch, outside the timed region."""
+        (allocations unpoisoned: a fill would add device time), and the host-only checks after
+        each call (a launch happened, no compute op, no thread left running, a plain tensor
+        returned)."""
         monitor, recorder, kernel_path = self.monitor, self.recorder, self.kernel_path
+        kernel_fn = self.kernel_fn
+        assert kernel_fn is not None
         outputs = self.spec.outputs
 
         def call(*args: Any) -> Any:
-            threads = live_threads() if checked else set()
+            threads = live_threads()
             launches = monitor.launches
             recorder.reset()
             recorder.poison_allocations = False
@@ -137,8 +178,6 @@ class CandidateTiming:
                 with recorder:
                     out = kernel_fn(*args)
             except BaseException as exc:
-                if not checked:
-                    raise IncumbentFailed(f"{type(exc).__name__}: {str(exc)[:300]}") from None
                 monitor.armed = False
                 self._refuse_violations("timing", where)
                 raise Verdict("CRASH", "timing", f"{where}: "
@@ -147,8 +186,6 @@ class CandidateTiming:
             finally:
                 monitor.armed = False
                 recorder.poison_allocations = True
-            if not checked:
-                return out
             self._refuse_violations("timing", where)
             if monitor.launches == launches:
                 raise Verdict("REJECTED", "timing", f"library fallback at {where}: a timed call "
@@ -166,7 +203,7 @@ class CandidateTiming:
                 if problem is not None:
                     raise Verdict("FAIL", "timing", f"{where}: returned {problem[0]}, not a "
                                   f"tuple of {outputs} tensors")
-                return out
+                return tuple(out)
             if type(out) is not torch.Tensor:  # noqa: E721
                 if isinstance(out, torch.Tensor):
                     raise Verdict("REJECTED", "timing", f"lazy output at {where}: returned "
@@ -176,176 +213,3 @@ class CandidateTiming:
             return out
 
         return call
-
-    def _incumbent_contestant(self, inputs: Inputs, where: str) -> Callable[..., Any] | None:
-        if self.incumbent_fn is None:
-            return None
-        incumbent = self._timed_wrapper(self.incumbent_fn, where, checked=False)
-        try:
-            incumbent(*inputs)
-            self._sync()
-        except BaseException as exc:  # the paired comparison is lost, not the verdict
-            reason = exc.reason if isinstance(exc, Verdict) else f"{type(exc).__name__}: {exc}"
-            self.report.notes.append(f"the incumbent failed at {where} and was not timed: "
-                                     f"{reason[:300]}")
-            return None
-        return incumbent
-
-    def _time_shape(self, k: int, shape: Shape, dtype: torch.dtype, flush: torch.Tensor | None,
-                    budget_s: float, out_nbytes: int | list[int],
-                    pool: list[tuple[int, torch.Tensor]]) -> TimedShape:
-        assert self.kernel_fn is not None
-        spec = self.spec
-        where = f"timing [{spec.format_shape(shape)}] {dtype_name(dtype)}"
-        sequential = self._sequential(10 + k)
-        calls = itertools.count()
-        warm = self._make(shape, dtype, sequential)
-        out = self._guarded_call(warm, out_nbytes, "timing", where)  # warm-up, all detectors
-        del out
-        input_bytes = sum(t.numel() * t.element_size() for t in tensors(warm))
-
-        if self.device.type == "cuda" and k == 0:
-            # Peak memory of a bare call at the primary shape: what the kernel itself allocates
-            # beyond its inputs (output included), none of the detectors' copies.
-            torch.cuda.synchronize()
-            torch.cuda.reset_peak_memory_stats(self.device)
-            allocated = torch.cuda.memory_allocated(self.device)
-            out = self.kernel_fn(*warm)
-            torch.cuda.synchronize()
-            self.report.peak_vram_mb = round((torch.cuda.max_memory_allocated(self.device)
-                                              - allocated) / 2**20, 3)
-            del out
-        contestants: list[tuple[str, Callable[..., Any]]] = [
-            ("candidate", self._timed_wrapper(self.kernel_fn, where, checked=True))]
-        incumbent = self._incumbent_contestant(warm, where)
-        if incumbent is not None:
-            contestants.append(("incumbent", incumbent))
-        baselines = [("eager", spec.stock)]
-        if (shape, dtype) in self.compiled:
-            baselines.append(("compile", self.compiled[(shape, dtype)]))
-        if self.liger is not None:
-            baselines.append(("liger", self.liger))
-        for name, fn in baselines:
-            try:
-                fn(*warm)
-                contestants.append((name, fn))
-            except Exception as exc:
-                self.report.notes.append(f"{name} baseline failed at {where}: "
-                                         f"{type(exc).__name__}: {str(exc)[:200]}")
-        warm = ()  # not needed past here; large inputs should not stay alive while timing
-
-        def prepare(r: int, name: str) -> tuple[Inputs, Any]:
-            if name != "candidate":
-                return self._make(shape, dtype, sequential), None
-            index = next(calls)
-            seed = case_seed(self.timing_seed, TIMED_CALL_STRIDE * k + index)
-            inputs = self._make(shape, dtype, generator(self.device, seed))
-            return inputs, (inputs, [bits(t).clone() for t in tensors(inputs)], index)
-
-        def after(r: int, name: str, out: Any, token: Any) -> None:
-            if name != "candidate":
-                return
-            inputs, before, index = token
-            if not all(torch.equal(bits(t), saved) for t, saved in zip(tensors(inputs), before)):
-                raise Verdict("REJECTED", "timing", f"input mutation at {where}: a timed call "
-                              "modified its inputs", "input-mutation")
-            pool.append((index, outputs_digest(out)))
-
-        def measure(entrants: list[tuple[str, Callable[..., Any]]]) -> tuple[TimedRounds, bool]:
-            timer = DeviceTimer(entrants, prepare, after, self.device, flush, 2 * input_bytes,
-                                self.spinner)
-            rounds = rounds_for(budget_s, timer.pilot(), self.device, self.job["quick"])
-            timed = timer.run(rounds)
-            if not any(name == "incumbent" for name, _ in entrants) \
-                    or not self._too_noisy(timed.samples):
-                return timed, False
-            return timer.run(min(2 * rounds, MAX_ROUNDS)), True
-
-        try:
-            timed, retimed = measure(contestants)
-        except IncumbentFailed as exc:
-            self.report.notes.append(f"the incumbent failed while timing at {where} and was "
-                                     f"dropped: {exc}")
-            contestants = [c for c in contestants if c[0] != "incumbent"]
-            incumbent = None
-            timed, retimed = measure(contestants)
-        threads = live_threads()  # the baselines may start their own; the candidate's are checked
-        samples = timed.samples
-        candidate = samples["candidate"]
-        synced = self._synced_calls(contestants, shape, dtype, sequential, flush)
-        self._check_integrity("timing", threads, f"during {where}")
-        if "eager" in synced:
-            reason = hidden_work_reason(synced["candidate"], synced["eager"], candidate.median_us)
-            if reason is not None:
-                raise Verdict("REJECTED", "timing", f"{reason} ({where})", "side-stream")
-        for name in timed.synchronizing:
-            self.report.notes.append(
-                f"{where}: {name} waits for the device inside its call (a host sync such as "
-                ".item()); it was timed alone, and its device time includes that wait")
-        if timed.host_bound_batches:
-            self.report.notes.append(
-                f"{where}: the host fell behind the GPU in {timed.host_bound_batches} batch(es) "
-                "even after retries; their device times may include host launch time")
-        return self._timed_shape(shape, dtype, timed, retimed, synced)
-
-    def _timed_shape(self, shape: Shape, dtype: torch.dtype, timed: TimedRounds, retimed: bool,
-                     synced: dict[str, SyncedCalls]) -> TimedShape:
-        samples = timed.samples
-        candidate = samples["candidate"]
-
-        def launch(name: str) -> float | None:
-            if name not in synced or name not in samples:
-                return None
-            return synced[name].launch_us(samples[name].median_us)
-
-        result = TimedShape(shape=list(shape), dtype=dtype_name(dtype),
-                            latency_us=candidate.median_us, iqr_us=candidate.iqr_us,
-                            samples=len(candidate.latency_us), launch_us=launch("candidate"),
-                            eager_launch_us=launch("eager"), compile_launch_us=launch("compile"),
-                            incumbent_launch_us=launch("incumbent"), retimed=retimed,
-                            calls_per_round=timed.calls_per_round,
-                            retried_batches=timed.retried_batches,
-                            host_bound_batches=timed.host_bound_batches)
-        if "incumbent" in samples:
-            result.incumbent_us, result.incumbent_iqr_us = _stats(samples["incumbent"])
-            result.candidate_rounds_us = [round(v, 4) for v in candidate.latency_us]
-            result.incumbent_rounds_us = [round(v, 4) for v in samples["incumbent"].latency_us]
-        if "eager" in samples:
-            result.eager_us, result.eager_iqr_us = _stats(samples["eager"])
-        if "liger" in samples:
-            result.liger_us = samples["liger"].median_us
-        if "compile" in samples:
-            result.compile_us, result.compile_iqr_us = _stats(samples["compile"])
-            self.report.new_baselines[self._baseline_key(shape, dtype)] = {
-                "compile_us": result.compile_us, "compile_iqr_us": result.compile_iqr_us,
-                "eager_us": result.eager_us, "samples": result.samples,
-                "compile_launch_us": result.compile_launch_us,
-                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            }
-        elif (shape, dtype) in self.cached_compile:
-            cached = self.cached_compile[(shape, dtype)]
-            result.compile_us = cached.get("compile_us")
-            result.compile_iqr_us = cached.get("compile_iqr_us")
-            result.compile_launch_us = cached.get("compile_launch_us")
-            result.compile_cached = True
-        return result
-
-    def _too_noisy(self, samples: dict[str, Samples]) -> bool:
-        ratios = round_ratios(samples["incumbent"].latency_us, samples["candidate"].latency_us)
-        speedup = paired_speedup([ratios])
-        return speedup is not None and too_noisy(speedup, 1.0 + float(self.job["min_gain"]))
-
-    def _synced_calls(self, contestants: list[tuple[str, Callable[..., Any]]], shape: Shape,
-                      dtype: torch.dtype, gen: torch.Generator,
-                      flush: torch.Tensor | None) -> dict[str, SyncedCalls]:
-        """Host launch cost and hidden-work tails, from bare synchronous calls: the monitor and
-        recorder off for every contestant alike, so the host figure is what a model would pay."""
-        bare = {"candidate": self.kernel_fn, "incumbent": self.incumbent_fn}
-        return {name: synced_calls(bare.get(name) or fn,
-                                   lambda: self._make(shape, dtype, gen), self.device, flush)
-                for name, fn in contestants}
-
-
-def _stats(samples: Samples) -> tuple[float, float]:
-    return median(samples.latency_us), iqr(samples.latency_us)
-

@@ -15,7 +15,8 @@
 The sweep and edge shapes over a dim that is not the last ((M, N, K > 1), `OpSpec.axis_dim`) are
 planned only for a target over such a dim, which is checked at last-dim shapes too.
 
-Every case gets its own seed, derived from the run's secret seed; the plan itself is public.
+Every case gets its own seed, derived from the run's secret by a keyed hash (`seeds`); the plan
+itself is public, except for its random part (`random_shapes`).
 `quick` trims the number of shapes (never a detector): on the interpreter, to keep the test
 suite fast; on a GPU, for the loop's screen, to the timed and model shapes.
 """
@@ -33,7 +34,6 @@ STAGES: tuple[str, ...] = ("smoke", "shape_sweep", "stability", "determinism", "
 # every floating input of two or more dims is given in that layout, with the same values.
 LAYOUTS: tuple[str, ...] = ("row_strided", "transposed")
 DETERMINISM_REPEATS = 3
-SEED_STRIDE = 1_000_003
 
 
 @dataclass(frozen=True)
@@ -50,10 +50,6 @@ class Case:
     def describe(self, spec: OpSpec) -> str:
         what = f" {self.label}" if self.label else ""
         return f"{self.stage}{what} [{spec.format_shape(self.shape)}] {dtype_name(self.dtype)}"
-
-
-def case_seed(master_seed: int, index: int) -> int:
-    return (master_seed + SEED_STRIDE * (index + 1)) % (2**63 - 1)
 
 
 def _unique(shapes: list[Shape]) -> list[Shape]:

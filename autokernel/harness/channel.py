@@ -3,13 +3,18 @@
 Nothing crossing it is ever unpickled. A message is one JSON object; every tensor in it is
 replaced by a descriptor that the receiver checks field by field before rebuilding the tensor:
 
-- a CUDA tensor crosses by CUDA IPC (`torch.multiprocessing`'s handle, ref counter and event,
-  without its pickle): the receiver maps the sender's memory, no copy. So the candidate's view of
-  an input is the judge's buffer, and the judge's view of an output is the candidate's.
+- from the judge, a CUDA tensor crosses only as a `Shared` one: a dedicated driver allocation of
+  its own (`dedicated`), whose handle maps that allocation and nothing else of the judge's. A plain
+  CUDA tensor is refused: torch's own IPC handle would map the caching allocator's whole segment.
+- from the candidate, a CUDA tensor crosses by torch's CUDA IPC (`torch.multiprocessing`'s handle,
+  ref counter and event, without its pickle): the judge maps the candidate's memory, no copy.
 - a CPU tensor crosses as the bytes of its storage, with size, stride and offset, so a strided
   input stays strided.
 
-A frame is an 8-byte length, the JSON, then the CPU tensors' bytes in order.
+Each receiver names the tensor kinds it accepts (`JUDGE_ACCEPTS`, `CANDIDATE_ACCEPTS`): the judge
+never maps a handle kind meant for the other direction. A frame is an 8-byte length, the JSON,
+then the CPU tensors' bytes in order. `pending` tells whether the other side wrote more than the
+one reply expected (the judge refuses a channel with an unasked-for frame on it).
 """
 
 from __future__ import annotations
@@ -23,6 +28,8 @@ from typing import Any
 
 import torch
 
+from autokernel.harness.dedicated import DedicatedBuffer, OpenedBuffer
+
 # A frame past this is refused (the judge reads what the candidate sends).
 MAX_FRAME_BYTES = 1 << 36
 MAX_JSON_BYTES = 1 << 26
@@ -35,6 +42,17 @@ _DTYPES = {str(d).removeprefix("torch."): d for d in (
     torch.int32, torch.int64, torch.uint8, torch.bool)}
 
 
+JUDGE_ACCEPTS = frozenset({"empty", "bytes", "cuda_ipc"})
+CANDIDATE_ACCEPTS = frozenset({"empty", "bytes", "dedicated"})
+
+
+class Shared:
+    """A judge tensor in a dedicated allocation (`dedicated.share_like`), to cross by its handle."""
+
+    def __init__(self, buffer: DedicatedBuffer, tensor: torch.Tensor) -> None:
+        self.buffer, self.tensor = buffer, tensor
+
+
 class ChannelClosed(EOFError):
     """The other process closed its end (it exited or died)."""
 
@@ -43,18 +61,21 @@ class BadMessage(ValueError):
     """A frame that is not a well-formed message (the candidate may send anything)."""
 
 
-def send(sock: socket.socket, message: dict[str, Any]) -> None:
-    """Send one message; tensors anywhere in it (values of dicts, items of lists) cross."""
+def send(sock: socket.socket, message: dict[str, Any], cuda_ipc: bool = True) -> None:
+    """Send one message; tensors anywhere in it (values of dicts, items of lists) cross.
+    With `cuda_ipc=False` (the judge) a plain CUDA tensor is refused: only `Shared` ones cross."""
     payloads: list[bytes] = []
-    body = json.dumps(_encode(message, payloads)).encode()
+    body = json.dumps(_encode(message, payloads, cuda_ipc)).encode()
     total = len(body) + sum(len(p) for p in payloads)
     sock.sendall(_LENGTH.pack(total) + _LENGTH.pack(len(body)) + body)
     for payload in payloads:
         sock.sendall(payload)
 
 
-def receive(sock: socket.socket, device: torch.device) -> dict[str, Any]:
-    """The next message, its tensors rebuilt (CUDA ones only on `device`)."""
+def receive(sock: socket.socket, device: torch.device, accept: frozenset[str] = JUDGE_ACCEPTS,
+            opened: list[OpenedBuffer] | None = None) -> dict[str, Any]:
+    """The next message, its tensors rebuilt (CUDA ones only on `device`), of the kinds in
+    `accept` only; dedicated allocations mapped here are appended to `opened` (to close later)."""
     total, = _LENGTH.unpack(_read(sock, _LENGTH.size))
     json_len, = _LENGTH.unpack(_read(sock, _LENGTH.size))
     if total > MAX_FRAME_BYTES or json_len > min(total, MAX_JSON_BYTES):
@@ -68,10 +89,21 @@ def receive(sock: socket.socket, device: torch.device) -> dict[str, Any]:
     if not isinstance(message, dict):
         raise BadMessage("not a JSON object")
     offset = [0]
-    decoded = _decode(message, rest, offset, device)
+    context = _Decoding(rest, offset, device, accept, opened if opened is not None else [])
+    decoded = _decode(message, context)
     if offset[0] != len(rest):
         raise BadMessage("trailing bytes after the message's tensors")
     return decoded
+
+
+def pending(sock: socket.socket) -> bool:
+    """Whether bytes are waiting on the socket (a frame nobody asked for)."""
+    try:
+        return bool(sock.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT))
+    except (BlockingIOError, InterruptedError):
+        return False
+    except OSError:
+        return False
 
 
 def _read(sock: socket.socket, count: int) -> bytes:
@@ -87,22 +119,37 @@ def _read(sock: socket.socket, count: int) -> bytes:
 
 # -- encoding ------------------------------------------------------------------------------------
 
-def _encode(value: Any, payloads: list[bytes]) -> Any:
+def _encode(value: Any, payloads: list[bytes], cuda_ipc: bool) -> Any:
+    if isinstance(value, Shared):
+        return {_TENSOR: _describe_shared(value)}
     if isinstance(value, torch.Tensor):
-        return {_TENSOR: _describe(value, payloads)}
+        return {_TENSOR: _describe(value, payloads, cuda_ipc)}
     if isinstance(value, dict):
-        return {str(k): _encode(v, payloads) for k, v in value.items()}
+        return {str(k): _encode(v, payloads, cuda_ipc) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_encode(v, payloads) for v in value]
+        return [_encode(v, payloads, cuda_ipc) for v in value]
     return value
 
 
-def _describe(t: torch.Tensor, payloads: list[bytes]) -> dict[str, Any]:
-    t = t.detach()
-    head = {"dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape),
+def _head(t: torch.Tensor) -> dict[str, Any]:
+    return {"dtype": str(t.dtype).removeprefix("torch."), "size": list(t.shape),
             "stride": list(t.stride()), "offset": t.storage_offset()}
+
+
+def _describe_shared(shared: Shared) -> dict[str, Any]:
+    t = shared.tensor
+    return {**_head(t), "kind": "dedicated", "device": t.device.index or 0,
+            "handle": _b64(shared.buffer.handle), "alloc_bytes": shared.buffer.nbytes}
+
+
+def _describe(t: torch.Tensor, payloads: list[bytes], cuda_ipc: bool) -> dict[str, Any]:
+    t = t.detach()
+    head = _head(t)
     if t.numel() == 0:
         return {**head, "kind": "empty", "device": t.device.type}
+    if t.device.type == "cuda" and not cuda_ipc:
+        raise ValueError("a CUDA tensor crosses from the judge only in a dedicated allocation "
+                         "(channel.Shared)")
     if t.device.type == "cuda":
         from torch.multiprocessing.reductions import reduce_tensor
 
@@ -128,15 +175,22 @@ def _b64(raw: bytes) -> str:
 
 # -- decoding (of anything the other side may have written) --------------------------------------
 
-def _decode(value: Any, rest: memoryview, offset: list[int], device: torch.device) -> Any:
+class _Decoding:
+    def __init__(self, rest: memoryview, offset: list[int], device: torch.device,
+                 accept: frozenset[str], opened: list[OpenedBuffer]) -> None:
+        self.rest, self.offset, self.device = rest, offset, device
+        self.accept, self.opened = accept, opened
+
+
+def _decode(value: Any, context: _Decoding) -> Any:
     if isinstance(value, dict):
         if _TENSOR in value:
             if len(value) != 1 or not isinstance(value[_TENSOR], dict):
                 raise BadMessage("a malformed tensor descriptor")
-            return _rebuild(value[_TENSOR], rest, offset, device)
-        return {k: _decode(v, rest, offset, device) for k, v in value.items()}
+            return _rebuild(value[_TENSOR], context)
+        return {k: _decode(v, context) for k, v in value.items()}
     if isinstance(value, list):
-        return [_decode(v, rest, offset, device) for v in value]
+        return [_decode(v, context) for v in value]
     return value
 
 
@@ -152,8 +206,8 @@ def _int(value: Any, what: str) -> int:
     return value
 
 
-def _rebuild(d: dict[str, Any], rest: memoryview, offset: list[int],
-             device: torch.device) -> torch.Tensor:
+def _rebuild(d: dict[str, Any], context: _Decoding) -> torch.Tensor:
+    rest, offset, device = context.rest, context.offset, context.device
     dtype = _DTYPES.get(d.get("dtype"))  # type: ignore[arg-type]
     if dtype is None:
         raise BadMessage(f"unsupported tensor dtype {d.get('dtype')!r}")
@@ -162,6 +216,9 @@ def _rebuild(d: dict[str, Any], rest: memoryview, offset: list[int],
     if len(size) != len(stride) or len(size) > 16:
         raise BadMessage("tensor size and stride disagree")
     kind = d.get("kind")
+    if kind not in context.accept:
+        raise BadMessage(f"unknown tensor kind {kind!r}" if kind not in _KINDS else
+                         f"a tensor of kind {kind!r}, which this side never accepts")
     if kind == "empty":
         where = device if d.get("device") == device.type else torch.device("cpu")
         return torch.empty(size, dtype=dtype, device=where)
@@ -177,7 +234,22 @@ def _rebuild(d: dict[str, Any], rest: memoryview, offset: list[int],
         return torch.empty(0, dtype=dtype).set_(storage, storage_offset, size, stride)
     if kind == "cuda_ipc":
         return _rebuild_cuda(d, dtype, size, stride, storage_offset, device)
-    raise BadMessage(f"unknown tensor kind {kind!r}")
+    return _open_dedicated(d, dtype, size, stride, storage_offset, context)
+
+
+_KINDS = frozenset({"empty", "bytes", "cuda_ipc", "dedicated"})
+
+
+def _open_dedicated(d: dict[str, Any], dtype: torch.dtype, size: list[int], stride: list[int],
+                    storage_offset: int, context: _Decoding) -> torch.Tensor:
+    device = context.device
+    if device.type != "cuda" or d.get("device") != (device.index or 0):
+        raise BadMessage(f"a CUDA tensor of device {d.get('device')!r}, expected {device}")
+    alloc_bytes = _int(d.get("alloc_bytes"), "alloc_bytes")
+    _check_extent(size, stride, storage_offset, dtype, alloc_bytes)
+    opened = OpenedBuffer(_raw(d.get("handle"), "memory handle"), alloc_bytes, device)
+    context.opened.append(opened)
+    return opened.tensor(dtype, size, stride, storage_offset)
 
 
 def _check_extent(size: list[int], stride: list[int], storage_offset: int, dtype: torch.dtype,

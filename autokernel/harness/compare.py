@@ -12,16 +12,34 @@ tighter than bf16's spacing there.
 
 Non-finite values are compared by position: where the reference, rounded to the output dtype, is
 finite, the output must be finite; where it is ±inf or NaN, the output must be the same. An output
-element still holding the harness's poison bit pattern was never written by the kernel.
+element still holding the job's poison pattern (`guards.Poison`) was never written by the kernel.
+
+The element-wise rule is absolute where outputs are small: with fp16's atol of 1e-2, a softmax
+over 1000 columns whose every probability is below 1e-2 passes it as all zeros. So every row
+(the last dim; a 1-D output is one row) must also hold, over the row's finite reference values,
+
+    sum |out - ref|  <=  rtol * sum |ref|  +  min(N * atol, rtol * sum |ref|)
+
+that is, the row's total error may not exceed what the element-wise rule allows in sum, with
+atol's share capped at rtol times the row's mass. Where the mean |ref| reaches atol/rtol (1 for
+the default tolerances) this is never stricter than the element-wise rule; where outputs are
+small it is relative (at most 2 * rtol of the row's mass: a softmax row that drops 3% of its
+probability fails in fp16). It implies the row-sum invariant (|sum out - sum ref| is at most the
+row's error). On top of that, a row that is all zeros where its rounded reference is not, and an
+output that is all zeros where the reference is not, never pass.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from autokernel.ops.spec import Tolerance, dtype_name
+
+if TYPE_CHECKING:
+    from autokernel.harness.guards.poison import Poison
 
 # Explicit mantissa bits: torch.finfo's `eps` is 2**-mantissa for each.
 MANTISSA_BITS: dict[torch.dtype, int] = {
@@ -30,9 +48,6 @@ MANTISSA_BITS: dict[torch.dtype, int] = {
 
 # Same-width integer views, for bitwise comparison (NaN payloads included).
 BIT_VIEWS: dict[int, torch.dtype] = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
-
-# The poison byte: 0xFF in every byte is a NaN in fp16, bf16, fp32 and fp64 alike, and -1 in ints.
-POISON_BYTE = 0xFF
 
 # Outputs are compared in chunks of this many elements, so the float64 temporaries stay small
 # (32 MiB each) even for a 4096 x 128256 softmax.
@@ -81,14 +96,6 @@ def _index(flat_index: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
-def _is_poison(out: torch.Tensor) -> torch.Tensor:
-    """Elements whose every byte is the poison byte."""
-    raw = bits(out)
-    all_ones = torch.tensor(-1, dtype=raw.dtype, device=raw.device) if raw.dtype != torch.uint8 \
-        else torch.tensor(POISON_BYTE, dtype=torch.uint8, device=raw.device)
-    return raw == all_ones
-
-
 def check_output(
     out: object,
     ref: torch.Tensor,
@@ -97,8 +104,10 @@ def check_output(
     device: torch.device,
     tolerance: Tolerance,
     exhaustive: bool = True,
+    poison: Poison | None = None,
 ) -> Mismatch | None:
-    """None when `out` is a plain tensor of the right shape, dtype and device within tolerance.
+    """None when `out` is a plain tensor of the right shape, dtype and device within tolerance
+    (`poison`: the job's, to name elements never written).
 
     With `exhaustive=False` the scan stops at the first chunk that fails (counts then cover only
     the chunks scanned): for callers that only need to know whether the output passes."""
@@ -124,7 +133,8 @@ def check_output(
                             worst_index=_index(flat, out.shape), bad_elements=int(wrong.sum()))
         return None
 
-    return _check_values(out, ref, tolerance, exhaustive)
+    return _check_values(out, ref, tolerance, exhaustive, poison) \
+        or _check_rows(out, ref, tolerance)
 
 
 @dataclass
@@ -165,14 +175,17 @@ def _first(mask: torch.Tensor) -> torch.Tensor:
     return mask.to(torch.uint8).argmax()
 
 
-def _chunk_findings(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> list[float]:
+def _chunk_findings(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance,
+                    poison: Poison | None) -> list[float]:
     """One chunk's counts and positions, in a single device-to-host transfer."""
     # Fresh float64 copies (copy=True: a float64 reference must not be scrubbed in place).
     out64 = out.to(dtype=torch.float64, copy=True)
     ref64 = ref.to(device=out.device, dtype=torch.float64, copy=True)
     ref_rounded = ref.to(device=out.device, dtype=out.dtype).double()
     expect_nonfinite = ~torch.isfinite(ref_rounded)
-    poison = _is_poison(out) & ~expect_nonfinite
+    marks = poison.marks(out) if poison is not None else None
+    unwritten = marks & ~expect_nonfinite if marks is not None else torch.zeros_like(
+        expect_nonfinite)
     unexpected = ~torch.isfinite(out64) & ~expect_nonfinite
     # Where the reference itself is ±inf/NaN in this dtype, the output must agree exactly.
     same = (out64 == ref_rounded) | (torch.isnan(out64) & torch.isnan(ref_rounded))
@@ -186,7 +199,7 @@ def _chunk_findings(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) 
     excess = torch.where(finite & ~one_step, error / allowed, torch.zeros_like(error))
     bad = excess > 1.0
     summary = torch.stack([
-        poison.sum().double(), _first(poison).double(), unexpected.sum().double(),
+        unwritten.sum().double(), _first(unwritten).double(), unexpected.sum().double(),
         _first(unexpected).double(), disagree.sum().double(), _first(disagree).double(),
         bad.sum().double(), excess.argmax().double(), excess.max(), error.max(),
     ]).tolist()
@@ -197,12 +210,12 @@ def _chunk_findings(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) 
 
 
 def _check_values(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance,
-                  exhaustive: bool) -> Mismatch | None:
+                  exhaustive: bool, poison: Poison | None) -> Mismatch | None:
     flat_out, flat_ref = out.reshape(-1), ref.reshape(-1)
     found = _Findings()
     for offset in range(0, flat_out.numel(), CHUNK_ELEMENTS):
         chunk = slice(offset, offset + CHUNK_ELEMENTS)
-        found.add(offset, _chunk_findings(flat_out[chunk], flat_ref[chunk], tolerance))
+        found.add(offset, _chunk_findings(flat_out[chunk], flat_ref[chunk], tolerance, poison))
         if not exhaustive and found.failed:
             break
 
@@ -214,7 +227,7 @@ def _check_values(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance,
     if found.unwritten:
         idx = _index(found.first_unwritten, out.shape)
         return Mismatch("unwritten", f"{found.unwritten} of {total} output elements were never "
-                        f"written (the harness's poison survives), first at {list(idx)}",
+                        f"written (the job's poison survives), first at {list(idx)}",
                         worst_index=idx, bad_elements=found.unwritten)
     if found.nonfinite:
         idx = _index(found.first_nonfinite, out.shape)
@@ -235,6 +248,56 @@ def _check_values(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance,
             f"{list(idx)}: {values(found.worst)}",
             max_abs_error=found.max_error, worst_index=idx, bad_elements=found.bad,
         )
+    return None
+
+
+def _check_rows(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> Mismatch | None:
+    """The row rule of the module docstring, and no all-zero rows or output where the reference
+    has values."""
+    if out.ndim == 0:
+        return None
+    width = out.shape[-1]
+    rows_out, rows_ref = out.reshape(-1, width), ref.reshape(-1, width)
+    per_chunk = max(1, CHUNK_ELEMENTS // max(1, width))
+    all_zero_output, reference_nonzero = True, False
+    for start in range(0, rows_out.shape[0], per_chunk):
+        # Fresh copies (copy=True): scrubbing must never reach the reference itself.
+        o = rows_out[start: start + per_chunk].to(torch.float64, copy=True)
+        r64 = rows_ref[start: start + per_chunk].to(device=out.device, dtype=torch.float64,
+                                                     copy=True)
+        rounded = rows_ref[start: start + per_chunk].to(device=out.device, dtype=out.dtype,
+                                                         copy=True).to(torch.float64, copy=True)
+        finite_rows = torch.isfinite(rounded).all(dim=1) & torch.isfinite(o).all(dim=1)
+        zero_out = (o == 0).all(dim=1)
+        has_values = (rounded != 0).any(dim=1)
+        error = torch.where(finite_rows[:, None], (o - r64).abs(), torch.zeros_like(o)).sum(1)
+        mass = torch.where(finite_rows[:, None], r64.abs(), torch.zeros_like(o)).sum(1)
+        bound = tolerance.rtol * mass + torch.minimum(
+            torch.full_like(mass, width * tolerance.atol), tolerance.rtol * mass)
+        bad = finite_rows & has_values & (error > bound)
+        zero_rows = finite_rows & zero_out & has_values
+        summary = torch.stack([zero_rows.sum().double(), _first(zero_rows).double(),
+                               bad.sum().double(), _first(bad).double(),
+                               (error / bound.clamp(min=1e-300)).where(bad, 0).max(),
+                               (~zero_out).any().double(), has_values.any().double()]).tolist()
+        scrub((o, r64, rounded, error, mass, bound))
+        zeros, first_zero, bad_rows, first_bad, excess, nonzero_out, has_ref = summary
+        all_zero_output &= not nonzero_out
+        reference_nonzero |= bool(has_ref)
+        row_of = _index(start, rows_out.shape)[0]
+        if zeros:
+            return Mismatch("degenerate", f"{int(zeros)} output rows are all zeros where the "
+                            f"reference's are not, first row {row_of + int(first_zero)}",
+                            bad_elements=int(zeros) * width)
+        if bad_rows:
+            row = row_of + int(first_bad)
+            return Mismatch("tolerance", f"{int(bad_rows)} rows whose total error is past the "
+                            f"row rule (sum |out-ref| <= rtol*sum|ref| + min(N*atol, "
+                            f"rtol*sum|ref|), rtol={tolerance.rtol:g} atol={tolerance.atol:g}), "
+                            f"first row {row} at {excess:.3g}x the bound: small outputs "
+                            "dropped or flattened", bad_elements=int(bad_rows) * width)
+    if all_zero_output and reference_nonzero:
+        return Mismatch("degenerate", "the output is all zeros where the reference is not")
     return None
 
 

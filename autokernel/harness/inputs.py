@@ -1,8 +1,8 @@
 """Inputs of the harness's calls, made the same way in the judge and in the candidate process.
 
-The judge makes every correctness case's inputs (and the timed calls' it audits) from seeds the
-candidate process never sees; the candidate process makes the other timed calls' inputs from the
-timing seed alone. Both use these functions, so an audited timed call can be remade bit for bit.
+The judge makes every input the candidate is handed, correctness cases and timed calls alike,
+from seeds the candidate process never sees (`seeds`); it remakes an audited timed call's inputs
+bit for bit from the same seed.
 """
 
 from __future__ import annotations
@@ -13,27 +13,13 @@ from typing import Any
 
 import torch
 
-from autokernel.harness.compare import bits
 from autokernel.ops.spec import Inputs, OpSpec, Shape
 
 SPLICE_ELEMENTS = 4  # elements kept from the old input at each end in the "refill" probe
-# A timed call's inputs come from case_seed(timing seed, TIMED_CALL_STRIDE * shape index + call).
-TIMED_CALL_STRIDE = 1_000_000
 
 
 def tensors(inputs: Inputs) -> list[torch.Tensor]:
     return [t for t in inputs if isinstance(t, torch.Tensor)]
-
-
-def output_digest(out: torch.Tensor) -> torch.Tensor:
-    """Three int64 sums of `out`'s bits (all, odd positions, every 7th), left on the device: a
-    timed output and a checked re-run on the same inputs must agree on them bit for bit. No
-    temporary larger than the output: the sums upcast inside the reduction."""
-    flat = bits(out.detach()).reshape(-1)
-    if flat.dtype == torch.bool:
-        flat = flat.to(torch.uint8)
-    return torch.stack([flat.sum(dtype=torch.int64), flat[1::2].sum(dtype=torch.int64),
-                        flat[::7].sum(dtype=torch.int64)])
 
 
 def make_inputs(spec: OpSpec, shape: Shape, dtype: torch.dtype, device: torch.device,

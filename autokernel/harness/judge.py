@@ -1,45 +1,56 @@
 """The judge: computes every reference, holds every tolerance, and decides the verdict.
 
-It runs in the worker process, the parent of the candidate process (`candidate`), and never
-imports candidate code. The candidate cannot reach anything here: it is another process, sandboxed,
-and this one is non-dumpable (its memory and /proc entries are closed to a process of the same
-user). The order:
+It runs in the worker process, the parent of the candidate process (`candidate`) and, when an
+incumbent is timed alongside, of the incumbent's own process; it never imports candidate code.
+The candidate cannot reach anything here: it is another process, sandboxed, and this one is
+non-dumpable (its memory and /proc entries are closed to a process of the same user). What
+crosses from the candidate is checked before use (`judge_channel`): the verdict is this
+process's alone. The order:
 
-1. Read the job. Plan the cases, make every input from the secret seed and compute the reference
-   outputs on upcast inputs. The candidate process meanwhile knows nothing but the kernel's path.
-2. `setup` the candidate process: it warms its baselines, poisons its allocator, sandboxes itself
-   and imports the candidate.
-3. Run the five stages (`cases.STAGES`): for each case, hand the inputs over, have the kernel
-   called with every detector armed, compare the output with the registry's tolerance, then
-   have the call replayed with every Triton launch skipped ("ghost"), which must not still give
-   the right answer.
-4. Have the candidate process time candidate, eager and compiled stock in the same rounds. It
-   reports a digest of every timed output; only then are some of them chosen at random, their
-   inputs remade here, and the kernel re-run on them with every detector armed: the re-run must
-   be right, and bit for bit the output that was timed (`judge_audits`).
+1. Read the job. Send each candidate process its setup (poison, private Triton cache, sandbox,
+   import); meanwhile plan the cases, make every input from keyed-hash seeds of the job's secret
+   (`seeds`) and compute the reference outputs on upcast inputs, then, on a GPU, compile the
+   torch.compile baseline here, where no candidate can reach it.
+2. Run the five stages (`cases.STAGES`): for each case, hand the inputs over (on a GPU in
+   dedicated allocations, `dedicated`), have the kernel called with every detector armed, copy
+   the output into this process's own memory at once and compare that copy with the registry's
+   tolerance, then have the call replayed with every Triton launch skipped ("ghost"), which must
+   not still give the right answer. A few outputs are kept and re-read at the end: one changed
+   since its call (a late write, a reused buffer) is a FAIL.
+3. Time candidate, incumbent and baselines in interleaved batches (`judge_timing`): every timed
+   output lands in memory this process owns; some are picked at random and compared in full;
+   every batch's reported times are bounded by this process's clock.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import signal
-import socket
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
 
 from autokernel.harness import channel
-from autokernel.harness.cases import DETERMINISM_REPEATS, STAGES, Case, case_seed, plan_cases
+from autokernel.harness.cases import DETERMINISM_REPEATS, STAGES, Case, plan_cases
 from autokernel.harness.compare import Mismatch
+from autokernel.harness.dedicated import DedicatedBuffer, share_like
+from autokernel.harness.guards import Poison
 from autokernel.harness.inputs import generator, make_inputs, relayout, splice, tensors
-from autokernel.harness.judge_audits import TimingAudits
-from autokernel.harness.outputs import as_outputs, check_outputs, outputs_bitwise_equal
+from autokernel.harness.judge_channel import CandidateGone, Endpoint
+from autokernel.harness.judge_timing import JudgeTiming
+from autokernel.harness.outputs import (
+    as_outputs, check_outputs, clone_outputs, outputs_bitwise_equal,
+)
 from autokernel.harness.protocol import Job, WorkerReport
-from autokernel.harness.verdict import DETAIL_CHARS, WHERE, Verdict, gib, oom_summary
+from autokernel.harness.seeds import case_seed
+from autokernel.harness.untrusted import NOTE_CHARS, candidate_text
+from autokernel.harness.verdict import Verdict, gib, oom_summary
 from autokernel.ops import get_spec
-from autokernel.ops.spec import Inputs, Shape, parse_dtype
+from autokernel.ops.spec import Inputs, Shape, dtype_name, parse_dtype
 from autokernel.text import count_of
 
 # References are computed in float64 when all inputs together are at most this many elements.
@@ -50,15 +61,14 @@ REFERENCE_DEVICE_SHARE = 0.25
 # Device memory the harness may plan with, in bytes, when less than what is free (and a cap the
 # CPU interpreter honours too: inputs of a case past it count as out of memory).
 MEMORY_CAP_ENV = "AUTOKERNEL_MEMORY_CAP_BYTES"
-# The candidate process's timing inputs derive from this index of the job's seed, and nothing
-# else does: it is the one seed the candidate process gets.
-TIMING_SEED_INDEX = 20_000
+# Outputs kept by the candidate process and re-read at the end (besides the first smoke output):
+# each correctness call is picked with this chance, up to KEPT_OUTPUTS, outputs up to
+# KEPT_MAX_BYTES each.
+KEEP_CHANCE = 0.2
+KEPT_OUTPUTS = 4
+KEPT_MAX_BYTES = 64 * 2**20
 
 _perf_counter = time.perf_counter
-
-
-class CandidateGone(Exception):
-    """The candidate process closed the channel (it died, or exited on its own)."""
 
 
 @dataclass
@@ -74,11 +84,11 @@ class Prepared:
     out_dtype: Any
 
     @property
-    def out_nbytes(self) -> int | list[int]:
-        """Bytes of the output, or a list of each output's."""
-        if isinstance(self.out_dtype, tuple):
-            return [_nbytes(shape, dtype) for shape, dtype in zip(self.out_shape, self.out_dtype)]
-        return _nbytes(self.out_shape, self.out_dtype)
+    def layout(self) -> list[list[Any]]:
+        """[[bytes, dtype name]] of each output (what the candidate process poisons)."""
+        shapes = self.out_shape if isinstance(self.out_dtype, tuple) else (self.out_shape,)
+        dtypes = self.out_dtype if isinstance(self.out_dtype, tuple) else (self.out_dtype,)
+        return [[_nbytes(shape, dtype), dtype_name(dtype)] for shape, dtype in zip(shapes, dtypes)]
 
 
 def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
@@ -88,15 +98,16 @@ def _nbytes(shape: tuple[int, ...], dtype: torch.dtype) -> int:
     return numel * torch.empty((), dtype=dtype).element_size()
 
 
-class Judge(TimingAudits):
-    def __init__(self, job: Job, sock: socket.socket, candidate_pid: int) -> None:
+class Judge(JudgeTiming):
+    def __init__(self, job: Job, candidate: Endpoint, incumbent: Endpoint | None) -> None:
         self.job = job
-        self.sock = sock
-        self.candidate_pid = candidate_pid
+        self.candidate = candidate
+        self.incumbent = incumbent
         self.report = WorkerReport(status="PASS")
         self.stage = "setup"
         self.where = ""
-        self.kept_where: str | None = None
+        self.kept: list[tuple[str, Any, Any]] = []  # (where, the output as received, a copy)
+        self.shared: list[DedicatedBuffer] = []  # the current inputs' dedicated allocations
         self.phase_started = _perf_counter()
 
     # -- bookkeeping ------------------------------------------------------------------------------
@@ -109,16 +120,18 @@ class Judge(TimingAudits):
     def run(self) -> WorkerReport:
         try:
             self._setup()
+            self.candidate.send("setup", **self._candidate_job(self.job.kernel_path))
+            if self.incumbent is not None:
+                self.incumbent.send("setup", **self._candidate_job(self.job.incumbent_path))
             self._prepare_references()
+            self._prepare_baselines()
             self.stage = "import"
-            self._ask("setup", **self._candidate_job())
+            self._take_sandbox(self.candidate.receive("import"))
             self._phase("candidate_setup")
             for stage in STAGES:
                 self.stage = stage
                 self._run_stage(stage)
                 self.report.stages[stage] = "pass"
-            self.stage, self.where = "edge_sizes", self.kept_where or ""
-            self._ask("check_kept")
             self._phase("correctness")
             if self.job.correctness_only:  # a draft's check (test_kernel): a verdict, no speed
                 self.report.stages["timing"] = "skip"
@@ -127,6 +140,8 @@ class Judge(TimingAudits):
                 self.stage = "timing"
                 self._run_timing()
                 self.report.stages["timing"] = "pass"
+            self.stage = "edge_sizes" if self.job.correctness_only else "timing"
+            self._reread_kept()
         except torch.OutOfMemoryError as exc:  # the judge's own allocations: a clean CRASH
             self._fail(Verdict("CRASH", self.stage, f"out of memory during {self.stage}: "
                                f"{oom_summary(exc)}"))
@@ -134,7 +149,8 @@ class Judge(TimingAudits):
             self._fail(verdict)
         except (CandidateGone, channel.BadMessage) as exc:
             self._fail(Verdict("CRASH", "worker", self._candidate_death(exc)))
-        self._merge_candidate_report()
+        if self.report.status != "PASS":
+            self.report.timings = []
         return self.report
 
     def _fail(self, verdict: Verdict) -> None:
@@ -150,12 +166,13 @@ class Judge(TimingAudits):
     def _candidate_death(self, exc: Exception) -> str:
         """Why the candidate process stopped answering, by its exit status."""
         if isinstance(exc, channel.BadMessage):
-            return f"the candidate process sent a malformed message during {self.stage}: {exc}"
+            return (f"the candidate process sent a malformed message during {self.stage}: "
+                    f"{candidate_text(exc)}")
         try:
-            pid, status = os.waitpid(self.candidate_pid, 0)
+            pid, status = os.waitpid(self.candidate.pid, 0)
         except ChildProcessError:
             return f"the candidate process vanished during {self.stage}"
-        self.candidate_pid = 0
+        self.candidate.pid = 0
         if os.WIFSIGNALED(status):
             number = os.WTERMSIG(status)
             try:
@@ -166,95 +183,133 @@ class Judge(TimingAudits):
         return (f"the candidate process exited with status {os.WEXITSTATUS(status)} during "
                 f"{self.stage}")
 
-    def _merge_candidate_report(self) -> None:
-        """What the candidate process measured and noted (its sandbox, its timings); nothing of it
-        decides the verdict."""
-        if not self.candidate_pid:
-            return
-        try:
-            theirs = WorkerReport.from_dict(self._ask("report")["report"])
-        except (Verdict, CandidateGone, channel.BadMessage, TypeError, KeyError):
-            return
-        self.report.notes.extend(theirs.notes)
-        self.report.sandbox = theirs.sandbox
-        self.report.timings = theirs.timings if self.report.status == "PASS" else []
-        self.report.peak_vram_mb = theirs.peak_vram_mb
-        self.report.new_baselines = theirs.new_baselines
-        self.report.launch_digest = theirs.launch_digest
-        self.report.incumbent_launch_digest = theirs.incumbent_launch_digest
+    def _take_sandbox(self, reply: dict[str, Any]) -> None:
+        """The sandbox layers the candidate process says it applied (what /proc shows of them
+        is checked in `sandbox.observed_confinement`; Landlock is not visible from outside)."""
+        state = reply["sandbox"]
+        if not isinstance(state, dict):
+            raise channel.BadMessage("a sandbox state that is not an object")
+        applied = state.get("applied") if isinstance(state.get("applied"), dict) else {}
+        missing = state.get("missing") if isinstance(state.get("missing"), dict) else {}
+        self.report.sandbox = {
+            "applied": {candidate_text(k, 40): candidate_text(v, NOTE_CHARS)
+                        for k, v in list(applied.items())[:16]},
+            "missing": {candidate_text(k, 40): candidate_text(v, NOTE_CHARS)
+                        for k, v in list(missing.items())[:16]},
+            "complete": not missing}
+        if missing:
+            self.report.notes.append("sandbox incomplete: " + "; ".join(
+                f"{name} not applied ({why})" for name, why in
+                self.report.sandbox["missing"].items()))
 
     def close(self) -> None:
-        """Tell the candidate process to exit (the runner then ends the worker's whole tree)."""
-        if not self.candidate_pid:
-            return
-        try:
-            channel.send(self.sock, {"op": "exit"})
-        except OSError:
-            pass
-        self.sock.close()
+        """Tell the candidate processes to exit (the runner then ends the worker's whole tree)."""
+        for endpoint in (self.candidate, self.incumbent):
+            if endpoint is not None and endpoint.pid:
+                endpoint.resume()
+                endpoint.close()
 
     # -- talking to the candidate process ---------------------------------------------------------
 
     def _ask(self, op: str, **fields: Any) -> dict[str, Any]:
-        """One request and its reply; a verdict in the reply ends the run, with this judge's
-        stage and case description filled in."""
-        try:
-            channel.send(self.sock, {"op": op, **fields})
-            reply = channel.receive(self.sock, self.device)
-        except (channel.ChannelClosed, BrokenPipeError, ConnectionResetError) as exc:
-            raise CandidateGone(str(exc)) from None
-        if "verdict" in reply:
-            v = reply["verdict"]
-            if not isinstance(v, dict):
-                raise channel.BadMessage("a malformed verdict")
-            reason = str(v.get("reason", "")).replace(WHERE, self.where)
-            raise Verdict(str(v.get("status")), str(v.get("stage") or self.stage), reason,
-                          v.get("rule") if isinstance(v.get("rule"), str) else None,
-                          str(v.get("detail") or "")[:DETAIL_CHARS].replace(WHERE, self.where))
-        if "harness_error" in reply:
-            error = str(reply["harness_error"])
-            raise Verdict("CRASH", "harness", "internal harness error in the candidate process: "
-                          + error[-1500:], detail=error[-DETAIL_CHARS:])
-        if "oom" in reply:
-            raise Verdict("CRASH", self.stage, f"out of memory during {self.stage}"
-                          f"{' at ' + self.where if self.where else ''}: {reply['oom']}")
-        return reply
+        """One request to the candidate process and its checked reply."""
+        return self.candidate.ask(op, self.stage, self.where, **fields)
 
-    def _candidate_job(self) -> dict[str, Any]:
+    def _candidate_job(self, kernel_path: str | None) -> dict[str, Any]:
         job = self.job
-        return {"kernel_path": job.kernel_path, "kernel_type": job.kernel_type,
-                "device": job.device, "params": job.params, "timing_shapes": job.timing_shapes,
-                "timing_dtypes": job.timing_dtypes, "quick": job.quick,
-                "timing_budget_s": job.timing_budget_s, "cached_baselines": job.cached_baselines,
-                "incumbent_path": job.incumbent_path, "min_gain": job.min_gain,
-                "timing_seed": self.timing_seed, "correctness_only": job.correctness_only,
+        return {"kernel_path": kernel_path, "kernel_type": job.kernel_type,
+                "device": job.device, "poison": self.poison.to_dict(),
                 "cuda_prebuilt": job.cuda_prebuilt}
 
     def _call(self, prepared: Prepared, where: str, **options: bool) -> Any:
-        """The kernel's output on the inputs last handed over, or a Mismatch-ready description
-        of what it returned instead of a tensor."""
+        """The kernel's output on the inputs last handed over, copied into this process's own
+        memory at once (the candidate can no longer change what is compared), or a
+        Mismatch-ready description of what it returned instead of a tensor."""
         self.where = where
-        reply = self._ask("call", out_nbytes=prepared.out_nbytes, **options)
+        keep = options.pop("keep", False) or self._keep_this(prepared)
+        reply = self._ask("call", outputs=prepared.layout, keep=keep, **options)
         self.last_storage = reply.get("storage")
         out = reply.get("out")
         if out is None:
-            return _NotATensor(str(reply.get("type", "something else")),
+            return _NotATensor(candidate_text(reply.get("type", "something else"), 200),
                                reply.get("subclass") is True)
         if self.spec.outputs > 1:
             if not isinstance(out, list) or len(out) != self.spec.outputs or \
                     not all(isinstance(t, torch.Tensor) for t in out):
                 raise channel.BadMessage("outputs that are not a list of tensor descriptors")
             storage = self.last_storage
-            if not isinstance(storage, list):
-                raise channel.BadMessage("output storages that are not a list")
+            if not isinstance(storage, list) or not all(type(p) is int for p in storage):
+                raise channel.BadMessage("output storages that are not a list of ints")
             self.last_storage = tuple(storage)  # hashable, like one output's pointer
-            return tuple(out)
-        if not isinstance(out, torch.Tensor):
+            out = tuple(out)
+        elif not isinstance(out, torch.Tensor) or type(self.last_storage) is not int:
             raise channel.BadMessage("an output that is not a tensor descriptor")
-        return out
+        private = clone_outputs(out) if self.device.type == "cuda" else out
+        if keep:
+            self.kept.append((where, out if self.device.type == "cuda" else None, private))
+        return private
+
+    def _keep_this(self, prepared: Prepared) -> bool:
+        """Whether this call's output is kept for the late re-read (chosen here, unseen)."""
+        small = all(nbytes <= KEPT_MAX_BYTES for nbytes, _ in prepared.layout)
+        return (small and len(self.kept) < KEPT_OUTPUTS
+                and secrets.randbelow(1000) < KEEP_CHANCE * 1000)
+
+    def _reread_kept(self) -> None:
+        """Every kept output must still hold what it held when its call returned: a kernel that
+        writes an output later (a thread, a queued kernel) or hands a buffer out again fails."""
+        if not self.kept:
+            return
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            now = [mapped for _, mapped, _ in self.kept]
+        else:
+            outs = self._ask("kept")["outs"]
+            if not isinstance(outs, list) or len(outs) != len(self.kept):
+                raise channel.BadMessage("the kept outputs do not match the calls that kept them")
+            now = [tuple(o) if isinstance(o, list) else o for o in outs]
+        for (where, _, copy), current in zip(self.kept, now):
+            if not outputs_bitwise_equal(current, copy):
+                raise Verdict("FAIL", self.stage, f"an output changed after its call returned "
+                              f"(the {where} output, re-read at the end): kernel_fn writes an "
+                              "output after returning it, or hands out a buffer it already "
+                              "returned")
+        self.kept.clear()
 
     def _hand_over(self, inputs: Inputs) -> None:
-        self._ask("inputs", inputs=list(inputs))
+        """The candidate's next inputs; the previous ones' allocations are freed once it has let
+        go of them (it unmaps them before taking the new ones)."""
+        shared, buffers = self._shareable(inputs)
+        self._ask("inputs", inputs=shared)
+        self._free_shared()
+        self.shared = buffers
+
+    def _release(self) -> None:
+        self._ask("release")
+        self._free_shared()
+
+    def _free_shared(self, buffers: list[DedicatedBuffer] | None = None) -> None:
+        for buffer in self.shared if buffers is None else buffers:
+            buffer.free()
+        if buffers is None:
+            self.shared = []
+
+    def _shareable(self, inputs: Inputs) -> tuple[list[Any], list[DedicatedBuffer]]:
+        """On a GPU, each input tensor in a dedicated allocation of its own; on the CPU, as
+        they are (they cross as bytes)."""
+        if self.device.type != "cuda":
+            return list(inputs), []
+        shared: list[Any] = []
+        buffers: list[DedicatedBuffer] = []
+        for value in inputs:
+            if isinstance(value, torch.Tensor) and value.numel():
+                buffer, tensor = share_like(value)
+                buffers.append(buffer)
+                shared.append(channel.Shared(buffer, tensor))
+            else:
+                shared.append(value)
+        torch.cuda.synchronize()
+        return shared, buffers
 
     # -- step 1: cases and references -------------------------------------------------------------
 
@@ -268,10 +323,10 @@ class Judge(TimingAudits):
         else:
             torch.set_num_threads(1)
         self.spec = get_spec(job.kernel_type)
+        self.poison = Poison.fresh()
         self.tolerances = {dtype: self.spec.tolerance(dtype, job.params)
                            for dtype in self.spec.dtypes}
         self.params = dict(job.params)
-        self.timing_seed = case_seed(job.seed, TIMING_SEED_INDEX)
         self.dtypes = [parse_dtype(d) for d in job.correctness_dtypes]
         self.timing_shapes = [tuple(s) for s in job.timing_shapes]
         self.timed = [(shape, parse_dtype(dtype)) for shape in self.timing_shapes
@@ -407,7 +462,8 @@ class Judge(TimingAudits):
                 f"a tuple of {count} plain torch.Tensors"
             return Mismatch("type", f"returned {out.type_name}, not {expected}")
         return check_outputs(out, prepared.ref, prepared.out_shape, prepared.out_dtype, count,
-                             self.device, self.tolerances[prepared.case.dtype], exhaustive)
+                             self.device, self.tolerances[prepared.case.dtype], exhaustive,
+                             self.poison)
 
     def _ghost_replay(self, prepared: Prepared, where: str) -> None:
         """The same inputs with every Triton launch skipped: the output must then be wrong."""
@@ -426,16 +482,13 @@ class Judge(TimingAudits):
             for prepared in cases:
                 where = prepared.case.describe(self.spec)
                 self._hand_over(self._case_inputs(prepared.case, prepared.seed))
-                # The first smoke output is held by the candidate process until every stage has
-                # run: a kernel that hands out a pool of buffers overwrites it.
-                keep = stage == "smoke" and self.kept_where is None
-                out = self._call(prepared, where, keep=keep)
-                if keep:
-                    self.kept_where = where
+                # The first smoke output is kept by the candidate process until the end: a
+                # kernel that hands out a pool of buffers overwrites it.
+                out = self._call(prepared, where, keep=stage == "smoke" and not self.kept)
                 self._check(prepared, out, where)
                 del out
                 self._ghost_replay(prepared, where)
-                self._ask("release")
+                self._release()
         self.report.stage_cases[stage] = len(cases)
 
     def _run_determinism(self, cases: list[Prepared]) -> None:
@@ -462,21 +515,24 @@ class Judge(TimingAudits):
                                   "from call 1 on the same input (nondeterministic, or reads "
                                   "uninitialised memory)")
             del outputs
+            self.last_storage = None
 
             # The same tensor objects, refilled: a pointer- or fingerprint-keyed cache replays.
             where = refill.case.describe(self.spec)
-            self._ask("refill", values=list(self._case_inputs(refill.case, refill.seed)))
+            values, buffers = self._shareable(self._case_inputs(refill.case, refill.seed))
+            self._ask("refill", values=values)
+            self._free_shared(buffers)
             out = self._call(refill, where)
             self._check(refill, out, f"{where} (same buffers, new values)")
             del out
-            self._ask("release")
+            self._release()
 
             where = fresh.case.describe(self.spec)
             self._hand_over(self._case_inputs(fresh.case, fresh.seed))
             out = self._call(fresh, where)
             self._check(fresh, out, where)
             del out
-            self._ask("release")
+            self._release()
 
 
 class _NotATensor:

@@ -5,7 +5,7 @@ harness always has. A type with several (add_rmsnorm's (y, h)) returns a tuple o
 many, and each output gets every check a single one gets: a plain `torch.Tensor` (no subclass),
 its shape, dtype and device, its values within tolerance (poison left unwritten, NaN/Inf where
 the reference is finite), bitwise determinism, a buffer no earlier call handed out and no later
-call overwrites, and the timed-output digest. On top of that no output may share memory with an
+call overwrites, and the timed-output audit. On top of that no output may share memory with an
 input or with another output: a kernel could otherwise hand back its input as h, or one buffer
 as both outputs.
 """
@@ -17,8 +17,7 @@ from typing import Any
 import torch
 
 from autokernel.harness.compare import Mismatch, bitwise_equal, check_output
-from autokernel.harness.guards import poison_allocator
-from autokernel.harness.inputs import output_digest
+from autokernel.harness.guards import Poison
 from autokernel.ops.spec import Tolerance
 
 
@@ -73,32 +72,16 @@ def clone_outputs(out: Any) -> Any:
     return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
 
-def outputs_digest(out: Any) -> torch.Tensor:
-    """`output_digest` of one output, or of each of several, end to end."""
-    if isinstance(out, (tuple, list)):
-        return torch.cat([output_digest(t) for t in out])
-    return output_digest(out)
-
-
-def poison_outputs(out_nbytes: int | list[int], device: torch.device) -> None:
-    """Poison where the outputs will come from: `out_nbytes` is one output's size, or a list of
-    each output's (enough poisoned blocks of each size for all of them)."""
-    if isinstance(out_nbytes, list):
-        for nbytes in set(out_nbytes):
-            poison_allocator(int(nbytes), device, blocks=2 * len(out_nbytes))
-    else:
-        poison_allocator(int(out_nbytes), device)
-
-
 def check_outputs(out: Any, ref: Any, shapes: Any, dtypes: Any, count: int,
                   device: torch.device, tolerance: Tolerance,
-                  exhaustive: bool = True) -> Mismatch | None:
+                  exhaustive: bool = True, poison: Poison | None = None) -> Mismatch | None:
     """`check_output` on one output, or on each of `count` (ref, shapes, dtypes: one per
     output), the first wrong one named."""
     if count == 1:
-        return check_output(out, ref, shapes, dtypes, device, tolerance, exhaustive)
+        return check_output(out, ref, shapes, dtypes, device, tolerance, exhaustive, poison)
     for position, (one, one_ref, shape, dtype) in enumerate(zip(out, ref, shapes, dtypes)):
-        mismatch = check_output(one, one_ref, shape, dtype, device, tolerance, exhaustive)
+        mismatch = check_output(one, one_ref, shape, dtype, device, tolerance, exhaustive,
+                                poison)
         if mismatch is not None:
             return Mismatch(mismatch.kind, f"output {position + 1} of {count}: "
                             f"{mismatch.detail}", mismatch.max_abs_error, mismatch.worst_index,

@@ -26,13 +26,14 @@ class Job:
     correctness_dtypes: list[str]
     model_shapes: list[list[int]]
     params: dict[str, Any]
-    seed: int  # secret: every input of every stage derives from it
+    seed: int  # secret, 256 bits: every seed of the job derives from it (`seeds`)
     nonce: str  # secret: authenticates the report line
     result_fd: int
     quick: bool = False
     timing_budget_s: float = 1.0
     cached_baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
     incumbent_path: str | None = None  # the worker's copy of the current best, timed alongside
+    # in a process of its own
     min_gain: float = 0.01  # a paired interval straddling 1 + min_gain widely is re-timed once
     correctness_only: bool = False  # every correctness and anti-cheat stage, then no timing
     # [source key, library] of CUDA C++ builds (candidate's, incumbent's) the runner made; the

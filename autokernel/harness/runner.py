@@ -27,11 +27,18 @@ from autokernel.harness.protocol import (
     ChannelError, Job, WorkerReport, decode_report,
 )
 from autokernel.harness.result import BenchResult, ShapeTiming, Status
+from autokernel.harness.seeds import new_master
 from autokernel.harness.spawn import candidate_env, default_cache_dir, spawn_worker
+from autokernel.harness.untrusted import candidate_text
 from autokernel.harness.verdict import DETAIL_CHARS
 
 DEFAULT_TIMEOUT_S = 600.0
-BASELINE_CACHE_FILE = "harness-baselines.json"
+# Judge-measured compile baselines. A new name: the old file held figures that a candidate
+# process reported, and none of them is read again.
+BASELINE_CACHE_FILE = "harness-baselines-judged.json"
+# What a candidate process may leave in its directory (its private caches, temporary files):
+# past this, the verdict is REJECTED (rule write-quota). Each file is also capped by setrlimit.
+WRITE_QUOTA_BYTES = 2 * 2**30
 
 
 class BenchInputError(ValueError):
@@ -47,7 +54,18 @@ def _signal_name(returncode: int) -> str:
 
 def _last_lines(text: str, count: int = 3, width: int = 600) -> str:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return " | ".join(lines[-count:])[-width:]
+    return candidate_text(" | ".join(lines[-count:])[-width:], width)
+
+
+def _bytes_under(path: Path) -> int:
+    total = 0
+    for child in path.rglob("*"):
+        try:
+            if child.is_file() and not child.is_symlink():
+                total += child.stat().st_size
+        except OSError:
+            continue
+    return total
 
 
 # -- baseline cache ---------------------------------------------------------------------------------
@@ -337,11 +355,14 @@ def run_bench(
               if k.startswith(f"{info.kernel_type}|")}
     workdir = Path(tempfile.mkdtemp(prefix="autokernel-bench-"))
     try:
-        kernel_copy = workdir / "kernel.py"
+        # Each candidate process reads and writes only its own directory (the sandbox).
+        (workdir / "candidate").mkdir()
+        kernel_copy = workdir / "candidate" / "kernel.py"
         kernel_copy.write_text(source, encoding="utf-8")
         incumbent_copy = None
         if incumbent is not None:
-            incumbent_copy = workdir / "incumbent.py"
+            (workdir / "incumbent").mkdir()
+            incumbent_copy = workdir / "incumbent" / "kernel.py"
             incumbent_copy.write_text(Path(incumbent).read_text(encoding="utf-8"),
                                       encoding="utf-8")
         job = Job(
@@ -350,7 +371,7 @@ def run_bench(
             timing_dtypes=[dtype_name(d) for d in timing_dtypes],
             correctness_dtypes=[dtype_name(d) for d in checked_dtypes],
             model_shapes=[list(s) for s in extra_shapes], params=dict(params or {}),
-            seed=secrets.randbelow(2**62), nonce=secrets.token_hex(16), result_fd=-1,
+            seed=new_master(), nonce=secrets.token_hex(16), result_fd=-1,
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
             incumbent_path=str(incumbent_copy) if incumbent_copy is not None else None,
             min_gain=min_gain, correctness_only=correctness_only, cuda_prebuilt=prebuilt,
@@ -359,6 +380,8 @@ def run_bench(
         spawned = time.perf_counter()
         returncode, raw, output_tail, timed_out = spawn_worker(job, env, workdir, timeout_s)
         worker_seconds = time.perf_counter() - spawned
+        written = max((_bytes_under(workdir / role) for role in ("candidate", "incumbent")
+                       if (workdir / role).is_dir()), default=0)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -381,15 +404,20 @@ def run_bench(
             result.reason = f"worker exited with status {returncode} before giving a verdict"
         if output_tail.strip():
             result.reason += f": {_last_lines(output_tail)}"
-            result.detail = output_tail[-DETAIL_CHARS:]
+            result.detail = candidate_text(output_tail[-DETAIL_CHARS:], DETAIL_CHARS)
         return finish(result)
     apply_report(result, report, spec, device)
     if report.stage == "worker" and output_tail.strip():  # the candidate process died
         result.reason += f": {_last_lines(output_tail)}"
-        result.detail = output_tail[-DETAIL_CHARS:]
+        result.detail = candidate_text(output_tail[-DETAIL_CHARS:], DETAIL_CHARS)
+    if written > WRITE_QUOTA_BYTES and result.status is Status.PASS:
+        result.status, result.stage, result.rule = Status.REJECTED, "worker", "write-quota"
+        result.reason = (f"a candidate process left {written / 2**30:.1f} GiB in its "
+                         f"directory, past the {WRITE_QUOTA_BYTES / 2**30:.0f} GiB write quota")
     # What the worker's own phases do not cover: interpreter start, imports, CUDA init, exit.
     startup = worker_seconds - sum(report.phase_seconds.values())
     result.phase_seconds = {"startup": round(startup, 3), **result.phase_seconds}
+    # Only the judge's own measurements (judge_timing), never a figure a candidate process sent.
     write_baseline_cache(caches, report.new_baselines)
     return finish(result)
 

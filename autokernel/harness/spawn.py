@@ -9,9 +9,11 @@
   (`autokernel.harness.forkserver`) when one runs, the same worker either way;
 - the job (with the secret seed and nonce) on stdin; the report on a private pipe;
 - a scrubbed environment (`candidate_env`): no API keys or other secrets, HOME and TMPDIR in a
-  fresh temporary directory, persistent Triton/Inductor caches so compiles are reused;
-- the working directory is a temporary directory holding a copy of the kernel file (made and
-  deleted by `run_bench`): the candidate has no path into the run's workspace.
+  fresh temporary directory, the judge's persistent Triton/Inductor caches (which no candidate
+  process reads or writes: each gets fresh private ones);
+- the working directory is a temporary directory holding a copy of the kernel file in each
+  candidate process's own subdirectory (made and deleted by `run_bench`): the candidate has no
+  path into the run's workspace.
 """
 
 from __future__ import annotations
@@ -35,6 +37,8 @@ from autokernel.harness.sandbox import (
 from autokernel.harness.protocol import Job
 
 OUTPUT_TAIL_BYTES = 16_384
+TRUSTED_TRITON_CACHE = "triton-trusted"
+TRUSTED_INDUCTOR_CACHE = "inductor-trusted"
 
 # Environment entries the worker keeps (by exact name or prefix), unless they look secret.
 KEEP_ENV_NAMES: frozenset[str] = frozenset({
@@ -66,8 +70,11 @@ def candidate_env(device: str, workdir: Path, cache_dir: Path) -> dict[str, str]
         "HOME": str(home),
         "TMPDIR": str(tmp),
         "PYTHONDONTWRITEBYTECODE": "1",
-        "TRITON_CACHE_DIR": str(cache_dir / "triton"),
-        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / "inductor"),
+        # The judge's caches: only trusted processes write them (each candidate process gets
+        # fresh private ones, `worker.private_dirs`). New names: the old "triton" cache was
+        # writable from inside the sandbox, and nothing in it is loaded again.
+        "TRITON_CACHE_DIR": str(cache_dir / TRUSTED_TRITON_CACHE),
+        "TORCHINDUCTOR_CACHE_DIR": str(cache_dir / TRUSTED_INDUCTOR_CACHE),
         # Compile the torch.compile baseline in-process: no pool of helper processes or threads.
         "TORCHINDUCTOR_COMPILE_THREADS": "1",
         # Measured ceilings are per machine, in the user's cache, wherever this run caches.

@@ -356,6 +356,55 @@ class _Batch:
                 if (r is None or rr == r) and (name is None or nn == name)]
 
 
+@dataclass
+class BatchTimes:
+    """One contestant's batch: each call's device time, the host's queueing time, and whether
+    the host finished queueing before the spin ended (else host time may be in the figures)."""
+
+    device_us: list[float]
+    host_us: float
+    ahead: bool
+
+
+def run_batch(fn: Callable[..., Any], calls: Sequence[tuple[Any, ...]],
+              flush: torch.Tensor | None, spinner: Spinner | None, spin_us: float,
+              after_call: Callable[[int, Any], None] | None = None) -> BatchTimes:
+    """One contestant's calls, queued behind a spin of `spin_us` (GPU) and timed by events, each
+    after an L2 flush; `after_call(i, output)` runs after call i's end event is queued (outside
+    its interval). On the CPU, a host clock around each call. One synchronize at the end."""
+    if spinner is None:
+        device_us = []
+        for i, args in enumerate(calls):
+            began = _perf_counter()
+            out = fn(*args)
+            device_us.append((_perf_counter() - began) * 1e6)
+            if after_call is not None:
+                after_call(i, out)
+            del out
+        return BatchTimes(device_us, sum(device_us), True)
+    _synchronize()
+    spinner.hold(spin_us)
+    gate = _Event()
+    _record(gate)
+    began = _perf_counter()
+    events = []
+    for i, args in enumerate(calls):
+        start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+        if flush is not None:
+            flush.zero_()
+        _record(start)
+        out = fn(*args)
+        _record(end)
+        if after_call is not None:
+            after_call(i, out)
+        events.append((start, end))
+        del out
+    host_us = (_perf_counter() - began) * 1e6
+    ahead = not _query(gate)
+    _synchronize()
+    return BatchTimes([_elapsed_time(s, e) * 1e3 for s, e in events], host_us, ahead)
+
+
 def _rotated(contestants: Sequence[Contestant], r: int) -> list[Contestant]:
     count = len(contestants)
     return [contestants[(r + i) % count] for i in range(count)]

@@ -27,9 +27,12 @@ by `IdentitySnapshot` rather than silently believed.
   put there by a launch hook. While it records, `HostReadGuard` (a TorchFunctionMode) makes every
   host read of a tensor's values (`numpy()`, `tolist()`, `item()`, `float()`, numpy's
   `__array__`, dlpack, storages) raise: numpy or Python compute behind a token launch.
-- `poison_allocator` / `poison_free_cache`: fill the memory the candidate's output will come from
-  with 0xFF bytes (NaN in every float dtype), so an output element the kernel never writes can
-  be seen, and a freed buffer holding a reference answer can never be handed to the candidate.
+- `Poison`, `poison_allocator` / `poison_free_cache`: fill the memory the candidate's output will
+  come from with the job's own poison (a random NaN pattern per dtype, or random bytes, drawn for
+  each job: no fixed pattern tells the harness apart), so an output element the kernel never
+  writes can be seen, and a freed buffer holding an earlier answer is never handed out again.
+- `live_threads` / `new_threads`: the process's OS threads, from /proc/self/task (a thread
+  started through `_thread` or native code is invisible to `threading.enumerate`).
 
 One module per guard: `launches` (LaunchMonitor), `host_reads` (HostReadGuard), `fallbacks`
 (FallbackRecorder), `identity` (IdentitySnapshot, the registration watch, Triton's launch hooks),
@@ -50,14 +53,16 @@ from autokernel.harness.guards.ops import (
     ALLOWED_ATEN_OPS, DEVICE_CHECKED_OPS, HOST_READ_METHODS, POISONED_ALLOCATIONS,
     TRITON_LAUNCH_OPS, allowed_op_tables, dispatch_tables,
 )
-from autokernel.harness.guards.poison import poison_allocator, poison_free_cache
+from autokernel.harness.guards.poison import (
+    Poison, PoisonFiller, poison_allocator, poison_free_cache,
+)
 from autokernel.harness.guards.retained import module_tensors
 from autokernel.harness.guards.threads import live_threads, new_threads
 
 __all__ = [
     "ALLOWED_ATEN_OPS", "DEVICE_CHECKED_OPS", "HOST_READ_METHODS", "KNOB_HOOKS",
     "POISONED_ALLOCATIONS", "TORCH_REBINDS_LAZILY", "TRITON_LAUNCH_OPS", "FallbackRecorder",
-    "HostReadError", "HostReadGuard", "IdentitySnapshot", "LaunchMonitor", "RegistrationWatch",
+    "HostReadError", "HostReadGuard", "IdentitySnapshot", "Poison", "PoisonFiller", "LaunchMonitor", "RegistrationWatch",
     "allowed_op_tables", "dispatch_tables", "harness_namespaces", "knob_hooks", "launch_digest",
     "live_threads", "module_tensors", "new_threads", "poison_allocator", "poison_free_cache",
     "watch_registrations",

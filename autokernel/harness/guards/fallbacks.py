@@ -4,19 +4,21 @@ the memory it allocates."""
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from typing_extensions import Self
 
-from autokernel.harness.compare import POISON_BYTE
 from autokernel.harness.guards.host_reads import HostReadGuard
 from autokernel.harness.guards.launches import LaunchMonitor
 from autokernel.harness.guards.ops import (
     _DUMP_TABLE, ALLOWED_ATEN_OPS, DEVICE_CHECKED_OPS, POISONED_ALLOCATIONS, TRITON_LAUNCH_OPS,
     allowed_op_tables,
 )
+
+if TYPE_CHECKING:
+    from autokernel.harness.guards.poison import PoisonFiller
 
 class FallbackRecorder(TorchDispatchMode):
     """Records ops that the candidate runs itself, outside Triton's launch machinery, and
@@ -39,6 +41,7 @@ class FallbackRecorder(TorchDispatchMode):
         # Off while timing: a fill inside the call would add device time to the candidate's
         # figure (the timed rounds check outputs by audits instead).
         self.poison_allocations = True
+        self.filler: PoisonFiller | None = None  # the job's poison, once the judge has sent it
         self.guard_host_reads = True
         self._host_guard: HostReadGuard | None = None
         # Taken now, before the candidate exists: the ops it may use, as torch defined them.
@@ -80,9 +83,9 @@ class FallbackRecorder(TorchDispatchMode):
             if not (aten and name in TRITON_LAUNCH_OPS):
                 self._ops.append(f"{label} (inside a Triton launch: code run by a launch hook)")
             return result
-        if self.poison_allocations and name in POISONED_ALLOCATIONS \
-                and isinstance(result, torch.Tensor):
-            result.untyped_storage().fill_(POISON_BYTE)
+        if self.poison_allocations and self.filler is not None \
+                and name in POISONED_ALLOCATIONS and isinstance(result, torch.Tensor):
+            self.filler.storage(result)
         qualified = func.name() if callable(getattr(func, "name", None)) else label
         if not aten or qualified not in self.known_ops:
             self._ops.append(f"{qualified} (not one of torch's own aten ops: an op defined by "

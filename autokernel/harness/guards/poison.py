@@ -1,19 +1,135 @@
-"""Poisoned memory where the candidate's output will come from, so an unwritten element shows."""
+"""Poisoned memory where the candidate's output will come from, so an unwritten element shows.
+
+The poison is chosen afresh for every job (`Poison.fresh`, in the judge), so that no fixed
+pattern tells the harness apart from a model: either every element holds one NaN bit pattern of
+its dtype drawn for this job (sign, quiet bit and a random payload: the judge then names the
+elements that still hold it "never written"), or the memory holds random bytes (an unwritten
+element is then simply a wrong value). Fresh memory in a model holds whatever was there before;
+a kernel that reads its output buffer before writing it cannot tell this from that.
+"""
 
 from __future__ import annotations
 
+import secrets
+from dataclasses import dataclass
+
 import torch
 
-from autokernel.harness.compare import POISON_BYTE
+from autokernel.ops.spec import dtype_name
+
+# Float dtypes: (exponent bits, explicit mantissa bits, same-width signed integer view).
+FLOAT_LAYOUTS: dict[torch.dtype, tuple[int, int, torch.dtype]] = {
+    torch.float16: (5, 10, torch.int16), torch.bfloat16: (8, 7, torch.int16),
+    torch.float32: (8, 23, torch.int32), torch.float64: (11, 52, torch.int64),
+}
+INT_VIEWS: dict[int, torch.dtype] = {1: torch.uint8, 2: torch.int16, 4: torch.int32,
+                                     8: torch.int64}
+MODES = ("nan", "bytes")
 
 
-def poison_allocator(nbytes: int, device: torch.device, blocks: int = 2,
-                     pattern: int = POISON_BYTE) -> None:
+def _signed(value: int, bits: int) -> int:
+    return value - (1 << bits) if value >= 1 << (bits - 1) else value
+
+
+def random_nan_bits(dtype: torch.dtype) -> int:
+    """A NaN of `dtype`: random sign, exponent all ones, quiet bit set, random payload."""
+    exponent, mantissa, _ = FLOAT_LAYOUTS[dtype]
+    sign = secrets.randbits(1)
+    payload = (1 << (mantissa - 1)) | secrets.randbits(mantissa - 1)
+    return (sign << (exponent + mantissa)) | (((1 << exponent) - 1) << mantissa) | payload
+
+
+@dataclass(frozen=True)
+class Poison:
+    """This job's poison: `mode` "nan" (one NaN pattern per float dtype, `bits`; random bits
+    per integer dtype) or "bytes" (random bytes from `byte_seed`)."""
+
+    mode: str
+    bits: dict[str, int]
+    byte_seed: int
+
+    @classmethod
+    def fresh(cls) -> Poison:
+        bits = {dtype_name(d): random_nan_bits(d) for d in FLOAT_LAYOUTS}
+        bits.update({f"int{8 * size}": secrets.randbits(8 * size) for size in INT_VIEWS})
+        return cls(mode=MODES[secrets.randbelow(len(MODES))], bits=bits,
+                   byte_seed=secrets.randbits(62))
+
+    def to_dict(self) -> dict[str, object]:
+        return {"mode": self.mode, "bits": dict(self.bits), "byte_seed": self.byte_seed}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, object]) -> Poison:
+        mode, bits, seed = data.get("mode"), data.get("bits"), data.get("byte_seed")
+        if mode not in MODES or not isinstance(bits, dict) or type(seed) is not int:
+            raise ValueError("a malformed poison description")
+        return cls(str(mode), {str(k): int(v) for k, v in bits.items()}, seed)
+
+    def _pattern(self, dtype: torch.dtype) -> tuple[torch.dtype, int]:
+        """(integer view, signed value) of this job's poison element for `dtype`."""
+        if dtype in FLOAT_LAYOUTS:
+            view = FLOAT_LAYOUTS[dtype][2]
+            bits = self.bits[dtype_name(dtype)]
+        else:
+            size = torch.empty((), dtype=dtype).element_size()
+            view = INT_VIEWS[size]
+            bits = self.bits[f"int{8 * size}"]
+        width = torch.empty((), dtype=view).element_size() * 8
+        return view, (bits & ((1 << width) - 1) if view == torch.uint8 else _signed(bits, width))
+
+    def fill(self, raw: torch.Tensor, dtype: torch.dtype | None,
+             generator: torch.Generator | None = None) -> None:
+        """Poison the bytes of `raw` (a uint8 tensor), as elements of `dtype` in "nan" mode."""
+        if raw.numel() == 0:
+            return
+        if self.mode == "bytes" or dtype is None or dtype == torch.bool:
+            raw.copy_(torch.randint(0, 256, raw.shape, dtype=torch.uint8, device=raw.device,
+                                    generator=generator))
+            return
+        view, value = self._pattern(dtype)
+        size = torch.empty((), dtype=view).element_size()
+        whole = raw.numel() - raw.numel() % size
+        if whole:
+            raw[:whole].view(view).fill_(value)
+        if whole < raw.numel():
+            raw[whole:].copy_(raw[: raw.numel() - whole])
+
+    def marks(self, out: torch.Tensor) -> torch.Tensor | None:
+        """Elements of `out` still holding this job's poison; None when the mode cannot tell
+        ("bytes": they are wrong values like any other)."""
+        if self.mode != "nan" or out.dtype == torch.bool:
+            return None
+        view, value = self._pattern(out.dtype)
+        return out.contiguous().view(view) == value
+
+
+class PoisonFiller:
+    """Fills memory with one job's poison in the candidate process (a generator of its own for
+    "bytes" mode, made on first use)."""
+
+    def __init__(self, poison: Poison, device: torch.device) -> None:
+        self.poison, self.device = poison, device
+        self._generator: torch.Generator | None = None
+
+    def fill(self, raw: torch.Tensor, dtype: torch.dtype | None) -> None:
+        if self.poison.mode == "bytes" and self._generator is None:
+            self._generator = torch.Generator(device=raw.device).manual_seed(self.poison.byte_seed)
+        self.poison.fill(raw, dtype, self._generator)
+
+    def storage(self, tensor: torch.Tensor) -> None:
+        """Poison the whole storage behind a fresh allocation."""
+        storage = tensor.untyped_storage()
+        raw = torch.empty(0, dtype=torch.uint8, device=tensor.device).set_(storage)
+        self.fill(raw, tensor.dtype)
+
+
+def poison_allocator(nbytes: int, device: torch.device, filler: PoisonFiller,
+                     dtype: torch.dtype | None, blocks: int = 2) -> None:
     """Leave poisoned free blocks of `nbytes` where the candidate's next allocation comes from.
 
     CUDA's caching allocator hands out the best-fitting cached block, so every cached free block
     of this size is taken (and poisoned) until fresh memory is needed; glibc hands a freed chunk
-    of the same size straight back. Either way the output starts as 0xFF bytes, not as a stale
+    of the same size straight back. Either way the output starts as poison, not as a stale
     answer.
     """
     if nbytes <= 0:
@@ -26,22 +142,21 @@ def poison_allocator(nbytes: int, device: torch.device, blocks: int = 2,
                 block = torch.empty(nbytes, dtype=torch.uint8, device=device)
             except torch.cuda.OutOfMemoryError:
                 break  # every cached block that could serve this size is already poisoned
-            block.fill_(pattern)
+            filler.fill(block, dtype)
             held.append(block)
             if len(held) >= blocks and torch.cuda.memory_reserved(device) > reserved:
                 break
     else:
         for _ in range(blocks):
             block = torch.empty(nbytes, dtype=torch.uint8, device=device)
-            block.fill_(pattern)
+            filler.fill(block, dtype)
             held.append(block)
     del held
 
 
-def poison_free_cache(device: torch.device) -> int:
-    """Fill every free block of CUDA's caching allocator with poison (after the reference
-    phase, so no intermediate of an oracle survives in memory the candidate may be handed).
-    Returns the bytes poisoned; 0 on CPU, where freed memory is not cached by torch."""
+def poison_free_cache(device: torch.device, filler: PoisonFiller) -> int:
+    """Fill every free block of CUDA's caching allocator with poison. Returns the bytes
+    poisoned; 0 on CPU, where freed memory is not cached by torch."""
     if device.type != "cuda":
         return 0
     sizes = [block["size"] for segment in torch.cuda.memory_snapshot()
@@ -54,7 +169,7 @@ def poison_free_cache(device: torch.device) -> int:
             block = torch.empty(size, dtype=torch.uint8, device=device)
         except torch.cuda.OutOfMemoryError:
             continue
-        block.fill_(POISON_BYTE)
+        filler.fill(block, None)
         held.append(block)
         total += size
     del held

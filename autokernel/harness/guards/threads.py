@@ -1,14 +1,35 @@
-"""Threads a candidate leaves running after a call."""
+"""Threads a candidate leaves running after a call, counted as the kernel sees them.
+
+`threading.enumerate` lists only threads started through `threading`; one started with
+`_thread.start_new_thread` (or by native code) is invisible there. The OS lists every one in
+/proc/self/task, by thread id, with its name in `comm`.
+"""
 
 from __future__ import annotations
 
+import os
 import threading
+
+TASKS = "/proc/self/task"
 
 
 def live_threads() -> set[int]:
-    return {t.ident for t in threading.enumerate() if t.ident is not None and t.is_alive()}
+    """Thread ids of every live OS thread of this process (Python's own list where /proc is
+    not there)."""
+    try:
+        return {int(name) for name in os.listdir(TASKS)}
+    except OSError:
+        return {t.native_id for t in threading.enumerate() if t.native_id is not None}
+
+
+def _name(tid: int) -> str:
+    try:
+        with open(f"{TASKS}/{tid}/comm") as f:
+            return f.read().strip()
+    except OSError:
+        return "?"
 
 
 def new_threads(before: set[int]) -> list[str]:
-    return [f"{t.name} ({type(t).__name__})" for t in threading.enumerate()
-            if t.ident not in before and t.is_alive()]
+    """'name (thread 1234)' for each thread alive now that was not in `before`."""
+    return [f"{_name(tid)} (thread {tid})" for tid in sorted(live_threads() - before)]

@@ -21,7 +21,10 @@ confines the process and everything it later starts, in layers that each degrade
   the bounding set where CAP_SETPCAP allows). What it closes is root's: with CAP_SYS_PTRACE a
   root candidate reads any process's /proc memory and environment, the non-dumpable judge's
   included, and with CAP_DAC_OVERRIDE any file.
-- `landlock_fs` (Landlock, kernel >= 5.13): reads anywhere; writes (create, delete, rename,
+- `rlimits`: address space (CPU), file size, tasks, open files, no core dumps (`reads`).
+- `landlock_fs` (Landlock, kernel >= 5.13): reads only of `readable` when given
+  (`candidate_readable`: the installs, its directory, /dev, /proc/self; `/proc/self` is bound to
+  the process's own /proc/<pid>, so no other process's environ is readable); writes (create, delete, rename,
   truncate) only beneath `work_dir` and `writable` (and /dev/null, and the GPU's device files
   for `device="cuda"`); execution only of `executables` and what they need to run (their ELF
   interpreter, ld.so; for a `#!` script, its interpreter and the programs it names).
@@ -102,6 +105,7 @@ from autokernel.harness.sandbox.landlock import (
     LANDLOCK_ABI_LINUX, LANDLOCK_NET_ABI, LANDLOCK_SCOPE_ABI, LANDLOCK_TSYNC_ABI, landlock_abi,
 )
 from autokernel.harness.sandbox.layers import CANDIDATE_FEATURES, FEATURES, Capability, SandboxState
+from autokernel.harness.sandbox.reads import apply_limits, candidate_readable
 from autokernel.harness.sandbox.privileges import (
     become_subreaper, drop_capabilities, hide_from_candidates, is_dumpable, show_to_self,
 )
@@ -116,7 +120,7 @@ __all__ = [
     "CANDIDATE_FEATURES", "CLONE_DENIED_FLAGS", "EXTRA_EXEC_ENV", "FEATURES", "LANDLOCK_ABI_LINUX",
     "LANDLOCK_NET_ABI", "LANDLOCK_SCOPE_ABI", "LANDLOCK_TSYNC_ABI", "PROBE_SOURCE",
     "SECCOMP_DENIED", "SECCOMP_DENIED_WITHOUT_EXEC", "TREE_MARKER_ENV", "Capability",
-    "SandboxState", "apply_candidate_sandbox", "become_subreaper", "c_compiler_programs",
+    "SandboxState", "apply_candidate_sandbox", "apply_limits", "candidate_readable", "become_subreaper", "c_compiler_programs",
     "drop_capabilities", "elf_interpreter", "extra_executables", "hide_from_candidates",
     "is_dumpable", "kill_process_tree", "landlock_abi", "new_tree_marker", "observed_confinement",
     "program_closure", "sandbox_capabilities", "script_programs", "show_to_self",

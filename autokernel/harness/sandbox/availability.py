@@ -22,6 +22,7 @@ def sandbox_capabilities() -> dict[str, Capability]:
         "subreaper": Capability(True, "prctl(PR_SET_CHILD_SUBREAPER)"),
         "no_new_privs": Capability(True, "prctl(PR_SET_NO_NEW_PRIVS)"),
         "no_capabilities": Capability(True, f"capset; holds now: {_effective_capabilities()}"),
+        "rlimits": Capability(True, "setrlimit"),
     }
     abi, why = landlock_abi()
     try:

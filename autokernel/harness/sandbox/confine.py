@@ -11,6 +11,7 @@ from typing import Any
 from autokernel.harness.sandbox.landlock import _apply_landlock, _import_landlock, landlock_abi
 from autokernel.harness.sandbox.layers import CANDIDATE_FEATURES, SandboxState
 from autokernel.harness.sandbox.privileges import become_subreaper, drop_capabilities
+from autokernel.harness.sandbox.reads import apply_limits
 from autokernel.harness.sandbox.seccomp import (
     _apply_seccomp, _import_seccomp, _seccomp_kernel_support,
 )
@@ -19,7 +20,8 @@ from autokernel.harness.sandbox.syscalls import PR_SET_NO_NEW_PRIVS, _prctl
 
 def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
                             executables: Iterable[Path], device: str, *,
-                            isolate_abstract_sockets: bool = False) -> SandboxState:
+                            isolate_abstract_sockets: bool = False,
+                            readable: Iterable[Path] | None = None) -> SandboxState:
     """Confine this process and everything it will start; irreversible. See the module
     docstring for each layer. `writable` directories are created if missing; each executable's
     ELF interpreter is allowed with it. Call from the thread that will import the candidate,
@@ -33,6 +35,8 @@ def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
     work_dir = Path(work_dir).resolve()
     writable = [Path(p).resolve() for p in writable]
     executables = [Path(p).resolve() for p in executables]
+    reads = None if readable is None else [Path(p) for p in readable] + writable + [work_dir] \
+        + [e for program in executables for e in (program, program.parent)]
     # Both libraries are loaded before anything is restricted: finding libseccomp runs ldconfig.
     try:
         seccomp: Any = _import_seccomp()
@@ -60,6 +64,10 @@ def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
         state.missing["no_new_privs"] = f"prctl failed: {exc}"
 
     try:
+        state.applied["rlimits"] = apply_limits(device)
+    except (OSError, ValueError) as exc:
+        state.missing["rlimits"] = f"setrlimit failed: {exc}"
+    try:
         state.applied["no_capabilities"] = drop_capabilities()
     except OSError as exc:
         state.missing["no_capabilities"] = f"capset failed: {exc}"
@@ -70,7 +78,7 @@ def apply_candidate_sandbox(work_dir: Path, writable: Iterable[Path],
     else:
         try:
             _apply_landlock(landlock, abi, state, work_dir, writable, executables, device,
-                            isolate_abstract_sockets)
+                            isolate_abstract_sockets, reads)
         except Exception as exc:  # a failed layer is reported, never fatal
             for name in ("landlock_fs", "landlock_net", "landlock_signals"):
                 state.missing[name] = f"Landlock failed: {type(exc).__name__}: {exc}"

@@ -53,7 +53,7 @@ def _device_files(device: str) -> list[Path]:
 
 def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path,
                     writable: list[Path], executables: list[Path], device: str,
-                    isolate_abstract_sockets: bool) -> None:
+                    isolate_abstract_sockets: bool, readable: list[Path] | None = None) -> None:
     access = landlock.AccessFS
     file_rights = access.READ_FILE | access.WRITE_FILE | access.TRUNCATE | access.IOCTL_DEV
     # Never device nodes: root with CAP_MKNOD could make one for a disk and write to it.
@@ -64,9 +64,17 @@ def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path
         scope |= landlock.Scope.ABSTRACT_UNIX_SOCKET
     threads_before = len(os.listdir("/proc/self/task"))
     with landlock.Ruleset(scoped=scope) as ruleset:
-        # Reads anywhere, and (ABI >= 9) connecting to any named unix socket, as below ABI 9:
-        # torch.multiprocessing connects to the sender's socket, wherever its TMPDIR is.
-        ruleset.allow_path("/", access.READ_FILE | access.READ_DIR | access.RESOLVE_UNIX)
+        # Reads only of `readable` (None: anywhere), and (ABI >= 9) connecting to any named unix
+        # socket, as below ABI 9: torch.multiprocessing connects to the sender's socket.
+        read = access.READ_FILE | access.READ_DIR
+        if readable is None:
+            ruleset.allow_path("/", read | access.RESOLVE_UNIX)
+        else:
+            if abi >= 9:
+                ruleset.allow_path("/", access.RESOLVE_UNIX)
+            for path in readable:
+                if path.exists():
+                    ruleset.allow_path(path, read if path.is_dir() else access.READ_FILE)
         if os.path.isdir("/dev"):
             ruleset.allow_path("/dev", access.IOCTL_DEV)
         written = []
@@ -97,7 +105,9 @@ def _apply_landlock(landlock: Any, abi: int, state: SandboxState, work_dir: Path
                  else "no execution")
     if skipped:
         execution += f" (not executable, left out: {', '.join(skipped)})"
-    state.applied["landlock_fs"] = (f"ABI {abi}, {threads}; writes only beneath "
+    reads = "reads anywhere" if readable is None else \
+        f"reads only beneath {len(readable)} paths (installs, its directory, /dev, /proc/self)"
+    state.applied["landlock_fs"] = (f"ABI {abi}, {threads}; {reads}; writes only beneath "
                                     f"{', '.join(written)}; {execution}")
     if handled_net:
         state.applied["landlock_net"] = f"denied: {handled_net!r}"

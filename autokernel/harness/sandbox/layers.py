@@ -10,7 +10,9 @@ FEATURES: dict[str, str] = {
     "no_new_privs": "nothing it executes gains privileges (PR_SET_NO_NEW_PRIVS)",
     "no_capabilities": "no capability, so a root candidate cannot read the judge's memory "
                        "(capset, PR_CAPBSET_DROP)",
-    "landlock_fs": "writes only in its directories, execution only of the toolchain (Landlock)",
+    "rlimits": "limits on address space (CPU), file size, tasks and open files (setrlimit)",
+    "landlock_fs": "reads only of the installs, its directory, /dev and /proc/self; writes only "
+                   "in its directories; execution only of the toolchain (Landlock)",
     "landlock_net": "no TCP bind or connect (Landlock ABI >= 4)",
     "landlock_signals": "no signals to processes outside the sandbox (Landlock ABI >= 6)",
     "seccomp": "no fork, setsid/setpgid, ptrace, non-unix sockets, io_uring, chmod/chown, "
