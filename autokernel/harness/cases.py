@@ -4,13 +4,23 @@
 2. shape_sweep: the registry's sweep (its `cpu_sweep` on the interpreter), plus the timed shapes
    and the model's own shapes, in every correctness dtype.
 3. stability: the op's adversarial inputs and the four distributions (normal, signed uniform,
-   non-negative, large magnitude), in every correctness dtype, at one realistic shape.
+   non-negative, large magnitude), in every correctness dtype, at one realistic shape; the
+   adversarial inputs again at every timed and model shape, in the timed dtypes (a kernel that
+   is exact only where the registry's stability shape looks fails there); and, for the ops
+   whose reference defines their output on them (`NONFINITE_TYPES`), inputs holding NaN, +inf
+   and -inf.
 4. determinism: the same input three times (bitwise equal outputs), then the same buffers
    refilled with new values that agree with the old ones at the first and last elements (a cache
    keyed on pointers or on a fingerprint of a few values replays a stale answer here), then new
    buffers of the same shape.
 5. edge_sizes: the registry's non-power-of-two and single-row/column shapes, then the same
-   values in non-contiguous memory (LAYOUTS: rows padded apart, the last two dims transposed).
+   values in non-contiguous memory (LAYOUTS: rows padded apart, the last two dims transposed,
+   a storage offset that breaks 16-byte alignment), in every correctness dtype.
+
+The sweep also holds shapes no document lists: for row-wise ops a width that is a multiple of
+64 up to 1024, and `RANDOM_SHAPES` shapes drawn for this job from the plan's own random source
+(the judge's secret): a plan fitted to the documented shapes fails on them. An op with a
+reduction dim K gets a deep one (K = 4096 with small M and N: an fp16 running sum fails there).
 
 The sweep and edge shapes over a dim that is not the last ((M, N, K > 1), `OpSpec.axis_dim`) are
 planned only for a target over such a dim, which is checked at last-dim shapes too.
@@ -23,6 +33,7 @@ suite fast; on a GPU, for the loop's screen, to the timed and model shapes.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
 import torch
@@ -32,8 +43,18 @@ from autokernel.ops.spec import DISTRIBUTIONS, OpSpec, Shape, dtype_name
 STAGES: tuple[str, ...] = ("smoke", "shape_sweep", "stability", "determinism", "edge_sizes")
 # Views a model passes as often as contiguous tensors (a slice of a fused projection, x @ W.T):
 # every floating input of two or more dims is given in that layout, with the same values.
-LAYOUTS: tuple[str, ...] = ("row_strided", "transposed")
+LAYOUTS: tuple[str, ...] = ("row_strided", "transposed", "offset")
 DETERMINISM_REPEATS = 3
+# Row-wise ops (dims M x N, or M x V): the width is the last dim, free to be any size.
+ROW_DIMS: frozenset[tuple[str, ...]] = frozenset({("M", "N"), ("M", "V")})
+RANDOM_SHAPES = 2
+# Largest random shapes: (rows, width) on the interpreter, and on a GPU.
+RANDOM_LIMITS = {"cpu": (9, 700), "cuda": (4096, 8192)}
+DEEP_K = 4096
+# Ops whose reference gives a defined output on NaN and +-inf inputs (a NaN row for NaN or +inf,
+# zero probability for -inf), which an honest kernel matches position by position.
+NONFINITE_TYPES: frozenset[str] = frozenset({"softmax"})
+NONFINITE = "nonfinite"
 
 
 @dataclass(frozen=True)
@@ -46,6 +67,7 @@ class Case:
     adversarial: str | None = None
     splice_from: int | None = None  # index of the case whose first/last values this one reuses
     layout: str | None = None  # one of LAYOUTS: the same values in non-contiguous memory
+    inject: str | None = None  # NONFINITE: NaN, +inf and -inf put into the values
 
     def describe(self, spec: OpSpec) -> str:
         what = f" {self.label}" if self.label else ""
@@ -86,6 +108,23 @@ def default_timing_dtypes(spec: OpSpec, device: str) -> list[torch.dtype]:
     return [preferred if preferred in spec.dtypes else spec.dtypes[0]]
 
 
+def extra_shapes(spec: OpSpec, device: str, rng: random.Random | None) -> list[Shape]:
+    """Shapes beyond the registry's: a width that is a multiple of 64 up to 1024 and random ones
+    (row-wise ops), a deep K (ops with a K dim)."""
+    shapes: list[Shape] = []
+    if spec.dims in ROW_DIMS:
+        rows_limit, width_limit = RANDOM_LIMITS["cuda" if device == "cuda" else "cpu"]
+        pick = rng or random.Random(0)
+        shapes.append((pick.randint(1, 5), 64 * pick.randint(1, 16)))
+        if rng is not None:
+            shapes += [(rng.randint(1, rows_limit), rng.randint(1, width_limit))
+                       for _ in range(RANDOM_SHAPES)]
+    if "K" in spec.dims:
+        small = {"B": 1, "M": 3, "N": 5}
+        shapes.append(tuple(DEEP_K if d == "K" else small.get(d, 2) for d in spec.dims))
+    return shapes
+
+
 def plan_cases(
     spec: OpSpec,
     device: str,
@@ -93,7 +132,12 @@ def plan_cases(
     timing_shapes: list[Shape],
     model_shapes: list[Shape],
     quick: bool = False,
+    rng: random.Random | None = None,
+    timing_dtypes: list[torch.dtype] | None = None,
 ) -> list[Case]:
+    """The job's cases; `rng` (from the judge's secret) draws the random shapes (none without
+    it), `timing_dtypes` are the dtypes the adversarial inputs are repeated in at the timed and
+    model shapes (default: the first correctness dtype)."""
     on_gpu = device == "cuda"
     sweep = list(spec.sweep if on_gpu else spec.cpu_sweep)
     edges = list(spec.edge_shapes if on_gpu else spec.cpu_edge_shapes)
@@ -106,6 +150,8 @@ def plan_cases(
         # the loop's screen, whose would-be keeps all get the full sweep: the timed and model
         # shapes (and the odd-sized smoke shape) are enough there.
         sweep, edges = ([], []) if on_gpu else (sweep[:2], edges[:2])
+    if not (quick and on_gpu):
+        sweep += extra_shapes(spec, device, rng)
     sweep = _unique(sweep + list(timing_shapes) + list(model_shapes))
     stability_shape = timing_shapes[0] if on_gpu else spec.smoke_shape
     determinism_shape = timing_shapes[0] if on_gpu else spec.smoke_shape
@@ -121,6 +167,16 @@ def plan_cases(
         for distribution in DISTRIBUTIONS:
             cases.append(Case("stability", stability_shape, dtype, distribution,
                               distribution=distribution))
+        if spec.name in NONFINITE_TYPES:
+            cases.append(Case("stability", stability_shape, dtype, "nan-and-inf",
+                              inject=NONFINITE))
+    repeated = [d for d in (timing_dtypes or correctness_dtypes[:1]) if d in correctness_dtypes]
+    for shape in _unique([*timing_shapes, *model_shapes]):
+        if tuple(shape) == tuple(stability_shape):
+            continue
+        for dtype in repeated:
+            cases.extend(Case("stability", shape, dtype, f"adversarial:{a.name}",
+                              adversarial=a.name) for a in spec.adversarial)
     for dtype in correctness_dtypes:
         base = len(cases)
         cases.append(Case("determinism", determinism_shape, dtype, "repeat"))
@@ -130,6 +186,7 @@ def plan_cases(
         cases.extend(Case("edge_sizes", shape, dtype) for dtype in correctness_dtypes)
     if not (quick and on_gpu):
         layout_shape = timing_shapes[0] if on_gpu else _middle_cpu_shape(spec)
-        cases.extend(Case("edge_sizes", layout_shape, correctness_dtypes[0], f"layout:{layout}",
-                          layout=layout) for layout in LAYOUTS)
+        layout_dtypes = correctness_dtypes[:1] if quick else correctness_dtypes
+        cases.extend(Case("edge_sizes", layout_shape, dtype, f"layout:{layout}", layout=layout)
+                     for dtype in layout_dtypes for layout in LAYOUTS)
     return cases

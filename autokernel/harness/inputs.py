@@ -53,14 +53,45 @@ def splice(inputs: Inputs, old: Inputs) -> Inputs:
     return inputs
 
 
+OFFSET_ELEMENTS = 3  # the "offset" layout's storage offset: no 16-byte alignment in any dtype
+
+
+def inject_nonfinite(inputs: Inputs, generator: torch.Generator) -> Inputs:
+    """The first floating input with NaN, +inf and -inf put in: row 0 gets a +inf, row 1 a NaN,
+    rows 2 and on a few -inf each (a masked position), at random columns."""
+    for t in tensors(inputs):
+        if not t.dtype.is_floating_point or t.ndim < 1 or t.numel() == 0:
+            continue
+        rows = t.reshape(-1, t.shape[-1]) if t.ndim > 1 else t.reshape(1, -1)
+        width = rows.shape[1]
+
+        def column() -> int:
+            return int(torch.randint(0, width, (1,), generator=generator, device=t.device))
+
+        values = rows.clone()
+        values[0, column()] = float("inf")
+        if rows.shape[0] > 1:
+            values[1, column()] = float("nan")
+        for r in range(2, rows.shape[0]):
+            for _ in range(max(1, width // 8)):
+                values[r, column()] = float("-inf")
+        t.copy_(values.reshape(t.shape))
+        break
+    return inputs
+
+
 def relayout(inputs: Inputs, layout: str) -> Inputs:
     """The same values with every floating tensor of 2+ dims in `layout`'s memory order:
     "row_strided", rows 16 elements further apart than their length (a slice of a wider
-    buffer); "transposed", the last two dims stored column-major (a `.t()` view)."""
+    buffer); "transposed", the last two dims stored column-major (a `.t()` view); "offset",
+    contiguous but OFFSET_ELEMENTS into its storage (not 16-byte aligned)."""
     def moved(t: torch.Tensor) -> torch.Tensor:
         if t.ndim < 2 or not t.dtype.is_floating_point:
             return t
-        if layout == "row_strided":
+        if layout == "offset":
+            storage = torch.empty(t.numel() + OFFSET_ELEMENTS, dtype=t.dtype, device=t.device)
+            view = storage[OFFSET_ELEMENTS:].view(t.shape)
+        elif layout == "row_strided":
             wider = torch.empty((*t.shape[:-1], t.shape[-1] + 16), dtype=t.dtype,
                                 device=t.device)
             view = wider[..., : t.shape[-1]]

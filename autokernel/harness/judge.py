@@ -25,6 +25,7 @@ process's alone. The order:
 from __future__ import annotations
 
 import os
+import random
 import secrets
 import signal
 import time
@@ -35,18 +36,20 @@ from typing import Any
 import torch
 
 from autokernel.harness import channel
-from autokernel.harness.cases import DETERMINISM_REPEATS, STAGES, Case, plan_cases
+from autokernel.harness.cases import DETERMINISM_REPEATS, NONFINITE, STAGES, Case, plan_cases
 from autokernel.harness.compare import Mismatch
 from autokernel.harness.dedicated import DedicatedBuffer, share_like
 from autokernel.harness.guards import Poison
-from autokernel.harness.inputs import generator, make_inputs, relayout, splice, tensors
+from autokernel.harness.inputs import (
+    generator, inject_nonfinite, make_inputs, relayout, splice, tensors,
+)
 from autokernel.harness.judge_channel import CandidateGone, Endpoint
 from autokernel.harness.judge_timing import JudgeTiming
 from autokernel.harness.outputs import (
     as_outputs, check_outputs, clone_outputs, outputs_bitwise_equal,
 )
 from autokernel.harness.protocol import Job, WorkerReport
-from autokernel.harness.seeds import case_seed
+from autokernel.harness.seeds import case_seed, derive_seed
 from autokernel.harness.untrusted import NOTE_CHARS, candidate_text
 from autokernel.harness.verdict import Verdict, gib, oom_summary
 from autokernel.ops import get_spec
@@ -333,7 +336,9 @@ class Judge(JudgeTiming):
                       for dtype in job.timing_dtypes]
         self.model_shapes = [tuple(s) for s in job.model_shapes]
         self.cases = plan_cases(self.spec, job.device, self.dtypes, self.timing_shapes,
-                                self.model_shapes, job.quick)
+                                self.model_shapes, job.quick,
+                                random.Random(derive_seed(job.seed, "plan")),
+                                [parse_dtype(d) for d in job.timing_dtypes])
         self.report.torch_version = torch.__version__
         self.report.triton_version = triton.__version__
         _gpu_details(self.report, self.device)
@@ -347,6 +352,9 @@ class Judge(JudgeTiming):
     def _case_inputs(self, case: Case, seed: int) -> Inputs:
         inputs = self._make(case.shape, case.dtype, generator(self.device, seed),
                             case.distribution, case.adversarial)
+        if case.inject == NONFINITE:
+            inputs = inject_nonfinite(inputs, generator(self.device, derive_seed(
+                self.job.seed, "inject", seed)))
         if case.layout is not None:
             inputs = relayout(inputs, case.layout)
         if case.splice_from is not None:
