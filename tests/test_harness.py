@@ -141,7 +141,10 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("tamper_perf_counter.py", True, Status.REJECTED, "import-not-allowed", "static_scan",
      "'time'"),
     ("tamper_perf_counter.py", False, Status.REJECTED, "tampering", "import", "perf_counter"),
-    ("tamper_obfuscated.py", True, Status.REJECTED, "tampering", "import", "perf_counter"),
+    # triton.runtime.autotuner.time is the time module: a module off the allow-list.
+    ("tamper_obfuscated.py", True, Status.REJECTED, "module-escape", "static_scan",
+     "which is the module time"),
+    ("tamper_obfuscated.py", False, Status.REJECTED, "tampering", "import", "perf_counter"),
     ("background_thread.py", True, Status.REJECTED, "import-not-allowed", "static_scan",
      "threading"),
     ("background_thread.py", False, Status.REJECTED, "thread", "smoke", "still running"),

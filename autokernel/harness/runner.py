@@ -262,7 +262,7 @@ def run_bench(
     of the kernel itself, including "not a kernel file", is a BenchResult.
     """
     from autokernel.harness.cases import default_timing_dtypes, default_timing_shapes
-    from autokernel.harness.static_scan import scan_source, summarize
+    from autokernel.harness.static_scan import coding_problem, scan_source, summarize
     from autokernel.kernelfile import KernelFileError, cuda_source_text, parse_kernel_source
     from autokernel.ops import get_spec
     from autokernel.ops.spec import dtype_name, parse_dtype
@@ -294,6 +294,11 @@ def run_bench(
     except KernelFileError as exc:
         return finish(BenchResult(status=Status.REJECTED, stage="static_scan",
                                   reason=f"not a valid kernel file: {exc}", rule="kernel-format",
+                                  device=device, stages={"static_scan": "fail"}))
+    coding = coding_problem(source)
+    if coding is not None:  # with or without the scan: Python must run the text that is judged
+        return finish(BenchResult(status=Status.REJECTED, stage="static_scan",
+                                  reason=f"not a valid kernel file: it {coding}", rule="encoding",
                                   device=device, stages={"static_scan": "fail"}))
     spec = get_spec(info.kernel_type)
     try:

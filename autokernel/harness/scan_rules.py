@@ -191,15 +191,19 @@ CONFIG_CACHE_ADVICE = ("; to cache launch configurations, use @functools.cache o
 
 RULES: dict[str, str] = {
     "syntax": "the file must parse",
+    "encoding": "UTF-8 only: no coding declaration of another encoding (Python would run "
+                "another program than the one checked)",
     "import-not-allowed": "imports only from an allow-list (torch, triton, numpy, math, functools, "
                           "typing, dataclasses, itertools, operator, enum, collections, ...)",
     "forbidden-builtin": "no open/exec/eval/compile/__import__/globals/vars/setattr/delattr/id",
     "dynamic-attribute": "getattr only with a literal public name; no attrgetter/methodcaller; no "
                          "attribute or index fields in format strings",
     "environment-access": "no access to environment variables",
-    "module-escape": "no reaching os/sys/subprocess/shells/native code through another module",
+    "module-escape": "no reaching os/sys/subprocess/shells/native code, or any module off the "
+                     "allow-list, through another module (enum.bltns, typing_extensions.io)",
     "file-access": "no reading or writing files, no compiling native extensions",
-    "private-attribute": "no private or dunder attributes (interpreter and torch internals)",
+    "private-attribute": "no private or dunder attributes (interpreter and torch internals), "
+                         "also not through match patterns; self/cls only as a method's own",
     "monkeypatch": "no assigning to or deleting attributes of imported modules or their members",
     "side-stream": "no CUDA streams: the work must run on the harness's stream",
     "thread": "no threads or processes",

@@ -33,6 +33,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
+import importlib
+import re
+import types
 from dataclasses import dataclass
 
 from autokernel.cuda.scan import RUNTIME_MODULES, cuda_kernel_file, scan_cuda_parts
@@ -40,7 +44,7 @@ from autokernel.harness.scan_ast import (
     dotted, format_fields, function_locals, pure_chain, root_name, scope_bindings,
 )
 from autokernel.harness.scan_rules import (  # noqa: F401 (RULES and Violation are re-exported)
-    ALLOWED_DUNDER_ATTRIBUTES, CACHING_DECORATORS, CONFIG_CACHE_ADVICE, CONSTRUCTORS,
+    ALLOWED_DUNDER_ATTRIBUTES, ALLOWED_IMPORT_ROOTS, CACHING_DECORATORS, CONFIG_CACHE_ADVICE, CONSTRUCTORS,
     FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PATHS, FORBIDDEN_NAMES, FORBIDDEN_SUBMODULES,
     HOST_FILE_FUNCTIONS, HOST_MODULES, HOST_PROTOCOLS, INNER_OBJECT_METHODS, MODULE_DUNDERS,
     MUTATING_METHODS, RULES, TORCH_PROTOCOLS, Violation, attribute_rule, check_module,
@@ -56,6 +60,56 @@ class _Scope:
     locals: set[str]
     aliases: dict[str, str]  # local name -> the module-level (or enclosing) name it aliases
     method_of_class: bool
+    first_parameter: str | None = None  # a method's self or cls
+
+
+# A PEP 263 coding declaration, in the first two lines.
+CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "utf_8", "u8"})
+
+
+def coding_problem(source: str) -> str | None:
+    """Why the file's coding declaration makes Python read another program than the UTF-8 text
+    scanned here (`# coding: utf-7` turns `+AAo-` into a newline), or None."""
+    for line in source.splitlines()[:2]:
+        match = CODING_COOKIE.match(line)
+        if match and match.group(1).lower().replace("_", "-") not in UTF8_NAMES:
+            return (f"declares the source encoding {match.group(1)!r}: Python would run "
+                    "another program than the UTF-8 text that is checked (only UTF-8 is "
+                    "accepted)")
+    return None
+
+
+@functools.cache
+def foreign_module(path: str) -> str | None:
+    """The module outside the allow-list that the dotted `path` (through an allowed module's
+    attributes) reaches, if any: `enum.bltns` is builtins, `typing_extensions.io` is io,
+    `triton.language.extra.pkgutil` is pkgutil. Looked up in the installed libraries (the scan's
+    own process imports them; the candidate is never imported here)."""
+    parts = path.split(".")
+    if parts[0] not in ALLOWED_IMPORT_ROOTS or any(p.startswith("_") for p in parts[1:]):
+        return None  # a private name is the private-attribute rule's
+    try:
+        value: object = importlib.import_module(parts[0])
+    except Exception:
+        return None
+    for index, part in enumerate(parts[1:], start=1):
+        try:
+            value = getattr(value, part)
+        except Exception:
+            try:
+                value = importlib.import_module(".".join(parts[: index + 1]))
+            except Exception:
+                return None
+        if isinstance(value, types.ModuleType):
+            name = value.__name__
+            if name.split(".")[0] not in ALLOWED_IMPORT_ROOTS or any(
+                    piece.startswith("_") for piece in name.split(".")[1:]) \
+                    or module_path_rule(name) is not None:
+                return name
+        elif not (isinstance(value, type) or callable(value)):
+            return None
+    return None
 
 
 class _Scanner(ast.NodeVisitor):
@@ -188,6 +242,9 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(member_rule, node, f"import of {module}.{alias.name}")
             elif path_rule is not None:
                 self.flag(path_rule, node, f"import of {module}.{alias.name}")
+            elif (foreign := foreign_module(f"{module}.{alias.name}")) is not None:
+                self.flag("module-escape", node, f"import of {module}.{alias.name}, which is "
+                          f"the module {foreign} (not on the import allow-list)")
             if self.scopes:
                 self.imported.add(alias.asname or alias.name)
 
@@ -263,6 +320,10 @@ class _Scanner(ast.NodeVisitor):
         elif (rule := attribute_rule(name.value)) is not None:
             self.flag(rule, node, f"getattr(..., {name.value!r})")
         elif node.args and (resolved := self._resolve(node.args[0])) is not None \
+                and (foreign := foreign_module(f"{resolved}.{name.value}")) is not None:
+            self.flag("module-escape", node, f"getattr of {resolved}.{name.value}, the module "
+                      f"{foreign}")
+        elif node.args and (resolved := self._resolve(node.args[0])) is not None \
                 and (rule := module_path_rule(f"{resolved}.{name.value}")) is not None:
             self.flag(rule, node, f"getattr of {resolved}.{name.value}")
         for arg in node.args:
@@ -322,6 +383,9 @@ class _Scanner(ast.NodeVisitor):
             self.flag(rule, node, f"use of {dotted(node)}")
         elif path_rule is not None and resolved in FORBIDDEN_MODULE_PATHS:
             self.flag(path_rule, node, f"use of {resolved}")
+        elif resolved is not None and (foreign := foreign_module(resolved)) is not None:
+            self.flag("module-escape", node, f"use of {dotted(node)}, which is the module "
+                      f"{foreign} (not on the import allow-list)")
         elif attr in HOST_FILE_FUNCTIONS \
                 and self.import_roots.get(root_name(node) or "") in HOST_MODULES:
             self.flag("file-access", node, f"use of {dotted(node)}")
@@ -330,7 +394,11 @@ class _Scanner(ast.NodeVisitor):
                 self.flag("private-attribute", node, f"use of {dotted(node)}")
         elif attr.startswith("_"):
             base = node.value
-            own = isinstance(base, ast.Name) and base.id in ("self", "cls")
+            scope = self.scopes[-1] if self.scopes else None
+            # Only a method's own first parameter: `self` anywhere else is any object.
+            own = isinstance(base, ast.Name) and base.id in ("self", "cls") \
+                and scope is not None and scope.method_of_class \
+                and scope.first_parameter == base.id
             if not own:
                 self.flag("private-attribute", node, f"use of private {dotted(node)}")
         if isinstance(node.ctx, (ast.Store, ast.Del)):
@@ -434,7 +502,12 @@ class _Scanner(ast.NodeVisitor):
             self.visit(default)
         method = self.class_depth > 0 and not self.scopes
         own = function_locals(node)
-        self.scopes.append(_Scope(name, own, {}, method))
+        positional = node.args.posonlyargs + node.args.args
+        first = positional[0].arg if positional else None
+        decorated = {dotted(d) for d in getattr(node, "decorator_list", [])}
+        if method and "staticmethod" in decorated:
+            method = False
+        self.scopes.append(_Scope(name, own, {}, method, first))
         self.name_scopes.append(("function", own))
         saved_depth, self.class_depth = self.class_depth, 0
         body = node.body if isinstance(node.body, list) else [node.body]
@@ -469,6 +542,16 @@ class _Scanner(ast.NodeVisitor):
         self.flag("call-time-state", node, f"'nonlocal {', '.join(node.names)}': state kept "
                   "across calls")
 
+    def visit_MatchClass(self, node: ast.MatchClass) -> None:
+        """`case object(__globals__=g)` reads attributes by name, unseen as attributes."""
+        for name in node.kwd_attrs:
+            rule = attribute_rule(name)
+            if rule is not None:
+                self.flag(rule, node, f"match pattern reads attribute {name!r}")
+            elif name.startswith("_"):
+                self.flag("private-attribute", node, f"match pattern reads attribute {name!r}")
+        self.generic_visit(node)
+
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         for base in node.bases:
             if dotted(base).rsplit(".", 1)[-1] in ("Tensor", "Parameter", "TensorBase"):
@@ -489,6 +572,9 @@ def scan_source(source: str, cuda_file_text: str | None = None) -> list[Violatio
 
     A `BACKEND = "cuda"` file may also import its runtime, and its C++ (the inline CUDA_SOURCE,
     or `cuda_file_text`, its CUDA_FILE's text) is scanned by `autokernel.cuda.scan`."""
+    problem = coding_problem(source)
+    if problem is not None:
+        return [Violation("encoding", 1, problem)]
     try:
         tree = ast.parse(source)
     except SyntaxError as exc:
