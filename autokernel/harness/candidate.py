@@ -77,11 +77,13 @@ class Candidate(CandidateTiming):
         self.held: list[Any] = []
         self.kept: list[Any] = []
         self.sandbox_state: dict[str, Any] = {}
+        self.aot: list[dict[str, Any]] = []
 
     def serve(self) -> None:
         handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
             "setup": self._setup, "inputs": self._take_inputs, "refill": self._refill,
             "call": self._call, "release": self._release, "kept": self._send_kept,
+            "aot_requests": self._aot_requests,
             **self.timing_handlers()}
         while True:
             try:
@@ -235,6 +237,16 @@ class Candidate(CandidateTiming):
         layout = output_layout(message["outputs"])
         if message.get("ghost"):
             out = self._ghost_call(layout)
+        elif message.get("record"):  # the launches, for the sm_90 compile check (aot_gate)
+            self.monitor.recorded = []
+            try:
+                out = self._guarded_call(self.inputs, layout, "", WHERE)
+                recorded = self.monitor.recorded
+            finally:
+                self.monitor.recorded = None
+            from autokernel.harness.aot_gate import requests_from_launches
+
+            self.aot = requests_from_launches(recorded, "smoke")
         else:
             out = self._guarded_call(self.inputs, layout, "", WHERE)
         count = self.spec.outputs
@@ -268,6 +280,9 @@ class Candidate(CandidateTiming):
         (an output the kernel changes after returning it, or hands out again, shows)."""
         kept = [list(out) if isinstance(out, tuple) else out for out in self.kept]
         return {"outs": kept}
+
+    def _aot_requests(self, _: dict[str, Any]) -> dict[str, Any]:
+        return {"requests": self.aot}
 
     def _poison_outputs(self, layout: list[tuple[int, torch.dtype]]) -> None:
         for nbytes, dtype in layout:

@@ -252,6 +252,14 @@ class Judge(JudgeTiming):
             self.kept.append((where, out if self.device.type == "cuda" else None, private))
         return private
 
+    def _take_aot_requests(self) -> None:
+        from autokernel.harness.aot_gate import decode_requests
+
+        try:
+            self.report.aot_requests = decode_requests(self._ask("aot_requests")["requests"])
+        except ValueError as exc:
+            raise channel.BadMessage(f"compile requests: {exc}") from None
+
     def _keep_this(self, prepared: Prepared) -> bool:
         """Whether this call's output is kept for the late re-read (chosen here, unseen)."""
         small = all(nbytes <= KEPT_MAX_BYTES for nbytes, _ in prepared.layout)
@@ -492,7 +500,11 @@ class Judge(JudgeTiming):
                 self._hand_over(self._case_inputs(prepared.case, prepared.seed))
                 # The first smoke output is kept by the candidate process until the end: a
                 # kernel that hands out a pool of buffers overwrites it.
-                out = self._call(prepared, where, keep=stage == "smoke" and not self.kept)
+                first = stage == "smoke" and not self.kept
+                record = first and self.device.type == "cpu"
+                out = self._call(prepared, where, keep=first, record=record)
+                if record:
+                    self._take_aot_requests()
                 self._check(prepared, out, where)
                 del out
                 self._ghost_replay(prepared, where)

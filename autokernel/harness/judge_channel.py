@@ -34,6 +34,7 @@ REPLY_KEYS: dict[str, tuple[frozenset[str], ...]] = {
     "inputs": (frozenset(),), "refill": (frozenset(),), "release": (frozenset(),),
     "call": (frozenset({"out", "storage"}), frozenset({"out", "type", "subclass"})),
     "kept": (frozenset({"outs"}),),
+    "aot_requests": (frozenset({"requests"}),),
     "profile": (frozenset({"digest", "peak_vram_mb"}),),
     "synced": (frozenset({"wall_us", "tail_us"}),),
     "slots": (frozenset(),), "stage": (frozenset(),), "end_slots": (frozenset(),),

@@ -221,6 +221,26 @@ def _incumbent_build(incumbent: Path, caches: Path, timeout_s: float,
         return []
 
 
+def _gate_on_gpu_compile(result: BenchResult, report: WorkerReport, source: str,
+                         env: dict[str, str]) -> None:
+    """On the CPU, a PASS stands only if the smoke call's Triton launches compile for sm_90."""
+    from autokernel.harness.aot_gate import check
+
+    started = time.perf_counter()
+    if not report.aot_requests:
+        problem: str | None = "no Triton launch was recorded to compile for sm_90"
+    else:
+        with tempfile.TemporaryDirectory(prefix="autokernel-aot-") as tmp:
+            problem = check(source, report.aot_requests, Path(tmp), env)
+    result.phase_seconds["gpu_compile"] = round(time.perf_counter() - started, 3)
+    if problem is not None:
+        result.status, result.stage, result.rule = Status.FAIL, "gpu_compile", "gpu-compile"
+        result.reason = candidate_text(problem)
+        result.stages["gpu_compile"] = "fail"
+    else:
+        result.stages["gpu_compile"] = "pass"
+
+
 # -- the API --------------------------------------------------------------------------------------
 
 def run_bench(
@@ -415,6 +435,8 @@ def run_bench(
     if report.stage == "worker" and output_tail.strip():  # the candidate process died
         result.reason += f": {_last_lines(output_tail)}"
         result.detail = candidate_text(output_tail[-DETAIL_CHARS:], DETAIL_CHARS)
+    if device == "cpu" and result.status is Status.PASS:
+        _gate_on_gpu_compile(result, report, source, env)
     if written > WRITE_QUOTA_BYTES and result.status is Status.PASS:
         result.status, result.stage, result.rule = Status.REJECTED, "worker", "write-quota"
         result.reason = (f"a candidate process left {written / 2**30:.1f} GiB in its "

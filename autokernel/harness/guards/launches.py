@@ -63,6 +63,9 @@ class LaunchMonitor:
         # While a list: what each launch ran (compiled kernel, grid, scalar arguments), for
         # `launch_digest` (two kernel files that launch the same things time the same).
         self.signatures: list[tuple[Any, ...]] | None = None
+        # While a list: each interpreted launch's (function, grid, args, kwargs), for the CPU's
+        # ahead-of-time compile check (`harness.aot_gate`).
+        self.recorded: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]] | None = None
 
     # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
     # reach the monitor's state through them without private attribute access.
@@ -182,6 +185,8 @@ class LaunchMonitor:
             finally:
                 monitor.in_launch -= 1
             monitor._last_result[id(fn)] = result
+            if monitor.recorded is not None and hasattr(fn, "fn"):
+                monitor.recorded.append((fn.fn, grid, args, dict(kwargs)))
             if recording and monitor.signatures is not None:
                 monitor.signatures.append(_signature(
                     result if getattr(result, "hash", None) else fn, grid, args, kwargs))
