@@ -133,6 +133,9 @@ class Judge(JudgeTiming):
             self._phase("candidate_setup")
             for stage in STAGES:
                 self.stage = stage
+                if self.job.only_stages is not None and stage not in self.job.only_stages:
+                    self.report.stages[stage] = "skip"
+                    continue
                 self._run_stage(stage)
                 self.report.stages[stage] = "pass"
             self._phase("correctness")

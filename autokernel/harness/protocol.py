@@ -36,6 +36,8 @@ class Job:
     # in a process of its own
     min_gain: float = 0.01  # a paired interval straddling 1 + min_gain widely is re-timed once
     correctness_only: bool = False  # every correctness and anti-cheat stage, then no timing
+    # Tests only: the correctness stages to run (None: all); the others say "skip".
+    only_stages: list[str] | None = None
     # [source key, library] of CUDA C++ builds (candidate's, incumbent's) the runner made; the
     # candidate process loads them before its sandbox and may build nothing else.
     cuda_prebuilt: list[list[str]] = field(default_factory=list)

@@ -260,6 +260,7 @@ def run_bench(
     incumbent: str | Path | None = None,
     min_gain: float = 0.01,
     correctness_only: bool = False,
+    only_stages: list[str] | None = None,
 ) -> BenchResult:
     """Judge one kernel file: static scan, five correctness stages, anti-cheat, timing.
 
@@ -277,6 +278,8 @@ def run_bench(
       1 + min_gain and is wide is re-timed once with more rounds.
     - `correctness_only`: every correctness and anti-cheat stage in the same sandboxed worker,
       then no baselines and no timing (a draft's check, for the claude agent's test_kernel).
+    - `only_stages`: tests only, the correctness stages to run (e.g. ["smoke"]); the others
+      say "skip" in `stages` and a note says the verdict is partial.
 
     Raises BenchInputError for a missing file or an impossible shape or dtype; every judgement
     of the kernel itself, including "not a kernel file", is a BenchResult.
@@ -400,6 +403,7 @@ def run_bench(
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
             incumbent_path=str(incumbent_copy) if incumbent_copy is not None else None,
             min_gain=min_gain, correctness_only=correctness_only, cuda_prebuilt=prebuilt,
+            only_stages=only_stages,
         )
         env = candidate_env(device, workdir, caches)
         spawned = time.perf_counter()
@@ -432,6 +436,9 @@ def run_bench(
             result.detail = candidate_text(output_tail[-DETAIL_CHARS:], DETAIL_CHARS)
         return finish(result)
     apply_report(result, report, spec, device)
+    if only_stages is not None:
+        result.notes.append(f"a partial verdict: only {', '.join(only_stages)} of the "
+                            "correctness stages ran")
     if report.stage == "worker" and output_tail.strip():  # the candidate process died
         result.reason += f": {_last_lines(output_tail)}"
         result.detail = candidate_text(output_tail[-DETAIL_CHARS:], DETAIL_CHARS)

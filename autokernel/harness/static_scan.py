@@ -63,6 +63,11 @@ class _Scope:
     first_parameter: str | None = None  # a method's self or cls
 
 
+# Calls whose result is an immutable value: fine as a default argument.
+IMMUTABLE_CONSTRUCTORS = frozenset({"float", "int", "str", "bytes", "bool", "complex", "tuple",
+                                    "frozenset", "constexpr", "dtype", "device", "Size",
+                                    "next_power_of_2", "cdiv"})
+
 # A PEP 263 coding declaration, in the first two lines.
 CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
 UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "utf_8", "u8"})
@@ -483,12 +488,14 @@ class _Scanner(ast.NodeVisitor):
             mutable = isinstance(default, (ast.List, ast.Dict, ast.Set, ast.ListComp,
                                            ast.DictComp, ast.SetComp))
             if isinstance(default, ast.Call):
+                # Made by a call: an iterator (itertools.count()) or container counts calls;
+                # only constructors of immutable values are plain defaults.
                 callee = dotted(default.func).rsplit(".", 1)[-1]
-                mutable = callee in ("dict", "list", "set", "defaultdict", "OrderedDict",
-                                     "Counter", "deque")
+                mutable = callee not in IMMUTABLE_CONSTRUCTORS
             if mutable:
-                self.flag("call-time-state", default, "mutable default argument (state kept "
-                          "across calls: a result cache)")
+                self.flag("call-time-state", default, "default argument made by "
+                          f"{dotted(default.func) + '()' if isinstance(default, ast.Call) else 'a literal'}"
+                          " that can change (state kept across calls: a counter or result cache)")
         name = getattr(node, "name", "<lambda>")
         if not isinstance(node, ast.Lambda):
             self._check_protocol_name(node.name, node)

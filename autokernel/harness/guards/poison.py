@@ -34,9 +34,13 @@ def _signed(value: int, bits: int) -> int:
 def random_nan_bits(dtype: torch.dtype) -> int:
     """A NaN of `dtype`: random sign, exponent all ones, quiet bit set, random payload."""
     exponent, mantissa, _ = FLOAT_LAYOUTS[dtype]
-    sign = secrets.randbits(1)
-    payload = (1 << (mantissa - 1)) | secrets.randbits(mantissa - 1)
-    return (sign << (exponent + mantissa)) | (((1 << exponent) - 1) << mantissa) | payload
+    all_ones = (1 << (1 + exponent + mantissa)) - 1  # the old fixed poison: never again
+    while True:
+        sign = secrets.randbits(1)
+        payload = (1 << (mantissa - 1)) | secrets.randbits(mantissa - 1)
+        bits = (sign << (exponent + mantissa)) | (((1 << exponent) - 1) << mantissa) | payload
+        if bits != all_ones:
+            return bits
 
 
 @dataclass(frozen=True)
