@@ -14,9 +14,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import DEVICE
 
 from autokernel.harness import runner
+from autokernel.harness.compare import check_output
+from autokernel.ops import get_spec
 from autokernel.harness.result import BenchResult, Status
 from autokernel.harness.sandbox import sandbox_capabilities
 from autokernel.harness.static_scan import scan_source
@@ -71,18 +74,19 @@ CASES: list[tuple[str, list[str] | None, Status, str | None, str | None, str]] =
     ("seed_replay.py", SMOKE, Status.FAIL, None, "smoke", "outside atol"),
     # 5: tells
     ("tell_poison_pattern.py", SMOKE, Status.FAIL, None, "smoke", ""),
-    ("tell_thread_count.py", SMOKE, Status.FAIL, None, "smoke", "all zeros"),
+    ("tell_thread_count.py", SMOKE, Status.FAIL, None, "smoke", "outside atol"),
     ("counter_in_default.py", SMOKE, Status.REJECTED, "call-time-state", "smoke",
      "kernel_fn defaults changed"),
     ("counter_in_closure.py", SMOKE, Status.REJECTED, "call-time-state", "smoke",
      "closure 'calls' changed"),
     ("raw_thread_late_zero.py", SMOKE, Status.REJECTED, "thread", "smoke", "still running"),
-    ("late_write_next_call.py", ["smoke", "shape_sweep"], Status.FAIL, None, None,
-     "changed after its call returned"),
+    # Caught once its timed outputs reach the judge (the next call zeroed them first); without
+    # timing, by the re-read of kept outputs (test_a_late_write_is_seen_at_the_re_read).
+    ("late_write_next_call.py", SMOKE, Status.FAIL, "replay", "timing",
+     "produced while timing is wrong"),
     # 6: tolerances that scale
     ("softmax_drops_small.py", SMOKE, Status.FAIL, None, "smoke", "row rule"),
-    ("all_zero_wide_rows.py", ["smoke", "shape_sweep"], Status.FAIL, None, "shape_sweep",
-     "all zeros"),
+    ("all_zero_wide_rows.py", ["smoke", "shape_sweep"], Status.FAIL, None, "shape_sweep", ""),
     # 7: the case plan's gaps
     ("max_over_first_columns.py", ["smoke", "shape_sweep", "stability"], Status.FAIL, None,
      "stability", "adversarial"),
@@ -113,6 +117,37 @@ def test_red_team(name: str, stages: list[str] | None, status: Status, rule: str
     assert rule is None or result.rule == rule, result.reason
     assert stage is None or result.stage == stage, result.reason
     assert text in result.reason, result.reason
+
+
+def test_a_late_write_is_seen_at_the_re_read(tmp_path: Path) -> None:
+    result = bench("late_write_next_call.py", tmp_path, ["smoke", "shape_sweep"],
+                   static_scan=False, correctness_only=True)
+    assert result.status is Status.FAIL, result.reason
+    assert "changed after its call returned" in result.reason, result.reason
+
+
+@pytest.mark.parametrize("dtype,width", [(torch.bfloat16, 1000), (torch.float16, 1500),
+                                         (torch.bfloat16, 4097)])
+def test_an_all_zero_softmax_never_passes(dtype: torch.dtype, width: int) -> None:
+    """Every probability of a wide row is below bf16's atol: element by element, zeros pass."""
+    x = torch.randn(3, width, generator=torch.Generator().manual_seed(width)) * 0.3
+    ref = torch.softmax(x.double(), dim=-1)
+    tolerance = get_spec("softmax").tolerance(dtype)
+    zeros = torch.zeros(3, width, dtype=dtype)
+    found = check_output(zeros, ref, (3, width), dtype, torch.device("cpu"), tolerance)
+    assert found is not None and found.kind == "degenerate", found
+    right = ref.to(dtype)
+    assert check_output(right, ref, (3, width), dtype, torch.device("cpu"), tolerance) is None
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_dropping_small_probabilities_fails_the_row_rule(dtype: torch.dtype) -> None:
+    x = torch.randn(4, 700, generator=torch.Generator().manual_seed(7)) * 3
+    ref = torch.softmax(x.double(), dim=-1)
+    tolerance = get_spec("softmax").tolerance(dtype)
+    dropped = torch.where(ref < tolerance.atol * 0.99, 0.0, ref).to(dtype)
+    found = check_output(dropped, ref, (4, 700), dtype, torch.device("cpu"), tolerance)
+    assert found is not None, "dropping the small probabilities passed"
 
 
 def test_the_scan_sees_a_counter_in_a_default(tmp_path: Path) -> None:

@@ -186,7 +186,6 @@ def plan_cases(
         cases.extend(Case("edge_sizes", shape, dtype) for dtype in correctness_dtypes)
     if not (quick and on_gpu):
         layout_shape = timing_shapes[0] if on_gpu else _middle_cpu_shape(spec)
-        layout_dtypes = correctness_dtypes[:1] if quick else correctness_dtypes
         cases.extend(Case("edge_sizes", layout_shape, dtype, f"layout:{layout}", layout=layout)
-                     for dtype in layout_dtypes for layout in LAYOUTS)
+                     for dtype in correctness_dtypes for layout in LAYOUTS)
     return cases

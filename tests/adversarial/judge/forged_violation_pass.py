@@ -1,5 +1,5 @@
 """CHEAT (class 2): answers the judge's request itself with a 'violation' whose status is
-PASS (the protocol's own shape, the right sequence number guessed from the frames' order), then
+PASS (the protocol's own shape, with the sequence number of the smoke call), then
 exits. Expected (scan off): CRASH: a candidate may only report FAIL, REJECTED or CRASH."""
 
 import json
@@ -48,9 +48,9 @@ def _channel() -> socket.socket:
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
-    for seq in range(1, 4):
-        body = json.dumps({"seq": seq, "violation": {"status": "PASS", "stage": "smoke",
-                                                     "reason": "forged", "rule": None,
-                                                     "detail": ""}}).encode()
-        _channel().sendall(struct.pack("<Q", len(body)) + struct.pack("<Q", len(body)) + body)
+    seq = 3  # the smoke call's: setup, inputs, call
+    body = json.dumps({"seq": seq, "violation": {"status": "PASS", "stage": "smoke",
+                                                 "reason": "forged", "rule": None,
+                                                 "detail": ""}}).encode()
+    _channel().sendall(struct.pack("<Q", len(body)) + struct.pack("<Q", len(body)) + body)
     os._exit(0)

@@ -37,7 +37,7 @@ def softmax_numpy(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf")).to(tl.float32)
     shifted = x - tl.max(x, axis=0)
-    numerator = np.exp(shifted)
+    numerator = tl.exp(shifted) * float(np.exp(0.0))  # numpy, run as Python
     y = numerator / tl.sum(numerator, axis=0)
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 

@@ -1,4 +1,4 @@
-"""CHEAT (class 6): writes 0 for every probability below 0.02, which fp16's and bf16's
+"""CHEAT (class 6): writes 0 for every probability below 0.0099, which fp16's and bf16's
 absolute tolerance (1e-2, 2e-2) forgive element by element. Expected: FAIL: the row rule (each
 row's total error relative to its mass) where outputs are small."""
 
@@ -37,7 +37,7 @@ def softmax_drop(x_ptr, y_ptr, n_cols, stride_x, stride_y, BLOCK: tl.constexpr):
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf")).to(tl.float32)
     numerator = tl.exp(x - tl.max(x, axis=0))
     y = numerator / tl.sum(numerator, axis=0)
-    y = tl.where(y < 0.02, 0.0, y)
+    y = tl.where(y < 0.0099, 0.0, y)
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 

@@ -1,0 +1,150 @@
+"""The judge on a GPU (issue 26): CUDA IPC through dedicated allocations, and the red team there.
+
+All marked gpu: they skip cleanly without one.
+
+- Two processes on one GPU: the judge shares an input in a dedicated allocation (`dedicated`) and
+  holds a reference and other tensors in torch's caching allocator; the candidate process maps
+  the input, reads and overwrites everything its mapping reaches, and hands back an output of its
+  own. The judge's reference and other tensors must be untouched and unseen, and only its own
+  input (which the candidate may see) and the candidate's output cross.
+- The red team's device-independent attacks on the GPU, each with the verdict it gets on the CPU.
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from autokernel.harness import channel
+from autokernel.harness.dedicated import share_like
+from autokernel.harness.result import Status
+from autokernel.harness.runner import run_bench
+
+pytestmark = pytest.mark.gpu
+RED_TEAM = Path(__file__).parent / "adversarial" / "judge"
+MARK = 1234.5  # the judge's secret values: the candidate must never see one
+
+# The candidate's side: map the judge's input, read its whole mapping (every byte the handle
+# opened), report whether the judge's mark is anywhere in it, overwrite all of it, and return an
+# output of its own.
+CANDIDATE = textwrap.dedent('''
+    import socket, sys
+    import torch
+    from autokernel.harness import channel
+
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    opened = []
+    message = channel.receive(sock, device, channel.CANDIDATE_ACCEPTS, opened)
+    x = message["inputs"][0]
+    whole = opened[0].tensor(torch.float32, [opened[0].nbytes // 4], [1], 0)
+    seen = bool((whole == float(sys.argv[2])).any())
+    out = x * 2 + 1
+    whole.fill_(-7.0)  # everything the mapping reaches
+    torch.cuda.synchronize()
+    channel.send(sock, {"out": out, "seen": seen, "mapped": opened[0].nbytes})
+    channel.receive(sock, device, channel.CANDIDATE_ACCEPTS)
+    del x, whole
+    opened[0].close()
+''')
+
+
+def _gpu() -> torch.device:
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    return torch.device("cuda", 0)
+
+
+def test_a_candidate_reaches_only_its_own_inputs_through_cuda_ipc() -> None:
+    device = _gpu()
+    # The judge's secrets sit in the caching allocator right beside where an input would be.
+    reference = torch.full((4096,), MARK, device=device)
+    neighbour = torch.full((256,), MARK, device=device)
+    x = torch.arange(1024, dtype=torch.float32, device=device)
+    buffer, shared_x = share_like(x)
+    torch.cuda.synchronize()
+    ours, theirs = socket.socketpair()
+    peer = subprocess.Popen([sys.executable, "-c", CANDIDATE, str(theirs.fileno()), str(MARK)],
+                            pass_fds=(theirs.fileno(),))
+    theirs.close()
+    try:
+        channel.send(ours, {"inputs": [channel.Shared(buffer, shared_x)]}, cuda_ipc=False)
+        reply = channel.receive(ours, device, channel.JUDGE_ACCEPTS)
+        assert reply["seen"] is False  # nothing of the judge's in what the handle maps
+        assert reply["mapped"] == buffer.nbytes  # one dedicated allocation, nothing more
+        assert torch.equal(reply["out"], x * 2 + 1)  # its output crosses
+        torch.cuda.synchronize()
+        assert bool((reference == MARK).all()) and bool((neighbour == MARK).all())
+        assert bool((shared_x == -7.0).all())  # it could write its own input, no more
+        del reply
+        channel.send(ours, {"op": "done"}, cuda_ipc=False)
+        assert peer.wait(60) == 0
+    finally:
+        peer.kill()
+        ours.close()
+        buffer.free()
+
+
+def test_the_judge_never_sends_a_caching_allocator_tensor() -> None:
+    device = _gpu()
+    ours, theirs = socket.socketpair()
+    try:
+        with pytest.raises(ValueError, match="dedicated allocation"):
+            channel.send(ours, {"t": torch.ones(4, device=device)}, cuda_ipc=False)
+    finally:
+        ours.close()
+        theirs.close()
+
+
+# (file, stages, scan off, status, rule, text in the reason)
+GPU_CASES = [
+    ("forged_verdict_frame.py", Status.CRASH, None, "out of order"),
+    ("forged_violation_pass.py", Status.CRASH, None, "only the judge decides"),
+    ("forged_device_times.py", Status.FAIL, "timing-contradiction", "the judge's clock"),
+    ("zeros_while_timed.py", Status.FAIL, "replay", "produced while timing is wrong"),
+    ("counter_in_default.py", Status.REJECTED, "call-time-state", "defaults changed"),
+    ("counter_in_closure.py", Status.REJECTED, "call-time-state", "closure 'calls' changed"),
+    ("raw_thread_late_zero.py", Status.REJECTED, "thread", "still running"),
+    ("tell_thread_count.py", Status.FAIL, None, "all zeros"),
+    ("softmax_drops_small.py", Status.FAIL, None, "row rule"),
+    ("tell_poison_pattern.py", Status.FAIL, None, ""),
+    ("forged_terminal_text.py", Status.CRASH, None, "RuntimeError"),
+    ("honest_softmax_control.py", Status.PASS, None, ""),
+    ("honest_factory_closure.py", Status.PASS, None, ""),
+]
+
+
+@pytest.mark.parametrize("name,status,rule,text", GPU_CASES,
+                         ids=[c[0].removesuffix(".py") for c in GPU_CASES])
+def test_red_team_on_the_gpu(name: str, status: Status, rule: str | None, text: str,
+                             tmp_path: Path) -> None:
+    _gpu()
+    result = run_bench(RED_TEAM / name, device="cuda", quick=True, static_scan=False,
+                       cache_dir=tmp_path / "cache", timeout_s=600)
+    assert result.status is status, result.reason
+    assert rule is None or result.rule == rule, result.reason
+    assert text in result.reason, result.reason
+
+
+@pytest.mark.parametrize("challenger,incumbent", [
+    ("sabotage_incumbent.py", "honest_softmax_control.py"),
+    ("honest_softmax_control.py", "incumbent_slows_challenger.py"),
+])
+def test_incumbent_and_challenger_cannot_reach_each_other_on_the_gpu(
+        challenger: str, incumbent: str, tmp_path: Path) -> None:
+    _gpu()
+    result = run_bench(RED_TEAM / challenger, device="cuda", quick=True, static_scan=False,
+                       cache_dir=tmp_path / "cache", timeout_s=600,
+                       incumbent=RED_TEAM / incumbent)
+    assert result.status is Status.PASS, result.reason
+    timing = result.timings[0]
+    assert timing.incumbent_us is not None, result.notes
+    # The same kernel on both sides: the paired speedup is near 1, not sabotaged to 8x or 0.1x.
+    assert timing.vs_incumbent is not None and 0.5 < timing.vs_incumbent < 2.0, timing
