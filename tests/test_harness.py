@@ -73,9 +73,9 @@ ON_CPU = DEVICE == "cpu"
 HOST_READ = (Status.REJECTED, "library-fallback", "smoke", "a host read of tensor values")
 # A host-memory probe is invisible on the CPU (all memory is host memory) until a timed call
 # cheats; on a GPU the probe itself is a tensor off the device.
-PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "timing", "_softmax") if ON_CPU \
+PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "smoke", "_softmax") if ON_CPU \
     else (Status.REJECTED, "library-fallback", "smoke", "off the harness's cuda device")
-PROBE_INPLACE = (Status.REJECTED, "input-mutation", "timing", "modified its inputs") if ON_CPU \
+PROBE_INPLACE = (Status.REJECTED, "input-mutation", "smoke", "argument #0") if ON_CPU \
     else PROBE_FALLBACK
 KEPT_TENSORS = (Status.REJECTED, "call-time-state", "smoke", "[call-time-state]")
 # The GPU's sweep holds a 50257-column row (a vocabulary) and its edges an N == 1 shape; the
@@ -127,7 +127,8 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("cache_in_lru_holder.py", False, Status.REJECTED, "ghost-replay", "smoke", "cached result"),
     ("drift_in_lru_holder.py", True, Status.REJECTED, "call-time-state", "static_scan",
      "cached result of tally()"),
-    ("drift_in_lru_holder.py", False, Status.FAIL, "replay", "timing", "produced while timing"),
+    # Adversarial inputs at the timed shape now meet its drift before the timing does.
+    ("drift_in_lru_holder.py", False, Status.FAIL, None, "stability", "outside atol"),
     # Half the jobs poison with random bytes: an unwritten element is then just a wrong value.
     ("unwritten_output.py", True, Status.FAIL, None, "smoke", ""),
     ("ignores_strides.py", True, Status.FAIL, None, "edge_sizes", "layout:row_strided"),

@@ -174,8 +174,16 @@ class Judge(JudgeTiming):
         if isinstance(exc, channel.BadMessage):
             return (f"the candidate process sent a malformed message during {self.stage}: "
                     f"{candidate_text(exc)}")
+        self.candidate.resume()  # a stopped process never exits
         try:
-            pid, status = os.waitpid(self.candidate.pid, 0)
+            deadline = time.monotonic() + 10.0
+            pid, status = os.waitpid(self.candidate.pid, os.WNOHANG)
+            while pid == 0 and time.monotonic() < deadline:
+                time.sleep(0.05)
+                pid, status = os.waitpid(self.candidate.pid, os.WNOHANG)
+            if pid == 0:  # alive and silent: it broke the protocol, and is ended here
+                os.kill(self.candidate.pid, signal.SIGKILL)
+                pid, status = os.waitpid(self.candidate.pid, 0)
         except ChildProcessError:
             return f"the candidate process vanished during {self.stage}"
         self.candidate.pid = 0

@@ -493,9 +493,10 @@ class _Scanner(ast.NodeVisitor):
                 callee = dotted(default.func).rsplit(".", 1)[-1]
                 mutable = callee not in IMMUTABLE_CONSTRUCTORS
             if mutable:
-                self.flag("call-time-state", default, "default argument made by "
-                          f"{dotted(default.func) + '()' if isinstance(default, ast.Call) else 'a literal'}"
-                          " that can change (state kept across calls: a counter or result cache)")
+                made = f"made by {dotted(default.func)}() " \
+                    if isinstance(default, ast.Call) else ""
+                self.flag("call-time-state", default, f"mutable default argument {made}(state "
+                          "kept across calls: a counter or result cache)")
         name = getattr(node, "name", "<lambda>")
         if not isinstance(node, ast.Lambda):
             self._check_protocol_name(node.name, node)
