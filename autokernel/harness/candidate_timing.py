@@ -3,7 +3,8 @@
 The judge owns every timed call's inputs and output memory. On a GPU it shares them once per
 timed shape as dedicated allocations (`slots`): each batch names the slots to use; every output is
 copied into its slot right after the call's end event, outside the timed interval. On the CPU the
-judge sends each batch's inputs (`stage`) and takes the outputs back (`batch_outputs`). A batch
+judge sends each batch's inputs (`stage`) and takes the outputs back (`batch_outputs`), each
+copied right after its call. A batch
 is what `timing` describes for one contestant: a spin the judge chose, then for each call a flush,
 an event, the guarded call, an event; one synchronize. The reply's device times are the ones the
 judge holds against its own clock (`judge_timing`); nothing here decides a figure.
@@ -136,8 +137,11 @@ class CandidateTiming:
         return {"device_us": times.device_us, "host_us": times.host_us, "ahead": times.ahead}
 
     def _on_host(self, out: Any) -> Any:
+        """A timed output copied as it is right after its call (the GPU's slot copy): the
+        judge compares what the call returned, and the late re-read catches a buffer that the
+        kernel hands out again."""
         self._check_shapes(out)
-        return list(out) if isinstance(out, tuple) else out
+        return [t.clone() for t in out] if isinstance(out, tuple) else out.clone()
 
     def _batch_outputs(self, _: dict[str, Any]) -> dict[str, Any]:
         outs, self.batch_outs = self.batch_outs, []

@@ -64,7 +64,7 @@ class BadMessage(ValueError):
 def send(sock: socket.socket, message: dict[str, Any], cuda_ipc: bool = True) -> None:
     """Send one message; tensors anywhere in it (values of dicts, items of lists) cross.
     With `cuda_ipc=False` (the judge) a plain CUDA tensor is refused: only `Shared` ones cross."""
-    payloads: list[bytes] = []
+    payloads: list[memoryview] = []
     body = json.dumps(_encode(message, payloads, cuda_ipc)).encode()
     total = len(body) + sum(len(p) for p in payloads)
     sock.sendall(_LENGTH.pack(total) + _LENGTH.pack(len(body)) + body)
@@ -119,7 +119,7 @@ def _read(sock: socket.socket, count: int) -> bytes:
 
 # -- encoding ------------------------------------------------------------------------------------
 
-def _encode(value: Any, payloads: list[bytes], cuda_ipc: bool) -> Any:
+def _encode(value: Any, payloads: list[memoryview], cuda_ipc: bool) -> Any:
     if isinstance(value, Shared):
         return {_TENSOR: _describe_shared(value)}
     if isinstance(value, torch.Tensor):
@@ -142,7 +142,7 @@ def _describe_shared(shared: Shared) -> dict[str, Any]:
             "handle": _b64(shared.buffer.handle), "alloc_bytes": shared.buffer.nbytes}
 
 
-def _describe(t: torch.Tensor, payloads: list[bytes], cuda_ipc: bool) -> dict[str, Any]:
+def _describe(t: torch.Tensor, payloads: list[memoryview], cuda_ipc: bool) -> dict[str, Any]:
     t = t.detach()
     head = _head(t)
     if t.numel() == 0:
@@ -165,8 +165,15 @@ def _describe(t: torch.Tensor, payloads: list[bytes], cuda_ipc: bool) -> dict[st
     if t.device.type != "cpu":
         raise ValueError(f"a tensor on {t.device} cannot cross")
     storage = t.untyped_storage()
-    payloads.append(bytes(storage))
+    payloads.append(storage_bytes(storage))
     return {**head, "kind": "bytes", "nbytes": storage.nbytes()}
+
+
+def storage_bytes(storage: torch.UntypedStorage) -> memoryview:
+    """A CPU storage's bytes, without a copy. `bytes(storage)` iterates it a byte at a time in
+    Python (about 4 µs a byte: a second for a 256 KiB output)."""
+    flat = torch.empty(0, dtype=torch.uint8).set_(storage)
+    return memoryview(flat.numpy()).cast("B")
 
 
 def _b64(raw: bytes) -> str:
