@@ -9,10 +9,16 @@ and block size within Hopper's limits):
 1. in the candidate process, the launch monitor records the smoke call's launches and Triton's
    own binder specialises them as the JIT would on the GPU (`requests_from_launches`); they come
    to the judge as plain data, which it checks (`decode_requests`);
-2. the runner then starts a compile process (`check`): a fresh interpreter that imports Triton
-   for compiling, applies the candidate sandbox to itself (reads of the installs and its own
-   directory, writes only there, execution only of ptxas and cuobjdump), and only then imports
-   the kernel file and compiles each request. Its answer can only stop a PASS.
+2. the runner then starts a compile process (`check`), forked from the compile fork server
+   (`forkserver`, mode `compile`: Triton imported for compiling and its compiler warmed up once
+   per harness process) or spawned: it applies the candidate sandbox to itself (reads of the
+   installs and its own directory, writes only there, execution only of ptxas and cuobjdump),
+   and only then imports the kernel file and compiles each request. Its answer comes on a
+   private pipe once every request was tried, and can only stop a PASS.
+
+What this leaves: the compile process imports the kernel file, so a kernel that escapes the
+static scan runs code there, and could write a forged answer on that pipe. The GPU's own compile
+is the check that nothing forges.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ import json
 import os
 import re
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,12 +38,16 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 
 def requests_from_launches(recorded: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]],
                            context: str) -> list[dict[str, Any]]:
-    """The recorded launches, specialised for sm_90 as JSON-ready dicts (candidate process)."""
-    from autokernel.aot import KernelLaunch, _dedupe, gpu_target, specialize
+    """The recorded launches, specialised for sm_90 as JSON-ready dicts, each distinct one
+    once (candidate process)."""
+    from autokernel.aot import KernelLaunch, gpu_target, specialize
 
-    requests = _dedupe([specialize(KernelLaunch(fn, grid, args, kwargs), gpu_target(), context)
-                        for fn, grid, args, kwargs in recorded])
-    return [_encoded(r) for r in requests[:MAX_REQUESTS]]
+    distinct: dict[str, dict[str, Any]] = {}
+    for fn, grid, args, kwargs in recorded:
+        encoded = _encoded(specialize(KernelLaunch(fn, grid, args, kwargs), gpu_target(),
+                                      context))
+        distinct.setdefault(json.dumps(encoded, sort_keys=True), encoded)
+    return list(distinct.values())[:MAX_REQUESTS]
 
 
 def _plain(value: Any) -> Any:
@@ -92,7 +101,11 @@ def _decoded(item: dict[str, Any]) -> Any:
 
 def check(kernel_source: str, requests: list[dict[str, Any]], work_dir: Path,
           env: dict[str, str], timeout_s: float = GATE_TIMEOUT_S) -> str | None:
-    """Compile the requests in a sandboxed child; None when all compile, else why not."""
+    """Compile the requests in a sandboxed compile process; None when all compile, else why
+    not. The process is forked from the compile fork server when one runs (Triton imported and
+    its compiler warmed up once per harness process), else spawned."""
+    from autokernel.harness.spawn import run_child
+
     home = work_dir / "aot"
     home.mkdir(parents=True, exist_ok=True)
     (home / "kernel.py").write_text(kernel_source, encoding="utf-8")
@@ -100,27 +113,29 @@ def check(kernel_source: str, requests: list[dict[str, Any]], work_dir: Path,
     child_env = {k: v for k, v in env.items() if k != "TRITON_INTERPRET"}
     child_env.update({"TRITON_CACHE_DIR": str(home / "cache"), "HOME": str(home),
                       "TMPDIR": str(home)})
-    command = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-c",
-               "from autokernel.harness.aot_gate import main; main()"]
+
+    def request_text(result_fd: int) -> bytes:
+        return json.dumps({"result_fd": result_fd, "requests": requests}).encode()
+
     try:
-        done = subprocess.run(command, input=json.dumps(requests), capture_output=True,
-                              text=True, cwd=home, env=child_env, timeout=timeout_s,
-                              start_new_session=True)
-    except subprocess.TimeoutExpired:
-        return f"the sm_90 compile did not finish within {timeout_s:g} s"
+        returncode, raw, tail, timed_out = run_child(
+            "compile", request_text, child_env, home, timeout_s,
+            per_call_env=("HOME", "TMPDIR", "TRITON_CACHE_DIR"))
     finally:
         shutil.rmtree(home / "cache", ignore_errors=True)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    if done.returncode != 0 or not lines:
-        tail = " | ".join(done.stderr.strip().splitlines()[-3:])[-400:]
-        return f"the sm_90 compile process failed (exit {done.returncode}): {tail}"
+    if timed_out:
+        return f"the sm_90 compile did not finish within {timeout_s:g} s"
     try:
-        results = json.loads(lines[-1])["results"]
+        answer = json.loads(raw)
+        results = answer["results"]
+        if not isinstance(results, list) or not all(isinstance(r, dict) for r in results):
+            raise TypeError("results that are not a list of objects")
     except (ValueError, KeyError, TypeError):
-        return "the sm_90 compile process gave no readable answer"
-    failed = [r for r in results if not r.get("ok")]
+        lines = " | ".join(tail.strip().splitlines()[-3:])[-400:]
+        return f"the sm_90 compile process gave no answer (exit {returncode}): {lines}"
     if not results:
         return "the sm_90 compile process compiled nothing"
+    failed = [r for r in results if r.get("ok") is not True]
     if failed:
         first = failed[0]
         return (f"{first.get('kernel')} [{first.get('context')}] does not compile for sm_90 "
@@ -128,12 +143,49 @@ def check(kernel_source: str, requests: list[dict[str, Any]], work_dir: Path,
     return None
 
 
+def warm_up() -> None:
+    """In the compile fork server, once: compile a kernel of the harness's own for sm_90 (in a
+    cache deleted afterwards), so that each forked compile process starts with Triton's
+    compiler initialised."""
+    import tempfile
+
+    import triton
+    import triton.language as tl
+    from triton.compiler import ASTSource
+
+    from autokernel.aot import gpu_target
+
+    @triton.jit
+    def copy_rows(x_ptr, n, BLOCK: tl.constexpr):
+        offsets = tl.arange(0, BLOCK)
+        tl.store(x_ptr + offsets, tl.load(x_ptr + offsets, mask=offsets < n), mask=offsets < n)
+
+    previous = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="autokernel-aot-warm-") as cache:
+        os.environ["TRITON_CACHE_DIR"] = cache
+        try:
+            source = ASTSource(copy_rows, {"x_ptr": "*fp32", "n": "i32", "BLOCK": "constexpr"},
+                               {(2,): 64}, {})
+            triton.compile(source, target=gpu_target())
+        except Exception:  # a toolchain that cannot compile shows in each check's own answer
+            pass
+        finally:
+            if previous is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = previous
+
+
 def main() -> None:
-    """The compile process: sandbox itself, then import the kernel file and compile."""
-    requests = [_decoded(item) for item in decode_requests(json.loads(sys.stdin.read()))]
+    """The compile process: sandbox itself, then import the kernel file and compile. Its answer
+    goes on the result pipe (never stdout, which the kernel's own code may print to), and only
+    once every request was tried: a kernel file that exits during its import gives none."""
+    request = json.loads(sys.stdin.read())
+    result = os.fdopen(int(request["result_fd"]), "w", encoding="utf-8")
+    requests = [_decoded(item) for item in decode_requests(request["requests"])]
     import triton
 
-    from autokernel.aot import HOPPER_ARCH, _compile_requests
+    from autokernel.aot import HOPPER_ARCH, compile_requests
     from autokernel.harness import sandbox
 
     tools = []
@@ -150,8 +202,16 @@ def main() -> None:
     sandbox.apply_candidate_sandbox(home, writable=[home / "cache"], executables=tools,
                                     device="cpu",
                                     readable=sandbox.candidate_readable(home, "cuda"))
-    results = _compile_requests(home / "kernel.py", requests, HOPPER_ARCH)
-    print(json.dumps({"results": [{"kernel": r.kernel, "context": r.context, "ok": r.ok,
-                                   "error": r.error[:400]} for r in results]}))
+    try:
+        # This process interprets nothing, so the compile runs here, not in a child.
+        compiled = compile_requests(home / "kernel.py", requests, HOPPER_ARCH)
+        answer: dict[str, Any] = {"results": [
+            {"kernel": r.kernel, "context": r.context, "ok": r.ok, "error": r.error[:400]}
+            for r in compiled]}
+    except BaseException as exc:  # noqa: BLE001 - the kernel file's import may raise anything
+        answer = {"results": [{"kernel": "kernel.py", "context": "import", "ok": False,
+                               "error": f"{type(exc).__name__}: {str(exc)[:300]}"}]}
+    result.write(json.dumps(answer))
+    result.flush()
     sys.stdout.flush()
     os._exit(0)

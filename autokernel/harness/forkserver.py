@@ -2,7 +2,10 @@
 
 Starting a worker from nothing costs seconds on a GPU machine (Python, then torch loading its CUDA
 libraries), every experiment of a night. The server is a process that imports the worker module
-and nothing else, then forks one child per job. Forking it is safe because it never initialises
+and nothing else, then forks one child per job. A server runs one of `MODES`: `worker` (the
+judge and its candidate processes, `autokernel.harness.worker`) or `compile` (the CPU's sm_90
+compile gate, `autokernel.harness.aot_gate`, whose server imports Triton for compiling, not
+interpreting, and warms its compiler up once on a kernel of its own). Forking it is safe because it never initialises
 CUDA, never imports a candidate and never holds a job: each child is a copy of that clean state,
 and receives its job (with the secret seed) only afterwards, on its own stdin, exactly as a
 spawned worker does. The server refuses to start if the imports left a Python thread running.
@@ -35,6 +38,11 @@ from typing import Any
 
 RESULT_FD = 3  # the result pipe's number in a forked worker (job.result_fd)
 _MAX_MESSAGE = 1 << 20
+# mode: (module, what the server calls once after importing it or None, what each child runs)
+MODES: dict[str, tuple[str, str | None, str]] = {
+    "worker": ("autokernel.harness.worker", None, "main"),
+    "compile": ("autokernel.harness.aot_gate", "warm_up", "main"),
+}
 
 
 class ForkServerError(RuntimeError):
@@ -52,14 +60,16 @@ class ForkedWorker:
 
 
 class ForkServer:
-    """The harness process's handle on one server (one per device kind and interpreter)."""
+    """The harness process's handle on one server (one per mode, device kind and interpreter)."""
 
-    def __init__(self, env: dict[str, str]) -> None:
+    def __init__(self, env: dict[str, str], mode: str = "worker") -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown fork server mode {mode!r}")
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         command = [sys.executable, *(["-P"] if sys.version_info >= (3, 11) else []), "-c",
                    "from autokernel.harness.forkserver import serve; serve()"]
         self.process = subprocess.Popen(
-            [*command, str(theirs.fileno())], pass_fds=(theirs.fileno(),), env=env,
+            [*command, str(theirs.fileno()), mode], pass_fds=(theirs.fileno(),), env=env,
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             start_new_session=True, preexec_fn=_die_with_parent)
         theirs.close()
@@ -143,10 +153,17 @@ class ForkServer:
 # -- the server process ------------------------------------------------------------------------
 
 def serve() -> None:
-    """Entry point of the server process (argv[1]: its end of the socket pair)."""
+    """Entry point of the server process (argv[1]: its end of the socket pair; argv[2]: the
+    mode, `worker` when absent)."""
+    import importlib
+
     sock = socket.socket(fileno=int(sys.argv[1]))
+    mode = sys.argv[2] if len(sys.argv) > 2 else "worker"
     try:
-        import autokernel.harness.worker  # noqa: F401  (the point: imported once, before forks)
+        module_name, warm_up, entry = MODES[mode]
+        module = importlib.import_module(module_name)  # the point: imported once, before forks
+        if warm_up is not None:
+            getattr(module, warm_up)()
         from autokernel.harness.sandbox import hide_from_candidates
 
         hide_from_candidates()  # its /proc entries: the parent of every forked candidate
@@ -198,7 +215,7 @@ def serve() -> None:
                 continue
             if pid == 0:
                 release_in_child()
-                _become_worker(request, fds)
+                _become_worker(request, fds, getattr(module, entry))
             children.add(pid)
             for fd in fds:
                 os.close(fd)
@@ -217,8 +234,9 @@ def _receive_request(sock: socket.socket) -> tuple[bytes | None, list[int]]:
     return data, list(fds)
 
 
-def _become_worker(request: dict[str, Any], fds: list[int]) -> None:
-    """In the forked child: put the descriptors and environment in place, run the worker."""
+def _become_worker(request: dict[str, Any], fds: list[int], main: Any) -> None:
+    """In the forked child: put the descriptors and environment in place, run the mode's
+    entry point (the worker's, or the compile gate's)."""
     try:
         from autokernel.harness.sandbox import show_to_self
 
@@ -240,8 +258,6 @@ def _become_worker(request: dict[str, Any], fds: list[int]) -> None:
         import tempfile
 
         tempfile.tempdir = None  # TMPDIR is this job's, not the server's
-        from autokernel.harness.worker import main
-
         main()
     finally:
         os._exit(70)  # main() ends the process itself; reaching here is a harness error

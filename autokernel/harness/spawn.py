@@ -27,9 +27,10 @@ import subprocess
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
-from autokernel.harness.forkserver import RESULT_FD, ForkServer, ForkServerError
+from autokernel.harness.forkserver import MODES, RESULT_FD, ForkServer, ForkServerError
 from autokernel.harness.sandbox import (
     TREE_MARKER_ENV, hide_from_candidates, kill_process_tree, new_tree_marker,
     unwrapped_c_compiler, wait_unreaped,
@@ -126,12 +127,12 @@ class _Drain(threading.Thread):
         return raw[-self.keep_tail:] if self.keep_tail is not None else raw
 
 
-def _worker_command() -> list[str]:
+def _child_command(mode: str) -> list[str]:
     # -c keeps the worker module importable under its own name (the guards snapshot it), and
     # -P (3.11+) keeps the temporary working directory off sys.path.
+    module, _, entry = MODES[mode]
     safe_path = ["-P"] if sys.version_info >= (3, 11) else []
-    return [sys.executable, *safe_path, "-c",
-            "from autokernel.harness.worker import main; main()"]
+    return [sys.executable, *safe_path, "-c", f"from {module} import {entry}; {entry}()"]
 
 
 def _die_with_parent() -> None:
@@ -148,16 +149,16 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
 
 
-_FORK_SERVERS: dict[tuple[str, str], ForkServer | None] = {}
+_FORK_SERVERS: dict[tuple[str, str, str], ForkServer | None] = {}
 
 
-def _fork_server(env: dict[str, str]) -> ForkServer | None:
-    """This process's fork server for the worker environment's device, started on first use;
-    None when it cannot run (the caller then spawns). Set AUTOKERNEL_FORK_SERVER=0 to never use
-    one."""
+def _fork_server(env: dict[str, str], mode: str) -> ForkServer | None:
+    """This process's fork server for `mode` and the environment's device, started on first
+    use; None when it cannot run (the caller then spawns). Set AUTOKERNEL_FORK_SERVER=0 to never
+    use one."""
     if os.environ.get("AUTOKERNEL_FORK_SERVER", "1") == "0" or not sys.platform.startswith("linux"):
         return None
-    key = (env.get("TRITON_INTERPRET", ""), sys.executable)
+    key = (mode, env.get("TRITON_INTERPRET", ""), sys.executable)
     server = _FORK_SERVERS.get(key)
     if server is not None and server.process.poll() is None:
         return server
@@ -166,7 +167,7 @@ def _fork_server(env: dict[str, str]) -> ForkServer | None:
     if not _FORK_SERVERS:
         atexit.register(_close_fork_servers)
     try:
-        server = ForkServer(env)
+        server = ForkServer(env, mode)
     except (ForkServerError, OSError, ValueError):
         server = None
     _FORK_SERVERS[key] = server
@@ -184,23 +185,39 @@ def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
                  timeout_s: float) -> tuple[int | None, bytes, str, bool]:
     """Run one worker: (returncode, result bytes, output tail, timed out). Forked from the fork
     server when one runs (seconds saved per call), else spawned; the same worker either way."""
+
+    def job_text(result_fd: int) -> bytes:
+        job.result_fd = result_fd
+        return job.to_json().encode()
+
+    return run_child("worker", job_text, env, cwd, timeout_s)
+
+
+def run_child(mode: str, stdin_for: Callable[[int], bytes], env: dict[str, str], cwd: Path,
+              timeout_s: float, per_call_env: tuple[str, ...] = ("HOME", "TMPDIR"),
+              ) -> tuple[int | None, bytes, str, bool]:
+    """Run one child of `mode` (`forkserver.MODES`) in `cwd`: (returncode, result bytes, output
+    tail, timed out). `stdin_for(fd)` is what it reads on stdin, given the number its result
+    pipe has there. Forked from the mode's fork server when one runs, else spawned; the same
+    code either way. `per_call_env` names the entries that differ from call to call (kept out
+    of the server's own environment)."""
     # This process holds the user's whole environment (API keys): no candidate may read it.
     hide_from_candidates()
-    server = _fork_server({k: v for k, v in env.items() if k not in ("HOME", "TMPDIR")})
+    server = _fork_server({k: v for k, v in env.items() if k not in per_call_env}, mode)
     # Every process the worker starts carries the marker, so the sweep after the verdict finds
     # it even if it left the worker's session (sandbox.kill_process_tree).
     marker = new_tree_marker()
     env = {**env, TREE_MARKER_ENV: marker}
     if server is not None:
         try:
-            return _run_forked(server, job, env, cwd, timeout_s, marker)
+            return _run_forked(server, stdin_for, env, cwd, timeout_s, marker)
         except ForkServerError:
             _close_fork_servers()  # spawn this one; the next call tries a fresh server
     read_fd, write_fd = os.pipe()
-    job.result_fd = write_fd
+    payload = stdin_for(write_fd)
     try:
         proc = subprocess.Popen(
-            _worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            _child_command(mode), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, cwd=cwd, env=env, pass_fds=(write_fd,),
             start_new_session=True, close_fds=True, preexec_fn=_die_with_parent,
         )
@@ -213,7 +230,7 @@ def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
     result.start()
     output.start()
     try:
-        proc.stdin.write(job.to_json().encode())
+        proc.stdin.write(payload)
         proc.stdin.close()
     except BrokenPipeError:
         pass
@@ -230,12 +247,12 @@ def spawn_worker(job: Job, env: dict[str, str], cwd: Path,
     return proc.returncode, result.data(), tail, timed_out
 
 
-def _run_forked(server: ForkServer, job: Job, env: dict[str, str], cwd: Path,
-                timeout_s: float, marker: str) -> tuple[int | None, bytes, str, bool]:
+def _run_forked(server: ForkServer, stdin_for: Callable[[int], bytes], env: dict[str, str],
+                cwd: Path, timeout_s: float, marker: str) -> tuple[int | None, bytes, str, bool]:
     stdin_read, stdin_write = os.pipe()
     output_read, output_write = os.pipe()
     result_read, result_write = os.pipe()
-    job.result_fd = RESULT_FD
+    payload = stdin_for(RESULT_FD)
     try:
         worker = server.fork(str(cwd), env, stdin_read, output_write, result_write)
     except BaseException:
@@ -251,7 +268,7 @@ def _run_forked(server: ForkServer, job: Job, env: dict[str, str], cwd: Path,
     output.start()
     try:
         with os.fdopen(stdin_write, "wb") as stdin:
-            stdin.write(job.to_json().encode())
+            stdin.write(payload)
     except BrokenPipeError:
         pass
     returncode = worker.wait(timeout_s)
