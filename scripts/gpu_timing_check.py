@@ -10,13 +10,14 @@ before each call) of the same starter and of eager PyTorch at the same shape, an
 one synchronized call. Pass: the harness within 10% of do_bench, its IQR at most 5% of its median.
 
 `keep-rates`: the keep rule against a known truth. A candidate is timed against an incumbent
-`--trials` times, each trial the harness worker's own timing of one shape (`Candidate._time_shape`:
-the guards, fresh inputs, flush, batches, audits; the compile baseline cached as in a run's later
-experiments), then the loop's keep rule (`autokernel.loop.keep.verdict_for`). Pairs: the rmsnorm
-starter against itself (A/A: should almost never be kept) and against copies of itself that also
-read a fraction of x in an extra kernel (A/B: kept at the rate reported; the true ratio is
-do_bench's, measured in the same process). Each configuration runs in its own process, because the
-worker installs process-wide hooks.
+`--trials` times, each trial one `run_bench` with `incumbent=` (a fresh worker: the judge times
+the candidate and the incumbent, each in a sandboxed process of its own, in interleaved batches
+bounded by its clock; the smoke case only for correctness; the compile baseline cached as in a
+run's later experiments), then the loop's keep rule (`autokernel.loop.keep.verdict_for`). Pairs:
+the rmsnorm starter against itself (A/A: should almost never be kept) and against copies of
+itself that also read a fraction of x in an extra kernel (A/B: kept at the rate reported; the
+true ratio is do_bench's, measured in this process). A trial costs a worker's start, both
+processes' setup and compile, and the timing: seconds each on a GPU.
 
 Both write `<mode>.json` and `<mode>.md` under --out and print the markdown last. `--device cpu`
 runs the same code on the interpreter with tiny shapes (a smoke test; its figures mean nothing).
@@ -26,9 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -274,21 +273,14 @@ def _num(value: float | None) -> str:
 
 def keep_rates(args: argparse.Namespace) -> int:
     configs = args.configs or list(KEEP_CONFIGS)
-    results = {}
+    results: dict[str, Any] = {}
     for name in configs:
-        command = [sys.executable, __file__, "_trial", "--config", name, "--trials",
-                   str(args.trials), "--device", args.device]
         began = time.perf_counter()
-        env = dict(os.environ, **({"TRITON_INTERPRET": "1"} if args.device == "cpu" else {}))
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout,
-                              env=env)
-        print(f"{name}: exit {done.returncode} in {time.perf_counter() - began:.0f} s",
-              file=sys.stderr, flush=True)
-        if done.returncode != 0:
-            print(done.stdout[-2000:], done.stderr[-4000:], file=sys.stderr)
-            results[name] = {"error": done.stderr[-2000:]}
-            continue
-        results[name] = json.loads(done.stdout.strip().splitlines()[-1])
+        try:
+            results[name] = trials_of(name, args)
+        except Exception as exc:  # one configuration's failure costs its row, not the others
+            results[name] = {"error": f"{type(exc).__name__}: {exc}"}
+        print(f"{name}: {time.perf_counter() - began:.0f} s", file=sys.stderr, flush=True)
         write(args.out, "keep-rates", keep_rate_lines(args, results), results, quiet=True)
     write(args.out, "keep-rates", keep_rate_lines(args, results), results)
     return 0
@@ -298,10 +290,12 @@ def keep_rate_lines(args: argparse.Namespace, results: dict[str, Any]) -> list[s
     lines = header("Keep rule against a known truth: A/A and A/B keep rates", args.device,
                    f"python scripts/gpu_timing_check.py keep-rates --trials {args.trials}")
     lines += [
-        "Each trial: the harness worker times one shape (`Candidate._time_shape`: guards on the "
-        "candidate, fresh inputs every call, L2 flush, batches queued behind a GPU spin, "
-        "audits, untimed synced calls for launch cost; 1 s budget; the compile baseline cached "
-        "as in a run's later experiments), then `autokernel.loop.keep.verdict_for` decides with "
+        "Each trial: one `run_bench` of the candidate with the incumbent timed alongside (the "
+        "judge times each in its own sandboxed process: guards on every call, fresh inputs "
+        "every call, L2 flush, batches behind a GPU spin bounded by the judge's clock, outputs "
+        "sampled and compared in full, untimed synced calls for launch cost; 1 s budget; the "
+        "compile baseline cached as in a run's later experiments; the smoke case only for "
+        "correctness), then `autokernel.loop.keep.verdict_for` decides with "
         "min_gain 1%, fp16. Pairs: `starter` is the rmsnorm starter against itself (A/A) or "
         "against itself plus an extra kernel reading a fraction of x; `inline` is a plain "
         "one-row-per-program rmsnorm against a copy reading the extra fraction inside the same "
@@ -332,43 +326,26 @@ def keep_rate_lines(args: argparse.Namespace, results: dict[str, Any]) -> list[s
     return lines
 
 
-def trial(args: argparse.Namespace) -> int:
-    """One configuration, in this process: `args.trials` timings and verdicts, JSON on stdout."""
-    import secrets
-
+def trials_of(config: str, args: argparse.Namespace) -> dict[str, Any]:
+    """One configuration: `args.trials` benches of the candidate with the incumbent timed
+    alongside (each a fresh worker: the judge times both in processes of their own), each then
+    judged by the loop's keep rule."""
     import torch
 
-    from autokernel.harness.candidate import Candidate
-    from autokernel.harness.protocol import Job, WorkerReport, baseline_key
-    from autokernel.harness.result import BenchResult, Status
-    from autokernel.harness.runner import apply_report
-    from autokernel.harness.timing import Spinner, make_flush_buffer
-    from autokernel.harness.verdict import Verdict
+    from autokernel.harness.runner import run_bench
     from autokernel.kernels import starter_path
     from autokernel.loop.keep import verdict_for
     from autokernel.loop.measure import measure
     from autokernel.loop.state import Measurement
     from autokernel.ops import get_spec
-    from autokernel.ops.spec import dtype_name
 
-    fraction, shape_text, pair = KEEP_CONFIGS[args.config]
+    fraction, shape_text, pair = KEEP_CONFIGS[config]
     cpu = args.device == "cpu"
-    if cpu:
-        from autokernel.device import use_device
-
-        use_device("cpu")
-        shape_text = "32x64"
+    shape_text = "32x64" if cpu else shape_text
+    dtype = "fp32" if cpu else "fp16"
     spec = get_spec("rmsnorm")
     shape = spec.parse_shape(shape_text)
-    dtype = torch.float32 if cpu else torch.float16
     scratch = Path(tempfile.mkdtemp(prefix="autokernel-trial-"))
-    # The worker confines itself before importing the candidate, as in a run, and then may write
-    # only where the runner's environment for real workers points (caches, HOME, TMPDIR).
-    from autokernel.harness.spawn import candidate_env
-
-    os.environ.update(candidate_env(args.device, scratch, scratch / "cache"))
-    tempfile.tempdir = os.environ["TMPDIR"]
-    os.chdir(scratch)  # the sandbox's writable work directory is the current one, as in a worker
     candidate, incumbent = scratch / "candidate.py", scratch / "incumbent.py"
     if pair == "inline":
         candidate.write_text(INLINE_RMSNORM.format(fraction=0.0))
@@ -378,68 +355,49 @@ def trial(args: argparse.Namespace) -> int:
         candidate.write_text(starter)
         incumbent.write_text(starter + f"\nEXTRA_READ_FRACTION = {fraction}\n" + SLOWER_SUFFIX
                              if fraction else starter)
-    gpu_name = "cpu" if cpu else torch.cuda.get_device_name(0)
-    cached = {baseline_key("rmsnorm", list(shape), dtype_name(dtype), gpu_name,
-                           torch.__version__, {}): {"compile_us": None}}
-    job = Job(kernel_path=str(candidate), kernel_type="rmsnorm", device=args.device,
-              timing_shapes=[list(shape)], timing_dtypes=[dtype_name(dtype)],
-              correctness_dtypes=[dtype_name(dtype)], model_shapes=[], params={},
-              seed=secrets.randbelow(2**62), nonce="trial", result_fd=-1, quick=True,
-              cached_baselines=cached, incumbent_path=str(incumbent))
-    # The candidate process's side alone (timing lives there), driven in this process.
-    worker = Candidate(sock=None)  # type: ignore[arg-type]
-    worker._setup({"kernel_path": job.kernel_path, "kernel_type": job.kernel_type,
-                   "device": job.device, "params": job.params,
-                   "timing_shapes": job.timing_shapes, "timing_dtypes": job.timing_dtypes,
-                   "quick": job.quick, "timing_budget_s": job.timing_budget_s,
-                   "cached_baselines": job.cached_baselines,
-                   "incumbent_path": job.incumbent_path, "min_gain": job.min_gain,
-                   "timing_seed": job.seed})
-    worker._load_incumbent()
-    worker.spinner = Spinner()
-    flush = make_flush_buffer(worker.device)
+    cache = scratch / "cache"
+    _skip_compile_baselines(cache, "rmsnorm", [shape], dtype, args.device)
     ratio = float("nan")
     if not cpu:
         from triton.testing import do_bench
 
         generator = torch.Generator(device="cuda").manual_seed(1)
-        inputs = spec.make_inputs(shape, dtype, worker.device, generator, "normal")
-        times = [do_bench(lambda fn=fn: fn(*inputs), warmup=25, rep=300, return_mode="median")
-                 for fn in (worker.kernel_fn, worker.incumbent_fn)]
+        inputs = spec.make_inputs(shape, torch.float16, torch.device("cuda"), generator,
+                                  "normal")
+        modules = [load_module(path, f"trial_{path.stem}") for path in (candidate, incumbent)]
+        times = [do_bench(lambda m=m: m.kernel_fn(*inputs), warmup=25, rep=300,
+                          return_mode="median") for m in modules]
         ratio = times[1] / times[0]
+        del inputs
+        torch.cuda.empty_cache()
     weights = {tuple(shape): 1.0}
     best = Measurement(experiment=0, commit="incumbent", latency_us=1.0, iqr_us=0.0)
     trials = []
     for t in range(args.trials):
-        try:
-            timed = worker._time_shape(0, shape, dtype, flush, job.timing_budget_s, 0, [])
-        except Verdict as verdict:  # a verdict on this trial only: record it and go on
-            trials.append({"status": verdict.status, "reason": verdict.reason, "estimate": None,
-                           "low": None, "high": None, "width": None, "rounds": 0,
-                           "retimed": False})
+        # The smoke case only: correctness is not what is measured here (tests' only_stages).
+        result = run_bench(candidate, device=args.device, shapes=[shape_text], dtypes=[dtype],
+                           correctness_dtypes=[dtype], quick=True, cache_dir=cache,
+                           incumbent=incumbent, only_stages=["smoke"], timeout_s=args.timeout)
+        if not result.passed or not result.timings:
+            trials.append({"status": result.status.value, "reason": result.reason,
+                           "estimate": None, "low": None, "high": None, "width": None,
+                           "rounds": 0, "retimed": False})
             continue
-        result = BenchResult(status=Status.PASS, kernel_type="rmsnorm", device=args.device)
-        apply_report(result, WorkerReport(status="PASS", timings=[timed]), spec, args.device)
-        verdict = verdict_for(result, measure(result, t + 1, "", weights), best, job.min_gain,
-                              weights)
+        timing = result.timings[0]
+        verdict = verdict_for(result, measure(result, t + 1, "", weights), best, 0.01, weights)
         paired = verdict.vs_best
         trials.append({"status": verdict.status, "reason": verdict.reason,
                        "estimate": paired.estimate if paired else None,
                        "low": paired.low if paired else None,
                        "high": paired.high if paired else None,
                        "width": paired.relative_width if paired else None,
-                       "rounds": timed.samples, "retimed": timed.retimed,
-                       "candidate_us": timed.latency_us, "incumbent_us": timed.incumbent_us,
-                       "host_bound_batches": timed.host_bound_batches,
-                       "retried_batches": timed.retried_batches,
-                       "calls_per_round": timed.calls_per_round,
-                       "launch_us": timed.launch_us,
-                       "rounds_us": [timed.candidate_rounds_us, timed.incumbent_rounds_us]
-                       if t == 0 else None})
-    print(json.dumps({"config": args.config, "shape": shape_text, "fraction": fraction,
-                      "pair": pair,
-                      "do_bench_ratio": ratio, "trials": trials}))
-    return 0
+                       "rounds": timing.samples, "retimed": timing.retimed,
+                       "candidate_us": timing.latency_us, "incumbent_us": timing.incumbent_us,
+                       "calls_per_round": timing.calls_per_round,
+                       "launch_us": timing.launch_us, "harness_s": result.harness_seconds,
+                       "paired_ratios": timing.paired_ratios if t == 0 else None})
+    return {"config": config, "shape": shape_text, "fraction": fraction, "pair": pair,
+            "do_bench_ratio": ratio, "trials": trials}
 
 
 def write(out: Path, name: str, lines: list[str], raw: Any, quiet: bool = False) -> None:
@@ -453,20 +411,17 @@ def write(out: Path, name: str, lines: list[str], raw: Any, quiet: bool = False)
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=("agreement", "keep-rates", "_trial"))
+    parser.add_argument("mode", choices=("agreement", "keep-rates"))
     parser.add_argument("--out", type=Path, default=Path("gpu-out"))
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--kernels", nargs="*", default=None)
     parser.add_argument("--configs", nargs="*", default=None, choices=list(KEEP_CONFIGS))
-    parser.add_argument("--config", default="aa-medium", choices=list(KEEP_CONFIGS))
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--timeout", type=float, default=300.0)
     args = parser.parse_args()
     if args.mode == "agreement":
         return agreement(args)
-    if args.mode == "keep-rates":
-        return keep_rates(args)
-    return trial(args)
+    return keep_rates(args)
 
 
 if __name__ == "__main__":

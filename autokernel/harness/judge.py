@@ -30,7 +30,6 @@ import secrets
 import signal
 import time
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
