@@ -21,7 +21,7 @@ from conftest import DEVICE, HAS_CUDA
 from typer.testing import CliRunner
 
 from autokernel.cli import app
-from autokernel.harness.cases import LAYOUTS, STAGES, plan_cases
+from autokernel.harness.cases import LAYOUTS, NONFINITE_TYPES, STAGES, plan_cases
 from autokernel.harness.compare import bitwise_equal, check_output, ulp
 from autokernel.harness.guards import Poison, PoisonFiller
 from autokernel.harness.protocol import (
@@ -67,8 +67,8 @@ def bench(name: str | Path, tmp_path: Path, **options: object) -> BenchResult:
 
 
 # -- every file in tests/adversarial, with the verdict it must get --------------------------------
-# A host read of tensor values raises inside the call (the host-read guard): CRASH until the worker
-# reports a violation recorded before an exception as the verdict (PENDING_WORKER_CHANGES).
+# A host read of tensor values raises inside the call (the host-read guard); the violation it
+# recorded, not the exception, is the verdict.
 ON_CPU = DEVICE == "cpu"
 HOST_READ = (Status.REJECTED, "library-fallback", "smoke", "a host read of tensor values")
 # A host-memory probe is invisible on the CPU (all memory is host memory) until a timed call
@@ -248,42 +248,28 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("honest_lru_config.py", True, Status.PASS, None, None, ""),
 ]
 
-# Verdicts that need a change outside the static scan and the guards (the worker, the sandbox,
-# the registry), each test an xfail(strict) naming it: when it lands the test XPASSes and fails,
-# and the row moves to CPU_CASES. CPU only (the GPU verdicts differ: device memory is not host
-# memory). (file, static scan on?, statuses any of which will do, rule, text the reason must
-# contain, text it must not contain, what must change)
-NOT_PASS = frozenset({Status.FAIL, Status.REJECTED, Status.CRASH})
-RAW_HOST_MEMORY = ("none in-process: numpy reads raw host memory unseen on the CPU interpreter, "
-                   "where device memory is host memory; the static scan refuses it")
-PENDING_WORKER_CHANGES: list[tuple[str, bool, frozenset[Status], str | None, str, str, str]] = [
-    ("host_array_interface.py", False, NOT_PASS, None, "", "", RAW_HOST_MEMORY),
-    ("host_ctypeslib_raw_memory.py", False, NOT_PASS, None, "", "", RAW_HOST_MEMORY),
-]
+# The CPU interpreter's known gap: numpy computing on raw host memory (the output's address) is
+# unseen in-process, since the interpreter's device memory is host memory; the static scan
+# refuses these files, and on a GPU the address is device memory. With the scan off such a kernel
+# PASSes, or, by coincidence, is REJECTED by the ghost replay: at a one-column row softmax is 1
+# whatever the input, so a host softmax of the poison left where the skipped launch would have
+# copied the input is still right when this job's poison is random bytes (half the jobs).
+RAW_HOST_MEMORY = ("host_array_interface.py", "host_ctypeslib_raw_memory.py")
 
 # Judged in their own tests below: the hang (TIMEOUT), the segfault (signal), the leak probe, the
 # generic-stream cheat whose dynamic check needs CUDA streams, and the processes that outlive the
 # verdict and the file written outside the work directory (side effects, not verdicts).
 OWN_TESTS = {"hang.py", "segfault.py", "leaks_environment.py", "side_stream_generic.py",
              "orphan_forged_verdict.py", "orphan_same_group.py", "escape_open_memmap.py",
-             *(name for name, *_ in PENDING_WORKER_CHANGES)}
+             *RAW_HOST_MEMORY}
 
 
-@pytest.mark.skipif(not ON_CPU, reason="the pending verdicts are the CPU interpreter's")
-@pytest.mark.parametrize(
-    "name,static,statuses,rule,text,absent,change",
-    [pytest.param(*row, marks=pytest.mark.xfail(strict=True, reason=row[-1]))
-     for row in PENDING_WORKER_CHANGES],
-    ids=[f"{r[0].removesuffix('.py')}{'' if r[1] else '-dynamic'}"
-         for r in PENDING_WORKER_CHANGES],
-)
-def test_pending_worker_changes(name: str, static: bool, statuses: frozenset[Status],
-                                rule: str | None, text: str, absent: str, change: str,
-                                tmp_path: Path) -> None:
-    result = bench(name, tmp_path, static_scan=static)
-    assert result.status in statuses, result.reason
-    assert rule is None or result.rule == rule, result.reason
-    assert text in result.reason and not (absent and absent in result.reason), result.reason
+@pytest.mark.skipif(not ON_CPU, reason="the gap is the CPU interpreter's")
+@pytest.mark.parametrize("name", RAW_HOST_MEMORY)
+def test_raw_host_memory_is_the_interpreters_known_gap(name: str, tmp_path: Path) -> None:
+    result = bench(name, tmp_path, static_scan=False)
+    if result.status is not Status.PASS:
+        assert result.status is Status.REJECTED and result.rule == "ghost-replay", result.reason
 
 
 FORGED_LINE_WAIT_S = 10.0
@@ -468,7 +454,13 @@ def test_shipped_starters_pass_the_full_profile(kernel_type: str, tmp_path: Path
     # A last-dim target is not swept at the (M, N, K > 1) shapes of targets over another dim.
     last_dim_sweep = [shape for shape in sweep if spec.inner(shape) == 1]
     assert result.stage_cases["shape_sweep"] >= len(last_dim_sweep) * len(spec.dtypes)
-    assert result.stage_cases["stability"] == (len(spec.adversarial) + 4) * len(spec.dtypes)
+    # Per dtype: the adversarial inputs, four distributions and (softmax) NaN/inf inputs; then the
+    # adversarial inputs again at the timed shape in the timed dtype, where the stability shape
+    # is another one (the CPU's is the smoke shape).
+    nonfinite = 1 if kernel_type in NONFINITE_TYPES else 0
+    again = len(spec.adversarial) if cpu else 0
+    assert result.stage_cases["stability"] == \
+        (len(spec.adversarial) + 4 + nonfinite) * len(spec.dtypes) + again
     assert result.correctness_dtypes == ["fp16", "bf16", "fp32"]
     assert result.harness_seconds is not None and result.harness_seconds > 0
     assert result.eager_latency_us is not None and result.speedup_vs_eager is not None
@@ -826,7 +818,8 @@ def test_candidate_env_is_scrubbed(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert env["CUDA_VISIBLE_DEVICES"] == "0" and "PATH" in env
     assert env["HOME"].startswith(str(tmp_path)) and env["TMPDIR"].startswith(str(tmp_path))
     assert env["TRITON_INTERPRET"] == "1"
-    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton")
+    # The judge's own cache, under a new name (the old one was writable from a sandbox).
+    assert env["TRITON_CACHE_DIR"] == str(tmp_path / "cache" / "triton-trusted")
     assert "TRITON_INTERPRET" not in candidate_env("cuda", tmp_path, tmp_path)
 
 

@@ -18,10 +18,12 @@ The element-wise rule is absolute where outputs are small: with fp16's atol of 1
 over 1000 columns whose every probability is below 1e-2 passes it as all zeros. So every row
 (the last dim; a 1-D output is one row) must also hold, over the row's finite reference values,
 
-    sum |out - ref|  <=  rtol * sum |ref|  +  min(N * atol, rtol * sum |ref|)
+    sum |out - ref|  <=  rtol * sum |ref|  +  min(N * atol, rtol * sum |ref|)  +  1.5 sum ulp
 
 that is, the row's total error may not exceed what the element-wise rule allows in sum, with
-atol's share capped at rtol times the row's mass. Where the mean |ref| reaches atol/rtol (1 for
+atol's share capped at rtol times the row's mass; `ulp` is the output dtype's spacing at each
+rounded reference value (half a step of correct rounding plus the step the second rule allows: a
+row that passes element by element through the rounding rule alone passes here too). Where the mean |ref| reaches atol/rtol (1 for
 the default tolerances) this is never stricter than the element-wise rule; where outputs are
 small it is relative (at most 2 * rtol of the row's mass: a softmax row that drops 3% of its
 probability fails in fp16). It implies the row-sum invariant (|sum out - sum ref| is at most the
@@ -48,6 +50,10 @@ MANTISSA_BITS: dict[torch.dtype, int] = {
 
 # Same-width integer views, for bitwise comparison (NaN payloads included).
 BIT_VIEWS: dict[int, torch.dtype] = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+# The row rule's rounding allowance, in steps of the output dtype per element: half a step of
+# correct rounding plus the one step the element-wise rule allows.
+ROW_ROUNDING_STEPS = 1.5
 
 # Outputs are compared in chunks of this many elements, so the float64 temporaries stay small
 # (32 MiB each) even for a 4096 x 128256 softmax.
@@ -272,15 +278,18 @@ def _check_rows(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> M
         has_values = (rounded != 0).any(dim=1)
         error = torch.where(finite_rows[:, None], (o - r64).abs(), torch.zeros_like(o)).sum(1)
         mass = torch.where(finite_rows[:, None], r64.abs(), torch.zeros_like(o)).sum(1)
+        steps = torch.where(finite_rows[:, None], ulp(rounded, out.dtype),
+                            torch.zeros_like(o)).sum(1)
         bound = tolerance.rtol * mass + torch.minimum(
-            torch.full_like(mass, width * tolerance.atol), tolerance.rtol * mass)
+            torch.full_like(mass, width * tolerance.atol), tolerance.rtol * mass) \
+            + ROW_ROUNDING_STEPS * steps
         bad = finite_rows & has_values & (error > bound)
         zero_rows = finite_rows & zero_out & has_values
         summary = torch.stack([zero_rows.sum().double(), _first(zero_rows).double(),
                                bad.sum().double(), _first(bad).double(),
                                (error / bound.clamp(min=1e-300)).where(bad, 0).max(),
                                (~zero_out).any().double(), has_values.any().double()]).tolist()
-        scrub((o, r64, rounded, error, mass, bound))
+        scrub((o, r64, rounded, error, mass, bound, steps))
         zeros, first_zero, bad_rows, first_bad, excess, nonzero_out, has_ref = summary
         all_zero_output &= not nonzero_out
         reference_nonzero |= bool(has_ref)
@@ -293,7 +302,8 @@ def _check_rows(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> M
             row = row_of + int(first_bad)
             return Mismatch("tolerance", f"{int(bad_rows)} rows whose total error is past the "
                             f"row rule (sum |out-ref| <= rtol*sum|ref| + min(N*atol, "
-                            f"rtol*sum|ref|), rtol={tolerance.rtol:g} atol={tolerance.atol:g}), "
+                            f"rtol*sum|ref|) + 1.5 ulp per element, rtol={tolerance.rtol:g} "
+                            f"atol={tolerance.atol:g}), "
                             f"first row {row} at {excess:.3g}x the bound: small outputs "
                             "dropped or flattened", bad_elements=int(bad_rows) * width)
     if all_zero_output and reference_nonzero:
