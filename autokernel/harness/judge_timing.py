@@ -15,15 +15,9 @@ process) in its own memory; after the shape's rounds it remakes those calls' inp
 each kept output in full with the reference. No digest or figure of the candidate's is believed
 for this.
 
-The judge's clock bounds every batch a candidate process reports (`check_batch_clock`): the wall
-time from sending the batch request to receiving its reply, W, must satisfy
-
-    sum(reported device times) <= W + 50 µs
-    W <= spin + sum(reported device times) + calls * (flush + output copy) + 1 ms + 10% of W
-
-when the process says its host stayed ahead of the GPU. The spin is the judge's choice (1.5x the
-host queueing time last reported, at most 200 µs plus HOST_ALLOWANCE_US per call), and the flush
-and copy costs are measured by the judge on its own GPU context. A contradicted batch is re-run
+The judge's clock bounds every batch a candidate process reports (`judge_clock`: the bounds, the
+spin the judge grants, the reservoir sample); the flush and copy costs are measured by the judge
+on its own GPU context. A contradicted batch is re-run
 (fresh inputs) up to twice; a third contradiction is a FAIL (rule timing-contradiction). Batches
 whose host fell behind even after the spin was doubled twice cannot be bounded this way; if more
 than half of a shape's candidate batches end like that, the timing is a FAIL too. What a process
@@ -50,12 +44,13 @@ from autokernel.harness.compare import bits
 from autokernel.harness.dedicated import DedicatedBuffer, share_like
 from autokernel.harness.inputs import generator, tensors
 from autokernel.harness.judge_channel import CandidateGone, Endpoint
+from autokernel.harness.judge_clock import Reservoir, check_batch_clock, next_spin
 from autokernel.harness.outputs import clone_outputs
 from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
 from autokernel.harness.protocol import TimedShape, baseline_key
 from autokernel.harness.seeds import derive_seed, timed_call_seed
 from autokernel.harness.timing import (
-    BATCH_INPUT_BYTES, MAX_CALLS_PER_BATCH, MAX_ROUNDS, MIN_SPIN_US, SPIN_MARGIN, Spinner,
+    BATCH_INPUT_BYTES, MAX_CALLS_PER_BATCH, MAX_ROUNDS, MIN_SPIN_US, Spinner,
     SyncedCalls, calls_per_round_for, hidden_work_reason, iqr, make_flush_buffer, median,
     rounds_for, run_batch, synced_calls,
 )
@@ -66,10 +61,6 @@ from autokernel.harness.verdict import Verdict
 from autokernel.ops.spec import Inputs, Shape, dtype_name
 
 AUDITS_PER_TIMED_SHAPE = 3  # timed outputs kept (uniformly at random) and compared in full
-HOST_ALLOWANCE_US = 500.0  # the most spin per call the judge grants a process's host
-WALL_SLACK_US = 1000.0
-WALL_SLACK_FRACTION = 0.10
-OVERCLAIM_SLACK_US = 50.0
 WALL_RETRIES = 2
 BATCH_ATTEMPTS = 3
 MAX_UNVERIFIED_SHARE = 0.5
@@ -233,7 +224,7 @@ class JudgeTiming:
         for remote in remotes:
             self._open_slots(remote, warm, shapes, slots, where)
         self.per_call_us = self._overhead_us(output_bytes)
-        self.audit = _Reservoir(AUDITS_PER_TIMED_SHAPE, self.chooser)
+        self.audit = Reservoir(AUDITS_PER_TIMED_SHAPE, self.chooser)
         self.calls_made = 0
         try:
             return self._timed_rounds(k, shape, dtype, where, remotes, locals_, slots, budget_s)
@@ -438,7 +429,7 @@ class JudgeTiming:
         args = [self._make(shape, dtype, gen) for _ in range(calls)]
         for attempt in range(BATCH_ATTEMPTS):
             times = run_batch(local.fn, args, self.flush, self.spinner, local.spin_us)
-            local.spin_us = _next_spin(local.spin_us, times.host_us, times.ahead, calls)
+            local.spin_us = next_spin(local.spin_us, times.host_us, times.ahead, calls)
             if times.ahead:
                 break
         return times.device_us
@@ -489,12 +480,12 @@ class JudgeTiming:
                 continue
             if not ahead and self.device.type == "cuda":
                 attempts += 1
-                remote.spin_us = _next_spin(remote.spin_us, host_us, False, calls)
+                remote.spin_us = next_spin(remote.spin_us, host_us, False, calls)
                 if attempts < BATCH_ATTEMPTS:
                     continue
                 remote.unverified += 1
             else:
-                remote.spin_us = _next_spin(remote.spin_us, host_us, True, calls)
+                remote.spin_us = next_spin(remote.spin_us, host_us, True, calls)
             return device_us
 
     def _batch_outputs(self, remote: Remote, calls: int, where: str) -> list[Any]:
@@ -587,50 +578,8 @@ class JudgeTiming:
         return result
 
 
-def check_batch_clock(wall_us: float, device_us: list[float], spin_us: float,
-                      overhead_us: float) -> str | None:
-    """Why the judge's clock contradicts a batch's reported device times, or None (the bounds
-    are in the module docstring)."""
-    claimed = sum(device_us)
-    if claimed > wall_us + OVERCLAIM_SLACK_US:
-        return (f"{claimed:.0f} µs of device time reported for a batch the judge saw take "
-                f"{wall_us:.0f} µs")
-    allowed = spin_us + claimed + overhead_us + WALL_SLACK_US + WALL_SLACK_FRACTION * wall_us
-    if wall_us > allowed:
-        return (f"a batch of {len(device_us)} calls took {wall_us:.0f} µs sync to sync by the "
-                f"judge's clock, but {claimed:.0f} µs of device time was reported (with the "
-                f"{spin_us:.0f} µs spin, {overhead_us:.0f} µs of flushes and copies and the "
-                f"slack, at most {allowed:.0f} µs is explained)")
-    return None
-
-
-def _next_spin(spin_us: float, host_us: float, ahead: bool, calls: int) -> float:
-    cap = MIN_SPIN_US + calls * HOST_ALLOWANCE_US
-    wanted = max(SPIN_MARGIN * host_us, 2 * spin_us if not ahead else MIN_SPIN_US)
-    return min(cap, max(MIN_SPIN_US, wanted))
-
-
 def _not_tensor(reply: dict[str, Any]) -> Any:
     from autokernel.harness.judge import _NotATensor
 
     return _NotATensor(candidate_text(reply.get("type", "something else"), 200),
                        reply.get("subclass") is True)
-
-
-class _Reservoir:
-    """A uniformly random sample of `size` of the outputs offered (Algorithm R), each copied
-    into this process's memory when taken."""
-
-    def __init__(self, size: int, chooser: secrets.SystemRandom) -> None:
-        self.size, self.chooser = size, chooser
-        self.kept: list[tuple[int, Any]] = []
-        self.seen = 0
-
-    def offer(self, seed: int, out: Any) -> None:
-        self.seen += 1
-        if len(self.kept) < self.size:
-            self.kept.append((seed, clone_outputs(out)))
-            return
-        slot = self.chooser.randrange(self.seen)
-        if slot < self.size:
-            self.kept[slot] = (seed, clone_outputs(out))

@@ -7,7 +7,10 @@ lets a reader (or a second scanner, for another backend's source) see every rule
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
+import types
 from dataclasses import dataclass
 
 # Root modules a kernel file may import. Everything else is rejected: the list is an allow-list.
@@ -268,4 +271,53 @@ def check_module(name: str, line: int) -> Violation | None:
     rule = module_path_rule(name)
     if rule is not None:
         return Violation(rule, line, f"import of {name!r}")
+    return None
+
+
+# A PEP 263 coding declaration, in the first two lines.
+CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "utf_8", "u8"})
+
+
+def coding_problem(source: str) -> str | None:
+    """Why the file's coding declaration makes Python read another program than the UTF-8 text
+    scanned here (`# coding: utf-7` turns `+AAo-` into a newline), or None."""
+    for line in source.splitlines()[:2]:
+        match = CODING_COOKIE.match(line)
+        if match and match.group(1).lower().replace("_", "-") not in UTF8_NAMES:
+            return (f"declares the source encoding {match.group(1)!r}: Python would run "
+                    "another program than the UTF-8 text that is checked (only UTF-8 is "
+                    "accepted)")
+    return None
+
+
+@functools.cache
+def foreign_module(path: str) -> str | None:
+    """The module outside the allow-list that the dotted `path` (through an allowed module's
+    attributes) reaches, if any: `enum.bltns` is builtins, `typing_extensions.io` is io,
+    `triton.language.extra.pkgutil` is pkgutil. Looked up in the installed libraries (the scan's
+    own process imports them; the candidate is never imported here)."""
+    parts = path.split(".")
+    if parts[0] not in ALLOWED_IMPORT_ROOTS or any(p.startswith("_") for p in parts[1:]):
+        return None  # a private name is the private-attribute rule's
+    try:
+        value: object = importlib.import_module(parts[0])
+    except Exception:
+        return None
+    for index, part in enumerate(parts[1:], start=1):
+        try:
+            value = getattr(value, part)
+        except Exception:
+            try:
+                value = importlib.import_module(".".join(parts[: index + 1]))
+            except Exception:
+                return None
+        if isinstance(value, types.ModuleType):
+            name = value.__name__
+            if name.split(".")[0] not in ALLOWED_IMPORT_ROOTS or any(
+                    piece.startswith("_") for piece in name.split(".")[1:]) \
+                    or module_path_rule(name) is not None:
+                return name
+        elif not (isinstance(value, type) or callable(value)):
+            return None
     return None

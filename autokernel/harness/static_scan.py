@@ -33,22 +33,18 @@ from __future__ import annotations
 
 import ast
 import builtins
-import functools
-import importlib
-import re
-import types
 from dataclasses import dataclass
 
 from autokernel.cuda.scan import RUNTIME_MODULES, cuda_kernel_file, scan_cuda_parts
 from autokernel.harness.scan_ast import (
     dotted, format_fields, function_locals, pure_chain, root_name, scope_bindings,
 )
-from autokernel.harness.scan_rules import (  # noqa: F401 (RULES and Violation are re-exported)
-    ALLOWED_DUNDER_ATTRIBUTES, ALLOWED_IMPORT_ROOTS, CACHING_DECORATORS, CONFIG_CACHE_ADVICE, CONSTRUCTORS,
-    FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PATHS, FORBIDDEN_NAMES, FORBIDDEN_SUBMODULES,
-    HOST_FILE_FUNCTIONS, HOST_MODULES, HOST_PROTOCOLS, INNER_OBJECT_METHODS, MODULE_DUNDERS,
-    MUTATING_METHODS, RULES, TORCH_PROTOCOLS, Violation, attribute_rule, check_module,
-    module_path_rule,
+from autokernel.harness.scan_rules import (  # noqa: F401 (RULES, Violation, coding_problem
+    ALLOWED_DUNDER_ATTRIBUTES, CACHING_DECORATORS, CONFIG_CACHE_ADVICE,  # are re-exported)
+    CONSTRUCTORS, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PATHS, FORBIDDEN_NAMES,
+    FORBIDDEN_SUBMODULES, HOST_FILE_FUNCTIONS, HOST_MODULES, HOST_PROTOCOLS,
+    INNER_OBJECT_METHODS, MODULE_DUNDERS, MUTATING_METHODS, RULES, TORCH_PROTOCOLS, Violation,
+    attribute_rule, check_module, coding_problem, foreign_module, module_path_rule,
 )
 
 
@@ -67,55 +63,6 @@ class _Scope:
 IMMUTABLE_CONSTRUCTORS = frozenset({"float", "int", "str", "bytes", "bool", "complex", "tuple",
                                     "frozenset", "constexpr", "dtype", "device", "Size",
                                     "next_power_of_2", "cdiv"})
-
-# A PEP 263 coding declaration, in the first two lines.
-CODING_COOKIE = re.compile(r"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
-UTF8_NAMES = frozenset({"utf-8", "utf8", "utf-8-sig", "utf_8", "u8"})
-
-
-def coding_problem(source: str) -> str | None:
-    """Why the file's coding declaration makes Python read another program than the UTF-8 text
-    scanned here (`# coding: utf-7` turns `+AAo-` into a newline), or None."""
-    for line in source.splitlines()[:2]:
-        match = CODING_COOKIE.match(line)
-        if match and match.group(1).lower().replace("_", "-") not in UTF8_NAMES:
-            return (f"declares the source encoding {match.group(1)!r}: Python would run "
-                    "another program than the UTF-8 text that is checked (only UTF-8 is "
-                    "accepted)")
-    return None
-
-
-@functools.cache
-def foreign_module(path: str) -> str | None:
-    """The module outside the allow-list that the dotted `path` (through an allowed module's
-    attributes) reaches, if any: `enum.bltns` is builtins, `typing_extensions.io` is io,
-    `triton.language.extra.pkgutil` is pkgutil. Looked up in the installed libraries (the scan's
-    own process imports them; the candidate is never imported here)."""
-    parts = path.split(".")
-    if parts[0] not in ALLOWED_IMPORT_ROOTS or any(p.startswith("_") for p in parts[1:]):
-        return None  # a private name is the private-attribute rule's
-    try:
-        value: object = importlib.import_module(parts[0])
-    except Exception:
-        return None
-    for index, part in enumerate(parts[1:], start=1):
-        try:
-            value = getattr(value, part)
-        except Exception:
-            try:
-                value = importlib.import_module(".".join(parts[: index + 1]))
-            except Exception:
-                return None
-        if isinstance(value, types.ModuleType):
-            name = value.__name__
-            if name.split(".")[0] not in ALLOWED_IMPORT_ROOTS or any(
-                    piece.startswith("_") for piece in name.split(".")[1:]) \
-                    or module_path_rule(name) is not None:
-                return name
-        elif not (isinstance(value, type) or callable(value)):
-            return None
-    return None
-
 
 class _Scanner(ast.NodeVisitor):
     def __init__(self) -> None:

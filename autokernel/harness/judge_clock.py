@@ -1,0 +1,70 @@
+"""The judge's clock against what a candidate process reports, and the sample of timed outputs.
+
+`check_batch_clock`: the wall time W from sending a batch request to receiving its reply (sync to
+sync, on the judge's side) must satisfy
+
+    sum(reported device times) <= W + 50 µs
+    W <= spin + sum(reported device times) + calls * (flush + output copy) + 1 ms + 10% of W
+
+when the process says its host stayed ahead of the GPU. The spin is the judge's choice
+(`next_spin`: 1.5x the host queueing time last reported, at most 200 µs plus HOST_ALLOWANCE_US
+per call). `Reservoir`: a uniformly random sample of a shape's timed outputs, kept in the judge's
+memory and compared in full after the shape's rounds (`judge_timing`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from autokernel.harness.outputs import clone_outputs
+from autokernel.harness.timing import MIN_SPIN_US, SPIN_MARGIN
+
+HOST_ALLOWANCE_US = 500.0  # the most spin per call the judge grants a process's host
+WALL_SLACK_US = 1000.0
+WALL_SLACK_FRACTION = 0.10
+OVERCLAIM_SLACK_US = 50.0
+
+
+def check_batch_clock(wall_us: float, device_us: list[float], spin_us: float,
+                      overhead_us: float) -> str | None:
+    """Why the judge's clock contradicts a batch's reported device times, or None (the bounds
+    are in the module docstring)."""
+    claimed = sum(device_us)
+    if claimed > wall_us + OVERCLAIM_SLACK_US:
+        return (f"{claimed:.0f} µs of device time reported for a batch the judge saw take "
+                f"{wall_us:.0f} µs")
+    allowed = spin_us + claimed + overhead_us + WALL_SLACK_US + WALL_SLACK_FRACTION * wall_us
+    if wall_us > allowed:
+        return (f"a batch of {len(device_us)} calls took {wall_us:.0f} µs sync to sync by the "
+                f"judge's clock, but {claimed:.0f} µs of device time was reported (with the "
+                f"{spin_us:.0f} µs spin, {overhead_us:.0f} µs of flushes and copies and the "
+                f"slack, at most {allowed:.0f} µs is explained)")
+    return None
+
+
+def next_spin(spin_us: float, host_us: float, ahead: bool, calls: int) -> float:
+    """The spin the judge grants the next batch: enough to hide the host queueing time last
+    reported, doubled after a batch whose host fell behind, capped per call."""
+    cap = MIN_SPIN_US + calls * HOST_ALLOWANCE_US
+    wanted = max(SPIN_MARGIN * host_us, 2 * spin_us if not ahead else MIN_SPIN_US)
+    return min(cap, max(MIN_SPIN_US, wanted))
+
+
+class Reservoir:
+    """A uniformly random sample of `size` of the outputs offered (Algorithm R), each copied
+    into this process's memory when taken."""
+
+    def __init__(self, size: int, chooser: secrets.SystemRandom) -> None:
+        self.size, self.chooser = size, chooser
+        self.kept: list[tuple[int, Any]] = []
+        self.seen = 0
+
+    def offer(self, seed: int, out: Any) -> None:
+        self.seen += 1
+        if len(self.kept) < self.size:
+            self.kept.append((seed, clone_outputs(out)))
+            return
+        slot = self.chooser.randrange(self.seen)
+        if slot < self.size:
+            self.kept[slot] = (seed, clone_outputs(out))
