@@ -6,7 +6,7 @@ Attacks that need arbitrary code in the candidate process (frames, the socket, f
 the static scan off: the scan is a convenience, and no verdict may rest on it. To stay fast on
 the interpreter, an attack caught by a correctness stage runs the stages up to that one only
 (`only_stages`: the rest say "skip"); timing attacks run the smoke case, then the timing.
-GPU runs of the same files are in tests/test_redteam_judge_gpu.py's part below (marked gpu).
+GPU runs of the same files are in tests/test_judge_gpu.py (marked gpu).
 """
 
 from __future__ import annotations
