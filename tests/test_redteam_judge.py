@@ -65,7 +65,7 @@ SMOKE = ["smoke"]
 CASES: list[tuple[str, list[str] | None, Status, str | None, str | None, str]] = [
     # 2: the channel carries data the judge asked for, nothing else
     ("forged_verdict_frame.py", SMOKE, Status.CRASH, None, "worker", "out of order"),
-    ("forged_violation_pass.py", SMOKE, Status.CRASH, None, "worker", "only the judge decides"),
+    # forged_violation_pass.py: test_a_forged_pass_is_a_crash_and_leaves_no_baseline
     ("forged_device_times.py", SMOKE, Status.FAIL, "timing-contradiction", "timing",
      "the judge's clock"),
     ("zeros_while_timed.py", SMOKE, Status.FAIL, "replay", "timing",
@@ -80,10 +80,9 @@ CASES: list[tuple[str, list[str] | None, Status, str | None, str | None, str]] =
     ("counter_in_closure.py", SMOKE, Status.REJECTED, "call-time-state", "smoke",
      "closure 'calls' changed"),
     ("raw_thread_late_zero.py", SMOKE, Status.REJECTED, "thread", "smoke", "still running"),
-    # Caught once its timed outputs reach the judge (the next call zeroed them first); without
-    # timing, by the re-read of kept outputs (test_a_late_write_is_seen_at_the_re_read).
-    ("late_write_next_call.py", SMOKE, Status.FAIL, "replay", "timing",
-     "produced while timing is wrong"),
+    # The first smoke output, kept, is zeroed by the timing's calls and re-read at the end.
+    ("late_write_next_call.py", SMOKE, Status.FAIL, None, "timing",
+     "changed after its call returned"),
     # 6: tolerances that scale
     ("softmax_drops_small.py", SMOKE, Status.FAIL, None, "smoke", "row rule"),
     ("all_zero_wide_rows.py", ["smoke", "shape_sweep"], Status.FAIL, None, "shape_sweep", ""),
@@ -99,10 +98,9 @@ CASES: list[tuple[str, list[str] | None, Status, str | None, str | None, str]] =
      "nan-and-inf"),
     ("fitted_to_documented_shapes.py", ["smoke", "shape_sweep"], Status.FAIL, None,
      "shape_sweep", ""),
-    # 8: the sandbox reads only what it needs; candidate text is escaped and capped
-    ("forged_terminal_text.py", SMOKE, Status.CRASH, None, "smoke", "RuntimeError"),
+    # 8: candidate text is escaped and capped: test_terminal_text_is_escaped_and_capped
 ]
-SCAN_OFF = {"forged_verdict_frame.py", "forged_violation_pass.py", "forged_device_times.py",
+SCAN_OFF = {"forged_verdict_frame.py", "forged_device_times.py",
             "zeros_while_timed.py", "seed_replay.py", "counter_in_closure.py",
             "raw_thread_late_zero.py", "late_write_next_call.py", "counter_in_default.py"}
 
@@ -117,13 +115,6 @@ def test_red_team(name: str, stages: list[str] | None, status: Status, rule: str
     assert rule is None or result.rule == rule, result.reason
     assert stage is None or result.stage == stage, result.reason
     assert text in result.reason, result.reason
-
-
-def test_a_late_write_is_seen_at_the_re_read(tmp_path: Path) -> None:
-    result = bench("late_write_next_call.py", tmp_path, ["smoke", "shape_sweep"],
-                   static_scan=False, correctness_only=True)
-    assert result.status is Status.FAIL, result.reason
-    assert "changed after its call returned" in result.reason, result.reason
 
 
 @pytest.mark.parametrize("dtype,width", [(torch.bfloat16, 1000), (torch.float16, 1500),
@@ -157,7 +148,8 @@ def test_the_scan_sees_a_counter_in_a_default(tmp_path: Path) -> None:
 
 def test_terminal_text_is_escaped_and_capped(tmp_path: Path) -> None:
     result = bench("forged_terminal_text.py", tmp_path, SMOKE)
-    assert result.status is Status.CRASH
+    assert result.status is Status.CRASH and result.stage == "smoke", result.reason
+    assert "RuntimeError" in result.reason, result.reason
     for text in (result.reason, result.detail):
         assert "\x1b" not in text and "\r" not in text
         assert "[bold green]" not in text.replace("\\[bold green]", "")
@@ -181,11 +173,13 @@ def test_a_challenger_cannot_reach_the_incumbent(tmp_path: Path) -> None:
 
 
 def test_an_incumbent_cannot_reach_the_challenger(tmp_path: Path) -> None:
+    """Also the honest control's own PASS, scan on (the incumbent's file is never scanned)."""
     result = runner.run_bench(RED_TEAM / "honest_softmax_control.py", device=DEVICE,
                               timeout_s=TIMEOUT_S, cache_dir=tmp_path / "cache", quick=True,
-                              only_stages=SMOKE, static_scan=False,
+                              only_stages=SMOKE,
                               incumbent=RED_TEAM / "incumbent_slows_challenger.py")
     assert result.status is Status.PASS, result.reason
+    assert result.stages.get("gpu_compile", "pass") == "pass"
     assert result.timings[0].incumbent_us is not None, result.notes
 
 
@@ -198,8 +192,12 @@ def test_a_planted_cache_file_does_not_survive(tmp_path: Path) -> None:
     assert planted == [], (result.status, planted)
 
 
-def test_baselines_come_only_from_the_judge(tmp_path: Path) -> None:
-    bench("forged_violation_pass.py", tmp_path, SMOKE, static_scan=False)
+def test_a_forged_pass_is_a_crash_and_leaves_no_baseline(tmp_path: Path) -> None:
+    """A 'violation' of status PASS is no reply the judge accepts; and the baselines it
+    carries are never written (only the judge's own measurements are)."""
+    result = bench("forged_violation_pass.py", tmp_path, SMOKE, static_scan=False)
+    assert result.status is Status.CRASH and result.stage == "worker", result.reason
+    assert "only the judge decides" in result.reason, result.reason
     assert runner.read_baseline_cache(tmp_path / "cache") == {}
 
 
@@ -219,7 +217,8 @@ def test_a_triton_body_that_runs_numpy_fails_the_gpu_compile(tmp_path: Path) -> 
     assert result.stage == "gpu_compile" and "sm_90" in result.reason
 
 
-@pytest.mark.parametrize("name", ["honest_softmax_control.py", "honest_factory_closure.py"])
+# honest_softmax_control.py passes in test_an_incumbent_cannot_reach_the_challenger.
+@pytest.mark.parametrize("name", ["honest_factory_closure.py"])
 def test_honest_controls_pass(name: str, tmp_path: Path) -> None:
     result = bench(name, tmp_path, SMOKE)
     assert result.status is Status.PASS, result.reason
@@ -228,7 +227,8 @@ def test_honest_controls_pass(name: str, tmp_path: Path) -> None:
 
 def test_every_red_team_file_is_judged_here() -> None:
     named = {c[0] for c in CASES} | {
-        "escape_match_globals.py", "escape_self_parameter.py", "escape_enum_builtins.py",
+        "forged_violation_pass.py", "forged_terminal_text.py", "escape_match_globals.py",
+        "escape_self_parameter.py", "escape_enum_builtins.py",
         "escape_pkgutil_resolve.py", "escape_typing_extensions_io.py", "escape_coding_utf7.py",
         "read_outside_files.py", "read_other_environ.py", "sabotage_incumbent.py",
         "incumbent_slows_challenger.py", "plant_triton_cache.py", "write_quota.py",

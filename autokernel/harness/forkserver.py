@@ -40,7 +40,7 @@ RESULT_FD = 3  # the result pipe's number in a forked worker (job.result_fd)
 _MAX_MESSAGE = 1 << 20
 # mode: (module, what the server calls once after importing it or None, what each child runs)
 MODES: dict[str, tuple[str, str | None, str]] = {
-    "worker": ("autokernel.harness.worker", None, "main"),
+    "worker": ("autokernel.harness.worker", "warm_up", "main"),
     "compile": ("autokernel.harness.aot_gate", "warm_up", "main"),
 }
 

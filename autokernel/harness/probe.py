@@ -37,6 +37,12 @@ def _launch(src: torch.Tensor) -> torch.Tensor:
     return dst
 
 
+def warm_launch() -> None:
+    """One launch of the probe's kernel on the CPU, outside every detector (the fork server's
+    warm-up under the interpreter)."""
+    _launch(torch.arange(8, dtype=torch.float32))
+
+
 def self_test(monitor: LaunchMonitor, recorder: FallbackRecorder, device: torch.device) -> None:
     src = torch.arange(8, dtype=torch.float32, device=device)
     before = monitor.launches

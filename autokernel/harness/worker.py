@@ -91,6 +91,20 @@ def _become_candidate(sock: socket.socket, role: str) -> None:
         os._exit(0)
 
 
+def warm_up() -> None:
+    """In the worker fork server, once: every op entry imported and, under the interpreter, one
+    trusted Triton launch interpreted (Triton initialises its type specialisation on the first),
+    so that each forked judge and candidate process starts with them. Trusted code only; on a
+    GPU nothing here may touch CUDA, so no launch."""
+    from autokernel.ops import all_specs
+
+    all_specs()
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        from autokernel.harness.probe import warm_launch
+
+        warm_launch()
+
+
 def main() -> None:
     from autokernel.harness.sandbox import hide_from_candidates
 

@@ -1,6 +1,7 @@
 """CHEAT (class 5): each call zeroes every earlier call's output with a Triton launch, the
 reference hidden in a cached helper's list (out of the state checks' sight). Expected (scan
-off): FAIL: outputs kept by the judge are re-read at the end and have changed."""
+off): FAIL: outputs kept by the judge are re-read at the end and have changed (each timed output
+reaches the judge as it was right after its call, so the timing's own sample is right)."""
 
 import functools
 
@@ -46,7 +47,7 @@ def _previous() -> list:
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     held = _previous()
     for old in held:
-        zero_all[(triton.cdiv(old.numel(), 64),)](old, old.numel(), BLOCK=64)
+        zero_all[(triton.cdiv(old.numel(), 1024),)](old, old.numel(), BLOCK=1024)
     y = softmax(x)
     held.append(y)
     return y
