@@ -94,8 +94,10 @@ def _become_candidate(sock: socket.socket, role: str) -> None:
 def warm_up() -> None:
     """In the worker fork server, once: every op entry imported and, under the interpreter, one
     trusted Triton launch interpreted (Triton initialises its type specialisation on the first),
-    so that each forked judge and candidate process starts with them. Trusted code only; on a
-    GPU nothing here may touch CUDA, so no launch."""
+    so that each forked judge and candidate process starts with them; then the dispatcher's
+    aten tables, which each candidate process's identity snapshot starts from. Trusted code
+    only; on a GPU nothing here may touch CUDA, so no launch."""
+    from autokernel.harness.guards.ops import remember_server_tables
     from autokernel.ops import all_specs
 
     all_specs()
@@ -103,6 +105,7 @@ def warm_up() -> None:
         from autokernel.harness.probe import warm_launch
 
         warm_launch()
+    remember_server_tables()
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from autokernel.harness.guards.ops import dispatch_tables
+from autokernel.harness.guards.ops import dispatch_tables, tables_before_candidates
 from autokernel.harness.guards.retained import _outside_libraries, module_tensors
 
 # Rebound by torch itself when torch._dynamo is first imported (it wraps manual_seed), which
@@ -55,7 +55,7 @@ class IdentitySnapshot:
         if watch_process:
             snapshot.registrations = watch_registrations()
             snapshot.registrations_seen = len(snapshot.registrations.made)
-            snapshot.tables = dispatch_tables()
+            snapshot.tables = tables_before_candidates()
             snapshot.knobs = knob_hooks()
             snapshot.modules_before = frozenset(sys.modules)
         return snapshot
