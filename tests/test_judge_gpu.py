@@ -103,7 +103,7 @@ def test_the_judge_never_sends_a_caching_allocator_tensor() -> None:
         theirs.close()
 
 
-# (file, stages, scan off, status, rule, text in the reason)
+# (file, status, rule, text in the reason), each judged with the scan off on the quick sweep
 GPU_CASES = [
     ("forged_verdict_frame.py", Status.CRASH, None, "out of order"),
     ("forged_violation_pass.py", Status.CRASH, None, "only the judge decides"),

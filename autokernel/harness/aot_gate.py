@@ -16,9 +16,11 @@ and block size within Hopper's limits):
    and only then imports the kernel file and compiles each request. Its answer comes on a
    private pipe once every request was tried, and can only stop a PASS.
 
-What this leaves: the compile process imports the kernel file, so a kernel that escapes the
-static scan runs code there, and could write a forged answer on that pipe. The GPU's own compile
-is the check that nothing forges.
+What this leaves: the launches to compile are recorded in the candidate process, and the
+compile process imports the kernel file; a kernel that escapes the static scan runs code in both,
+so it could report launches of another kernel than the one it ran, or write a forged answer on
+the pipe. Without a scan escape, neither is possible; on a GPU the kernel's real compile and
+launch are the check.
 """
 
 from __future__ import annotations
