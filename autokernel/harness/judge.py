@@ -69,6 +69,9 @@ MEMORY_CAP_ENV = "AUTOKERNEL_MEMORY_CAP_BYTES"
 KEEP_CHANCE = 0.2
 KEPT_OUTPUTS = 4
 KEPT_MAX_BYTES = 64 * 2**20
+# How long a candidate process that closed its channel may take to exit before it is killed
+# (one that closed it and lives on could otherwise hold the verdict back forever).
+EXIT_GRACE_S = 10.0
 
 _perf_counter = time.perf_counter
 
@@ -175,7 +178,7 @@ class Judge(JudgeTiming):
                     f"{candidate_text(exc)}")
         self.candidate.resume()  # a stopped process never exits
         try:
-            deadline = time.monotonic() + 10.0
+            deadline = time.monotonic() + EXIT_GRACE_S
             pid, status = os.waitpid(self.candidate.pid, os.WNOHANG)
             while pid == 0 and time.monotonic() < deadline:
                 time.sleep(0.05)
