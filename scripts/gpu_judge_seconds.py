@@ -49,7 +49,7 @@ def main() -> int:
             statuses = {r.status.value for r in runs}
             phases = ", ".join(f"{k} {v:.2f}" for k, v in median_run.phase_seconds.items())
             print(f"{kernel}: median {middle:.2f} s (min {seconds[0]:.2f}, max {seconds[-1]:.2f},"
-                  f" {len(timed)} calls, first call {runs[0].harness_seconds:.2f} s); "
+                  f" {count_of(len(timed), 'call')}, first call {runs[0].harness_seconds:.2f} s); "
                   f"statuses {sorted(statuses)}; phases of the median call: {phases}")
             failed |= middle > BUDGET_S or statuses != {"PASS"}
     print(f"budget {BUDGET_S:g} s per experiment: {'EXCEEDED or not PASS' if failed else 'met'}")

@@ -22,9 +22,10 @@ over 1000 columns whose every probability is below 1e-2 passes it as all zeros. 
 
 that is, the row's total error may not exceed what the element-wise rule allows in sum, with
 atol's share capped at rtol times the row's mass; `ulp` is the output dtype's spacing at each
-rounded reference value (half a step of correct rounding plus the step the second rule allows: a
-row that passes element by element through the rounding rule alone passes here too). Where the mean |ref| reaches atol/rtol (1 for
-the default tolerances) this is never stricter than the element-wise rule; where outputs are
+rounded reference value (half a step of correct rounding plus the step the second rule allows:
+a row that passes element by element through the rounding rule alone passes here too). Where
+the mean |ref| reaches atol/rtol (1 for the default tolerances) this is never stricter than the
+element-wise rule; where outputs are
 small it is relative (at most 2 * rtol of the row's mass: a softmax row that drops 3% of its
 probability fails in fp16). It implies the row-sum invariant (|sum out - sum ref| is at most the
 row's error). On top of that, a row that is all zeros where its rounded reference is not, and an
@@ -39,6 +40,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from autokernel.ops.spec import Tolerance, dtype_name
+from autokernel.text import count_of
 
 if TYPE_CHECKING:
     from autokernel.harness.guards.poison import Poison
@@ -300,7 +302,8 @@ def _check_rows(out: torch.Tensor, ref: torch.Tensor, tolerance: Tolerance) -> M
                             bad_elements=int(zeros) * width)
         if bad_rows:
             row = row_of + int(first_bad)
-            return Mismatch("tolerance", f"{int(bad_rows)} rows whose total error is past the "
+            return Mismatch("tolerance", f"{count_of(int(bad_rows), 'row')} whose total error is "
+                            f"past the "
                             f"row rule (sum |out-ref| <= rtol*sum|ref| + min(N*atol, "
                             f"rtol*sum|ref|) + 1.5 ulp per element, rtol={tolerance.rtol:g} "
                             f"atol={tolerance.atol:g}), "

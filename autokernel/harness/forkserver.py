@@ -5,10 +5,11 @@ libraries), every experiment of a night. The server is a process that imports th
 and nothing else, then forks one child per job. A server runs one of `MODES`: `worker` (the
 judge and its candidate processes, `autokernel.harness.worker`) or `compile` (the CPU's sm_90
 compile gate, `autokernel.harness.aot_gate`, whose server imports Triton for compiling, not
-interpreting, and warms its compiler up once on a kernel of its own). Forking it is safe because it never initialises
-CUDA, never imports a candidate and never holds a job: each child is a copy of that clean state,
-and receives its job (with the secret seed) only afterwards, on its own stdin, exactly as a
-spawned worker does. The server refuses to start if the imports left a Python thread running.
+interpreting, and warms its compiler up once on a kernel of its own). Each mode's `warm_up`
+runs trusted code only. Forking is safe because the server never initialises CUDA, never
+imports a candidate and never holds a job: each child is a copy of that clean state, and
+receives its job (with the secret seed) only afterwards, on its own stdin, exactly as a spawned
+worker does. The server refuses to start if the imports left a Python thread running.
 
 Protocol, over a unix socket pair: the harness process sends one request (JSON: working
 directory and environment) with three file descriptors attached (the child's stdin, its

@@ -19,6 +19,7 @@ from typing import Any
 
 from autokernel.harness.outputs import clone_outputs
 from autokernel.harness.timing import MIN_SPIN_US, SPIN_MARGIN
+from autokernel.text import count_of
 
 HOST_ALLOWANCE_US = 500.0  # the most spin per call the judge grants a process's host
 WALL_SLACK_US = 1000.0
@@ -36,7 +37,8 @@ def check_batch_clock(wall_us: float, device_us: list[float], spin_us: float,
                 f"{wall_us:.0f} µs")
     allowed = spin_us + claimed + overhead_us + WALL_SLACK_US + WALL_SLACK_FRACTION * wall_us
     if wall_us > allowed:
-        return (f"a batch of {len(device_us)} calls took {wall_us:.0f} µs sync to sync by the "
+        return (f"a batch of {count_of(len(device_us), 'call')} took {wall_us:.0f} µs sync to "
+                f"sync by the "
                 f"judge's clock, but {claimed:.0f} µs of device time was reported (with the "
                 f"{spin_us:.0f} µs spin, {overhead_us:.0f} µs of flushes and copies and the "
                 f"slack, at most {allowed:.0f} µs is explained)")

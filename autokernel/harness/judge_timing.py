@@ -59,6 +59,7 @@ from autokernel.harness.untrusted import (
 )
 from autokernel.harness.verdict import Verdict
 from autokernel.ops.spec import Inputs, Shape, dtype_name
+from autokernel.text import count_of
 
 AUDITS_PER_TIMED_SHAPE = 3  # timed outputs kept (uniformly at random) and compared in full
 WALL_RETRIES = 2
@@ -425,7 +426,8 @@ class JudgeTiming:
 
     def _local_batch(self, k: int, shape: Shape, dtype: torch.dtype, local: Local,
                      calls: int) -> list[float]:
-        gen = generator(self.device, derive_seed(self.job.seed, "baseline", k, secrets.randbits(32)))
+        gen = generator(self.device, derive_seed(self.job.seed, "baseline", k,
+                                                 secrets.randbits(32)))
         args = [self._make(shape, dtype, gen) for _ in range(calls)]
         for attempt in range(BATCH_ATTEMPTS):
             times = run_batch(local.fn, args, self.flush, self.spinner, local.spin_us)
@@ -475,7 +477,8 @@ class JudgeTiming:
                 if contradictions > WALL_RETRIES:
                     raise Verdict("FAIL", "timing", f"the judge's clock contradicts the device "
                                   f"time the {remote.name} process reported at {where}: "
-                                  f"{problem} (in {contradictions} batches in a row)",
+                                  f"{problem} ({count_of(contradictions, 'contradiction')} in "
+                                  "a row)",
                                   "timing-contradiction")
                 continue
             if not ahead and self.device.type == "cuda":
@@ -512,12 +515,14 @@ class JudgeTiming:
             if remote.name == "candidate" and remote.batches and \
                     remote.unverified > MAX_UNVERIFIED_SHARE * remote.batches:
                 raise Verdict("FAIL", "timing", f"the judge's clock could not bound the "
-                              f"candidate's timing at {where}: in {remote.unverified} of "
-                              f"{remote.batches} batches its process says its host fell behind "
-                              "the GPU even behind a long spin", "timing-contradiction")
+                              f"candidate's timing at {where}: in {remote.unverified} of its "
+                              f"batches ({remote.batches} in all) its process says its host "
+                              "fell behind the GPU even behind a long spin",
+                              "timing-contradiction")
             if remote.unverified:
-                self.report.notes.append(f"{where}: {remote.unverified} of {remote.batches} "
-                                         f"{remote.name} batches had the host behind the GPU")
+                self.report.notes.append(f"{where}: the host was behind the GPU in "
+                                         f"{remote.unverified} of the {remote.name}'s batches "
+                                         f"({remote.batches} in all)")
 
     def _audit_kept(self, k: int, shape: Shape, dtype: torch.dtype, where: str) -> None:
         """The randomly kept timed outputs, compared in full with references made here."""

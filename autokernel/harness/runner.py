@@ -68,7 +68,7 @@ def _bytes_under(path: Path) -> int:
     return total
 
 
-# -- baseline cache ---------------------------------------------------------------------------------
+# -- baseline cache --------------------------------------------------------------------------------
 
 def read_baseline_cache(cache_dir: Path) -> dict[str, dict[str, Any]]:
     try:

@@ -62,7 +62,8 @@ from autokernel.harness.guards.threads import live_threads, new_threads
 __all__ = [
     "ALLOWED_ATEN_OPS", "DEVICE_CHECKED_OPS", "HOST_READ_METHODS", "KNOB_HOOKS",
     "POISONED_ALLOCATIONS", "TORCH_REBINDS_LAZILY", "TRITON_LAUNCH_OPS", "FallbackRecorder",
-    "HostReadError", "HostReadGuard", "IdentitySnapshot", "Poison", "PoisonFiller", "LaunchMonitor", "RegistrationWatch",
+    "HostReadError", "HostReadGuard", "IdentitySnapshot", "Poison", "PoisonFiller",
+    "LaunchMonitor", "RegistrationWatch",
     "allowed_op_tables", "dispatch_tables", "harness_namespaces", "knob_hooks", "launch_digest",
     "live_threads", "module_tensors", "new_threads", "poison_allocator", "poison_free_cache",
     "watch_registrations",

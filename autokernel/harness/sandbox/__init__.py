@@ -24,10 +24,11 @@ confines the process and everything it later starts, in layers that each degrade
 - `rlimits`: address space (CPU), file size, tasks, open files, no core dumps (`reads`).
 - `landlock_fs` (Landlock, kernel >= 5.13): reads only of `readable` when given
   (`candidate_readable`: the installs, its directory, /dev, /proc/self; `/proc/self` is bound to
-  the process's own /proc/<pid>, so no other process's environ is readable); writes (create, delete, rename,
-  truncate) only beneath `work_dir` and `writable` (and /dev/null, and the GPU's device files
-  for `device="cuda"`); execution only of `executables` and what they need to run (their ELF
-  interpreter, ld.so; for a `#!` script, its interpreter and the programs it names).
+  the process's own /proc/<pid>, so no other process's environ is readable); writes (create,
+  delete, rename, truncate) only beneath `work_dir` and `writable` (and /dev/null, and the
+  GPU's device files for `device="cuda"`); execution only of `executables` and what they need
+  to run (their ELF interpreter, ld.so; for a `#!` script, its interpreter and the programs it
+  names).
 - `landlock_net` (Landlock ABI >= 4): no TCP bind or connect (and UDP from ABI 10).
 - `landlock_signals` (Landlock ABI >= 6): no signal to any process outside the sandbox (the
   judge, the spawner, `kill(-1)`).
@@ -120,7 +121,8 @@ __all__ = [
     "CANDIDATE_FEATURES", "CLONE_DENIED_FLAGS", "EXTRA_EXEC_ENV", "FEATURES", "LANDLOCK_ABI_LINUX",
     "LANDLOCK_NET_ABI", "LANDLOCK_SCOPE_ABI", "LANDLOCK_TSYNC_ABI", "PROBE_SOURCE",
     "SECCOMP_DENIED", "SECCOMP_DENIED_WITHOUT_EXEC", "TREE_MARKER_ENV", "Capability",
-    "SandboxState", "apply_candidate_sandbox", "apply_limits", "candidate_readable", "become_subreaper", "c_compiler_programs",
+    "SandboxState", "apply_candidate_sandbox", "apply_limits", "candidate_readable",
+    "become_subreaper", "c_compiler_programs",
     "drop_capabilities", "elf_interpreter", "extra_executables", "hide_from_candidates",
     "is_dumpable", "kill_process_tree", "landlock_abi", "new_tree_marker", "observed_confinement",
     "program_closure", "sandbox_capabilities", "script_programs", "show_to_self",
