@@ -211,10 +211,16 @@ def test_a_candidate_that_writes_too_much_is_rejected(tmp_path: Path,
 # -- class 10 and the honest controls -------------------------------------------------------------
 
 @pytest.mark.skipif(not ON_CPU, reason="the interpreter's gap")
-def test_a_triton_body_that_runs_numpy_fails_the_gpu_compile(tmp_path: Path) -> None:
-    result = bench("numpy_in_jit.py", tmp_path, SMOKE, static_scan=False)
+@pytest.mark.parametrize("name,static,text", [
+    ("numpy_in_jit.py", False, "Unsupported function"),
+    # The scan passes it: its import prints a forged answer and exits, when compiling only.
+    ("forged_compile_answer.py", True, "SystemExit"),
+])
+def test_a_triton_body_that_runs_numpy_fails_the_gpu_compile(name: str, static: bool, text: str,
+                                                              tmp_path: Path) -> None:
+    result = bench(name, tmp_path, SMOKE, static_scan=static)
     assert result.status is Status.FAIL and result.rule == "gpu-compile", result.reason
-    assert result.stage == "gpu_compile" and "sm_90" in result.reason
+    assert result.stage == "gpu_compile" and "sm_90" in result.reason and text in result.reason
 
 
 # honest_softmax_control.py passes in test_an_incumbent_cannot_reach_the_challenger.
@@ -232,6 +238,7 @@ def test_every_red_team_file_is_judged_here() -> None:
         "escape_pkgutil_resolve.py", "escape_typing_extensions_io.py", "escape_coding_utf7.py",
         "read_outside_files.py", "read_other_environ.py", "sabotage_incumbent.py",
         "incumbent_slows_challenger.py", "plant_triton_cache.py", "write_quota.py",
-        "numpy_in_jit.py", "honest_softmax_control.py", "honest_factory_closure.py"}
+        "numpy_in_jit.py", "forged_compile_answer.py", "honest_softmax_control.py",
+        "honest_factory_closure.py"}
     assert {p.name for p in RED_TEAM.glob("*.py")} == named
     assert len(named) - 2 >= 30  # attacks, besides the two honest controls
