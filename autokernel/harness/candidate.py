@@ -45,6 +45,7 @@ from autokernel.harness.guards import (
     live_threads, new_threads, poison_allocator, poison_free_cache,
 )
 from autokernel.harness.guards.state import CallableState
+from autokernel.harness.guards.threads import start_thread_pools
 from autokernel.harness.inputs import tensors
 from autokernel.harness.outputs import aliasing, returned_type, tuple_problem
 from autokernel.harness.probe import self_test
@@ -119,9 +120,9 @@ class Candidate(CandidateTiming):
             torch.cuda.set_device(self.device)
         else:
             # The production thread count (torch's default for this machine): a kernel must not
-            # be able to tell the harness by torch.get_num_threads() == 1. The pool is started
-            # now, so its threads exist before any call is watched.
-            torch.ones(1 << 16).sum()
+            # be able to tell the harness by torch.get_num_threads() == 1. The pools are started
+            # now, so their threads exist before any call is watched.
+            start_thread_pools()
         self.spec = get_spec(job["kernel_type"])
         self.kernel_path = job["kernel_path"]
         self.filler = PoisonFiller(Poison.from_dict(job["poison"]), self.device)

@@ -33,3 +33,20 @@ def _name(tid: int) -> str:
 def new_threads(before: set[int]) -> list[str]:
     """'name (thread 1234)' for each thread alive now that was not in `before`."""
     return [f"{_name(tid)} (thread {tid})" for tid in sorted(live_threads() - before)]
+
+
+def start_thread_pools() -> None:
+    """Start, now, the thread pools a call could otherwise start lazily: torch's intra-op pool
+    and the BLAS pools of torch and numpy (the interpreter's `tl.dot` runs numpy). A fork
+    leaves each pool to be re-created on its first parallel use, which would then show as a
+    thread the candidate left running; a long-running production process has them all."""
+    import numpy
+
+    import torch
+
+    torch.ones(1 << 16).sum()
+    square = torch.ones(256, 256)
+    square @ square
+    for dtype in (numpy.float32, numpy.float64):
+        block = numpy.ones((256, 256), dtype=dtype)
+        block @ block
