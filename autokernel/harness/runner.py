@@ -277,7 +277,8 @@ def run_bench(
       `vs_incumbent` with its 95% interval); `min_gain`: a paired interval that straddles
       1 + min_gain and is wide is re-timed once with more rounds.
     - `correctness_only`: every correctness and anti-cheat stage in the same sandboxed worker,
-      then no baselines and no timing (a draft's check, for the claude agent's test_kernel).
+      then no baselines, no timing and, on the CPU, no sm_90 compile gate (a draft's check, for
+      the claude agent's test_kernel; its compile_kernel tool compiles the draft).
     - `only_stages`: tests only, the correctness stages to run (e.g. ["smoke"]); the others
       say "skip" in `stages` and a note says the verdict is partial.
 
@@ -442,7 +443,12 @@ def run_bench(
     if report.stage == "worker" and output_tail.strip():  # the candidate process died
         result.reason += f": {_last_lines(output_tail)}"
         result.detail = candidate_text(output_tail[-DETAIL_CHARS:], DETAIL_CHARS)
-    if device == "cpu" and result.status is Status.PASS:
+    if device == "cpu" and result.status is Status.PASS and correctness_only:
+        # A draft's check, never a keep: the agent's compile_kernel tool compiles it for sm_90,
+        # and the experiment's own bench gates its PASS.
+        result.stages["gpu_compile"] = "skip"
+        result.notes.append("the sm_90 compile check is left to the experiment's own bench")
+    elif device == "cpu" and result.status is Status.PASS:
         _gate_on_gpu_compile(result, report, source, env)
     if written > WRITE_QUOTA_BYTES and result.status is Status.PASS:
         result.status, result.stage, result.rule = Status.REJECTED, "worker", "write-quota"
