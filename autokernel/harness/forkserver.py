@@ -177,6 +177,11 @@ def serve() -> None:
         _send(sock, {"ready": False, "error": f"{threading.active_count()} Python threads after "
                                               "import"})
         return
+    # CUDA does not survive a fork: a warm-up that started it would break every child.
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        _send(sock, {"ready": False, "error": "CUDA was initialised by the imports or warm-up"})
+        return
     # SIGCHLD wakes the loop through a pipe, so exits are reported while it waits for requests.
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
