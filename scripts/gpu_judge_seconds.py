@@ -25,6 +25,7 @@ BUDGET_S = 10.0
 def main() -> int:
     from autokernel.harness.runner import run_bench
     from autokernel.kernels import starter_path
+    from autokernel.text import count_of
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--kernels", nargs="*", default=["softmax", "rmsnorm"])
