@@ -29,11 +29,12 @@ def verify(
                                         "model.", show_default="compile on cuda"),
     gradients: bool = typer.Option(True, "--gradients/--no-gradients", help="Check parameter "
                                    "gradients through the kernels' backward."),
-    all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
-                                     "kernels that were slower than eager PyTorch at their "
-                                     "profiled shape (left out by default)."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Route every finished kernel, "
+                                     "also those that do not make the model faster (left out "
+                                     "by default)."),
 ) -> None:
-    """Splice the run's finished kernels into its model; check the output, time it end to end."""
+    """Splice the run's finished kernels into its model; check the output; keep the kernels that
+    make it faster, in each mode; time the deliveries end to end."""
     from autokernel.integrate.loader import RunError, open_run
 
     if iters is not None and iters < 1:
@@ -42,7 +43,7 @@ def verify(
         fail("--budget must be positive")
     try:
         run = open_run(directory, include_slower=all_kernels)
-        run.require_finished()
+        run.require_any_finished()
     except RunError as exc:
         fail(str(exc))
     resolved = device_or_fail(plain(device))
@@ -87,11 +88,12 @@ def report(
 def export(
     directory: Path = typer.Argument(..., metavar="DIR", help=DIRECTORY_HELP),
     to: Path = typer.Option(..., "--to", help="The module to write, e.g. llama_kernels.py."),
-    all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
-                                     "kernels that were slower than eager PyTorch at their "
-                                     "profiled shape (left out by default)."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Export every finished "
+                                     "kernel, also those verify left out of the model (or, "
+                                     "before verify, slower than eager PyTorch alone)."),
 ) -> None:
-    """Write the finished kernels as one self-contained module with a `patch(model)` function."""
+    """Write the kernels verify kept as one self-contained module with `patch(model)` and
+    `optimize(model)`."""
     from autokernel.integrate.export import ExportError, export_run
     from autokernel.integrate.loader import RunError, open_run
 

@@ -159,8 +159,10 @@ def _as_dict(paired: PairedSpeedup | None) -> dict[str, float] | None:
 
 
 def _medians(batch: Batch, config: Config) -> dict[str, float | None]:
+    """Each figure's median (and any other figure the batch measured, such as host time)."""
     found = batch.get(config)
-    return {f: (found.median_us(f) if found and not found.error else None) for f in FIGURES}
+    figures = list(FIGURES) + [f for f in (found.rounds if found else {}) if f not in FIGURES]
+    return {f: (found.median_us(f) if found and not found.error else None) for f in figures}
 
 
 def effect(batch: Batch, current: Config, kernel: str) -> Effect:

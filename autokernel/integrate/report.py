@@ -273,7 +273,7 @@ def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
 
 
 def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
-    from autokernel.integrate.end_to_end import end_to_end_lines
+    from autokernel.integrate.end_to_end import end_to_end_lines, selection_markdown
     from autokernel.integrate.verify_result import routed_where
 
     lines = [f"# autokernel report: {report.run_tag}", "", _headline(report) + ".", ""]
@@ -306,6 +306,8 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
         for row in v["kernels"]:
             lines.append(f"| {row['tag']} | {routed_where(row)} | {row['calls_per_forward']} | "
                          f"{row['backward_description']} |")
+        selection = selection_markdown(v)
+        lines += [""] + selection if selection else []
     else:
         lines.append(f"Not verified yet: run `autokernel verify {report.root}`.")
     from autokernel.integrate.progress_plot import CAPTION

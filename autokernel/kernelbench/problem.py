@@ -165,21 +165,17 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     return state
 
 
-def open_verified_run(job: ProblemJob, notes: list[str]) -> FinishedRun:
-    """The run as verify sees it; when no finished kernel beat eager PyTorch, every finished
-    kernel instead (a benchmark judges what the agent wrote, not only what would ship)."""
+def open_verified_run(job: ProblemJob) -> FinishedRun:
+    """The run as verify sees it: every finished kernel is a candidate, and verify's in-context
+    selection routes only those that make the model faster (all of them with --all-kernels)."""
     from autokernel.integrate.loader import RunError, open_run
 
     run = open_run(job.workspace, include_slower=job.all_kernels)
     try:
-        run.require_finished()
-        return run
+        run.require_any_finished()
     except RunError as exc:
-        if not run.finished_targets():
-            raise StageFailure("verify", str(exc), status=NO_KERNEL) from None
-    notes.append("no finished kernel beat eager PyTorch at its profiled shape: verified with "
-                 "every finished kernel")
-    return open_run(job.workspace, include_slower=True)
+        raise StageFailure("verify", str(exc), status=NO_KERNEL) from None
+    return run
 
 
 def verify_stage(job: ProblemJob, record: dict[str, Any], emit: Callable[[str], None]
@@ -187,7 +183,7 @@ def verify_stage(job: ProblemJob, record: dict[str, Any], emit: Callable[[str], 
     from autokernel.integrate.loader import RunError
     from autokernel.integrate.verify import VerifyLog, VerifyOptions, verify_run
 
-    run = open_verified_run(job, record["notes"])
+    run = open_verified_run(job)
     cuda = job.device == "cuda"
     options = VerifyOptions(device=job.device, iters=None if cuda else VERIFY_CPU_ROUNDS,
                             compile=cuda, budget_s=job.verify_budget_s)
@@ -219,7 +215,8 @@ def target_rows(state: RunState, plan: Plan, verified: dict[str, Any] | None
             "keeps": target.keeps, "kernel": bool(target.kernel_file),
             "speedup_vs_eager": best.speedup_vs_eager if best else None,
             "speedup_vs_compile": best.speedup_vs_compile if best else None,
-            "spliced": routed is not None,
+            # routed in the delivered eager model: verify kept it there
+            "spliced": routed is not None and routed.get("selected", {}).get("eager", True),
             "calls_per_forward": routed["calls_per_forward"] if routed else None,
         })
     return rows
