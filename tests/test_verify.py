@@ -466,7 +466,7 @@ def test_an_unforeseen_failure_of_verify_is_one_line(tmp_path: Path,
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("timer broke\nsecond line")
 
-    monkeypatch.setattr(verify_module, "_time_models", broken)
+    monkeypatch.setattr(verify_module, "measure_in_context", broken)
     with pytest.raises(RunError) as raised:
         verify_run(open_run(run), VerifyOptions(device=DEVICE, iters=1, compile=False))
     assert str(raised.value) == "verify failed: RuntimeError: timer broke"

@@ -78,6 +78,7 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
     time_wall,
 )
 from autokernel.integrate.ablation import FORCED, NOT_JUDGED_CPU
+from autokernel.integrate.in_context import Setup, measure_in_context
 from autokernel.integrate.verify_result import (  # noqa: F401 - verify's API, re-exported
     VERIFY_FILE,
     print_result,
@@ -199,7 +200,6 @@ def selection_is_judged(run: FinishedRun, device: str) -> bool:
 def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[str, Any]:
     import torch
 
-    from autokernel.integrate.in_context import Setup, measure_in_context
     from autokernel.integrate.loader import RunError, load_finished, load_run_model
     from autokernel.ops.spec import dtype_name
     from autokernel.profiling.model_loader import call_forward
