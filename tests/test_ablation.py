@@ -81,6 +81,11 @@ def test_a_kernel_that_saves_device_time_but_costs_wall_time_is_out() -> None:
     # With device time as the primary figure the same kernel is out too: it costs wall time.
     device_first = ablate("eager", list(effects), fake_measure(effects), primary=DEVICE)
     assert device_first.chosen == [] and "wall time faster" in device_first.rows[0].reason
+    # Replayed from a CUDA graph, the forward has no host cost: judged by device time alone,
+    # the same kernel is in.
+    graph = ablate("cuda-graph", list(effects), fake_measure(effects), primary=DEVICE,
+                   secondary=())
+    assert graph.chosen == ["01_host_bound"] and graph.rows[0].reason.startswith("removing")
 
 
 def test_greedy_drop_removes_a_kernel_that_only_helps_alone() -> None:

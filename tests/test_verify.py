@@ -381,9 +381,10 @@ def test_verify_on_the_gpu_with_inductor(run_dir: Path) -> None:
     assert result["routed_calls_per_forward"] == sum(EXPECTED_CALLS.values())
     # In-context selection judged every kernel in both modes, and the delivery is the fastest
     # of the deliveries timed, plain torch.compile and reduce-overhead among them.
-    assert set(result["selection"]) == {"eager", "compile"}
+    modes = {"eager", "cuda-graph", "compile", "reduce-overhead"}
+    assert set(result["selection"]) == modes
     assert {(r["kernel"], r["mode"]) for r in result["ablation"]} == {
-        (row["tag"], mode) for row in result["kernels"] for mode in ("eager", "compile")}
+        (row["tag"], mode) for row in result["kernels"] for mode in modes}
     modes = {row["delivery"]["mode"] for row in result["deliveries"]}
     assert {"eager", "compile", "reduce-overhead", "cuda-graph"} <= modes
     fastest = min(row["wall"]["median_us"] for row in result["deliveries"])

@@ -14,6 +14,8 @@ interleaved rounds (paired: whatever drifts between rounds hits all of them alik
    mode's primary figure (the interval's low end above 1) and does not speed it up beyond the
    noise in the other figure (the interval's high end not below 1): a kernel that saves device
    time but costs more host time than that in a host-bound forward is out;
+   A mode that replays a CUDA graph (no host cost per forward) is judged by device time
+   alone;
 3. the first batch holds no kernel, all of them (for the record) and each one alone; a kernel
    that does not earn its place alone (S = {i}) is out at once;
 4. greedy drop from the rest: S and S minus each of its kernels are timed in a new paired batch
@@ -176,16 +178,19 @@ def effect(batch: Batch, current: Config, kernel: str) -> Effect:
     return Effect(speedup, _medians(batch, current), _medians(batch, without), error)
 
 
-def verdict(found: Effect, primary: str) -> tuple[str, str]:
-    """IN or OUT for a kernel with this effect, and why (see the module doc, step 3)."""
+def verdict(found: Effect, primary: str, secondary: Sequence[str] | None = None
+            ) -> tuple[str, str]:
+    """IN or OUT for a kernel with this effect, and why (see the module doc, step 2).
+    `secondary`: the figures a kept kernel must not make worse (default: the other one)."""
     if found.error is not None:
         return OUT, FAILS.format(error=found.error)
     main = found.speedup.get(primary)
     if main is None or main.low <= 1.0:
         return OUT, NO_GAIN
-    for other in FIGURES:
+    others = [f for f in FIGURES if f != primary] if secondary is None else secondary
+    for other in others:
         paired = found.speedup.get(other)
-        if other != primary and paired is not None and paired.high < 1.0:
+        if paired is not None and paired.high < 1.0:
             return OUT, COSTS_OTHER.format(other=other)
     return IN, EARNS
 
@@ -203,7 +208,8 @@ def _greedy_batch(current: Config) -> list[Config]:
 
 
 def ablate(mode: str, candidates: Sequence[str], measure: Measure, *, primary: str = WALL,
-           judged: bool = True, forced_reason: str = FORCED) -> Ablation:
+           secondary: Sequence[str] | None = None, judged: bool = True,
+           forced_reason: str = FORCED) -> Ablation:
     """Choose the kernels of `candidates` to route in `mode` (see the module doc).
 
     `judged=False` (the CPU, or --all-kernels) times no kernel against all of them, for the
@@ -230,7 +236,7 @@ def ablate(mode: str, candidates: Sequence[str], measure: Measure, *, primary: s
     else:  # step 1: a kernel that does not earn its place alone is out at once
         current = frozenset()
         for tag in sorted(everything):
-            decision, reason = verdict(alone[tag], primary)
+            decision, reason = verdict(alone[tag], primary, secondary)
             if decision == OUT:
                 rows[tag] = row(tag, frozenset({tag}), alone[tag], OUT, f"alone: {reason}", 1)
             else:
@@ -243,7 +249,7 @@ def ablate(mode: str, candidates: Sequence[str], measure: Measure, *, primary: s
         batches += 1
         errors.update({label(c): r.error for c, r in batch.items() if r.error})
         effects = {tag: effect(batch, current, tag) for tag in current}
-        decided = {tag: verdict(found, primary) for tag, found in effects.items()}
+        decided = {tag: verdict(found, primary, secondary) for tag, found in effects.items()}
         losers = [tag for tag, (decision, _) in decided.items() if decision == OUT]
         if not losers:
             for tag in sorted(current):

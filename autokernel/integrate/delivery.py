@@ -2,7 +2,8 @@
 fastest, applied to a user's model by `autokernel.load(DIR).optimize(model)` (and the exported
 module's `optimize(model)`).
 
-Four modes, each with the kernels in-context selection chose for it (`ablation.py`):
+Four modes, each with the kernels in-context selection chose for it (`ablation.py`; the graph
+modes judged by device time, since a replay has no host cost per forward):
 
 - `eager`: the model's own forward with the kernels routed in (`patch_model`);
 - `cuda-graph`: the same forward captured once per input signature in a CUDA graph and replayed
@@ -31,7 +32,9 @@ from autokernel.integrate.routing import RoutedKernel
 
 EAGER, CUDA_GRAPH, COMPILE, REDUCE_OVERHEAD = "eager", "cuda-graph", "compile", "reduce-overhead"
 DELIVERY_MODES = (EAGER, CUDA_GRAPH, COMPILE, REDUCE_OVERHEAD)
-# Which ablation's kernel set each delivery routes: the graph modes replay what they capture.
+# Which configurations' timings stand for each delivery's kernels: a CUDA graph replays the eager
+# forward's kernels, reduce-overhead the compiled forward's (each mode still has its own selection,
+# the graph modes judged by device time alone).
 KERNEL_MODE = {EAGER: EAGER, CUDA_GRAPH: EAGER, COMPILE: COMPILE, REDUCE_OVERHEAD: COMPILE}
 MAX_GRAPHS = 8  # input signatures captured by one GraphedForward; more run the plain forward
 

@@ -244,6 +244,20 @@ def _batch_measure(setup: Setup, models: Models, mode: str, record: Record
     return measure
 
 
+def _memo(measure: Callable[[list[Config]], Batch]) -> Callable[[list[Config]], Batch]:
+    """`measure`, answering a batch of the very configurations it timed before from that batch
+    (two ablations of the same measurements start from the same first batch)."""
+    done: dict[tuple[Config, ...], Batch] = {}
+
+    def measure_once(configs: list[Config]) -> Batch:
+        key = tuple(configs)
+        if key not in done:
+            done[key] = measure(configs)
+        return done[key]
+
+    return measure_once
+
+
 def _summary(rounds: ConfigRounds | None, figure: str) -> dict[str, Any] | None:
     values = (rounds.rounds.get(figure) if rounds is not None else None) or []
     if not values:
@@ -265,14 +279,11 @@ def _deliveries(setup: Setup, models: Models, record: Record, chosen: dict[str, 
     from autokernel.profiling.model_loader import call_forward
 
     contestants: dict[str, Delivery] = {}
-    if setup.compile:
-        for mode in (COMPILE, REDUCE_OVERHEAD):
-            contestants[mode] = Delivery(mode)
-            if chosen.get(COMPILE):
-                contestants[f"{mode}+kernels"] = Delivery(mode, tuple(chosen[COMPILE]))
-    contestants[CUDA_GRAPH] = Delivery(CUDA_GRAPH)
-    if chosen.get(EAGER):
-        contestants[f"{CUDA_GRAPH}+kernels"] = Delivery(CUDA_GRAPH, tuple(chosen[EAGER]))
+    modes = (COMPILE, REDUCE_OVERHEAD, CUDA_GRAPH) if setup.compile else (CUDA_GRAPH,)
+    for mode in modes:
+        contestants[mode] = Delivery(mode)
+        if chosen.get(mode):
+            contestants[f"{mode}+kernels"] = Delivery(mode, tuple(chosen[mode]))
     functions = {}
     for name, delivery in contestants.items():
         model = models.compiled_model(delivery.mode, frozenset(delivery.kernels))
@@ -297,19 +308,25 @@ def measure_in_context(setup: Setup) -> dict[str, Any]:
     record = Record()
     candidates = [k.tag for k in setup.kernels.kernels]
     ablations: dict[str, Ablation] = {}
+    graphs = setup.device.type == "cuda"
     try:
         with torch.no_grad(), recompile_limits():
             setup.emit(f"in-context selection, eager: {len(candidates)} kernels, each "
                        "configuration timed in the same rounds (wall and device time)")
-            ablations[EAGER] = ablate(EAGER, candidates, _batch_measure(setup, models, EAGER,
-                                                                          record),
-                                      judged=setup.judged, forced_reason=setup.forced_reason)
+            judging = {"judged": setup.judged, "forced_reason": setup.forced_reason}
+            eager = _memo(_batch_measure(setup, models, EAGER, record))
+            ablations[EAGER] = ablate(EAGER, candidates, eager, **judging)
+            if graphs:  # a CUDA graph replays the eager kernels: judged by device time alone
+                ablations[CUDA_GRAPH] = ablate(CUDA_GRAPH, candidates, eager, primary=DEVICE,
+                                               secondary=(), **judging)
             if setup.compile:
                 setup.emit("in-context selection under torch.compile: each configuration "
                            "compiled with its kernels in the graph")
-                ablations[COMPILE] = ablate(
-                    COMPILE, candidates, _batch_measure(setup, models, COMPILE, record),
-                    judged=setup.judged, forced_reason=setup.forced_reason)
+                compiled = _memo(_batch_measure(setup, models, COMPILE, record))
+                ablations[COMPILE] = ablate(COMPILE, candidates, compiled, **judging)
+                if graphs:
+                    ablations[REDUCE_OVERHEAD] = ablate(REDUCE_OVERHEAD, candidates, compiled,
+                                                        primary=DEVICE, secondary=(), **judging)
             chosen = {mode: a.chosen for mode, a in ablations.items()}
             deliveries: dict[str, Any] = {}
             if setup.device.type == "cuda":
@@ -379,10 +396,9 @@ def assemble(ablations: dict[str, Ablation], record: Record, deliveries: dict[st
         wall = _summary(timed, WALL)
         if wall is None or delivery.label in rounds:
             continue  # not timed, or an empty selection's repeat of the plain model
-        kernel_mode = KERNEL_MODE[delivery.mode]
-        plain, patched = (("eager", "patched") if kernel_mode == EAGER
-                          else ("compile", "patched_compile"))
-        device = classic[DEVICE].get(patched if delivery.kernels else plain)
+        # a delivery's device time: its kernels' configuration, timed in its ablation
+        device = _summary(record.rounds.get((KERNEL_MODE[delivery.mode],
+                                             frozenset(delivery.kernels))), DEVICE)
         table.append({"delivery": delivery.to_dict(), "label": delivery.label, "wall": wall,
                       "device": device, "batch": batch})
         rounds[delivery.label] = (batch, timed)
