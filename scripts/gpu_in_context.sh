@@ -56,6 +56,7 @@ import exported_kernels
 
 spec = importlib.util.spec_from_file_location("user_model", model_file)
 user = importlib.util.module_from_spec(spec)
+sys.modules["user_model"] = user  # as an import would: dataclasses look their module up
 spec.loader.exec_module(user)
 torch.manual_seed(0)
 model = user.Model(*getattr(user, "get_init_inputs", lambda: [])()).cuda().half().eval()

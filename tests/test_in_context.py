@@ -118,3 +118,33 @@ def test_optimize_before_verify_says_what_to_run(run_dir: Path) -> None:  # noqa
     model = load_model_file(TINY_LLAMA, dtype="fp32", device=DEVICE).model
     with pytest.raises(RunError, match="autokernel verify"):
         loaded.optimize(model)
+
+
+def _row(mode: str, kernels: tuple[str, ...], wall: float, device: float | None) -> dict:
+    figure = lambda us: {"median_us": us, "iqr_us": us * 0.01, "samples": 40}  # noqa: E731
+    return {"delivery": {"mode": mode, "kernels": list(kernels)},
+            "label": f"{mode} {kernels}", "wall": figure(wall),
+            "device": figure(device) if device else None}
+
+
+@pytest.mark.parametrize("rows, expected", [
+    # The H200's Mistral-style run: the kernels in a CUDA graph win the wall time (1.01 ms
+    # against reduce-overhead's 1.12) but lose device time to Inductor (888 µs against 791):
+    # reduce-overhead without kernels is delivered.
+    ([("eager", (), 2660, 1250), ("compile", (), 1580, 791), ("reduce-overhead", (), 1120, 791),
+      ("cuda-graph", (), 1380, 1250), ("cuda-graph", ("a", "b"), 1010, 888)],
+     ("reduce-overhead", [])),
+    # Kernels that beat Inductor in the graph win both figures: delivered.
+    ([("compile", (), 1580, 791), ("reduce-overhead", (), 1120, 791),
+      ("reduce-overhead", ("a",), 1040, 740), ("cuda-graph", ("a", "b"), 1010, 900)],
+     ("reduce-overhead", ["a"])),
+    # No compiled mode (it failed to compile): the fastest plain delivery is the reference.
+    ([("eager", (), 900, 800), ("cuda-graph", (), 850, 800), ("cuda-graph", ("a",), 820, 780)],
+     ("cuda-graph", ["a"])),
+])
+def test_the_delivery_is_never_slower_than_the_faster_compile_mode(rows, expected) -> None:
+    from autokernel.integrate.in_context import choose
+
+    best, why = choose([_row(*r) for r in rows])
+    assert (best["delivery"]["mode"], best["delivery"]["kernels"]) == expected
+    assert why
