@@ -133,6 +133,7 @@ class Selection:
 
     modes: dict[str, tuple[str, ...]]
     delivery: dict[str, Any] | None
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)  # (mode, tag) -> why out
 
     @property
     def tags(self) -> set[str]:
@@ -155,7 +156,9 @@ def selection_of(verified: dict[str, Any] | None, finished: list[TargetState]
     if made_for != current:
         return None
     modes = {mode: tuple(tags) for mode, tags in verified["selection"].items()}
-    return Selection(modes, verified.get("delivery"))
+    reasons = {(row["mode"], row["kernel"]): row["reason"] for row in verified.get("ablation", [])
+               if row.get("decision") == "out"}
+    return Selection(modes, verified.get("delivery"), reasons)
 
 
 def open_run(directory: str | Path, include_slower: bool = False) -> FinishedRun:
@@ -308,11 +311,20 @@ class LoadedKernels:
         compiled graphs) or `"kernels"` (every kernel does); see `patch_model`."""
         from autokernel.integrate.patch import patch_model
 
-        if only is None and self.selection is not None:
-            only = self.selection.eager
+        selection = self.selection if only is None else None
+        if selection is not None:
+            only = selection.eager
         chosen = self.kernels if only is None else [k for k in self.kernels
                                                      if k.tag in set(only)]
-        return patch_model(model, chosen, under_compile, left_out)
+        patch = patch_model(model, chosen, under_compile, left_out)
+        if selection is not None:  # say why verify's other kernels are not in eager mode
+            for kernel in self.kernels:
+                if kernel.tag not in selection.eager:
+                    why = selection.reasons.get(("eager", kernel.tag), "not selected")
+                    patch.report.left_out[kernel.tag] = (
+                        f"verify's in-context selection left it out of eager mode ({why}); "
+                        "optimize(model) uses the delivery verify chose")
+        return patch
 
     def optimize(self, model: nn.Module, delivery: Delivery | None = None) -> Delivered:
         """The fastest model `autokernel verify` measured: `model` with the kernels it kept, in

@@ -167,6 +167,9 @@ class RouteStats:
 @dataclass
 class PatchReport:
     kernels: dict[str, RouteStats]
+    # Kernels of the run not routed at all in this mode, and why (verify's in-context selection
+    # left them out): tag -> reason.
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def reset_counts(self) -> None:
         for stats in self.kernels.values():
@@ -180,7 +183,8 @@ class PatchReport:
         return {tag: stats.to_dict() for tag, stats in self.kernels.items()}
 
     def lines(self) -> list[str]:
-        return [stats.summary() for stats in self.kernels.values()]
+        return [stats.summary() for stats in self.kernels.values()] + [
+            f"{tag}: not routed: {why}" for tag, why in self.left_out.items()]
 
 
 # ---------------------------------------------------------------------------------------------
