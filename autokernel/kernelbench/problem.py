@@ -241,6 +241,11 @@ def fill_from_verify(record: dict[str, Any], verified: dict[str, Any]) -> None:
         "wall_speedup_vs_compile": wall.get("vs_compile"),
         "timing_meaningful": verified.get("timing", {}).get("meaningful", False),
         "gpu": verified.get("gpu"),
+        # what in-context selection kept (speedup_vs_* are the model with these kernels) and
+        # the delivery verify chose
+        "selection": verified.get("selection"),
+        "delivery": {k: v for k, v in (verified.get("delivery") or {}).items()
+                     if k in ("mode", "kernels", "why")} or None,
     })
     if not verified["accuracy"]["passed"]:
         accuracy = verified["accuracy"]
