@@ -34,6 +34,16 @@ def count_of(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
+def markdown_cell(text: str) -> str:
+    """`text` as Markdown shows it literally, in a table cell or a line: `<model>` is not taken
+    for an HTML tag, `|` does not end the cell, `*` and `_` start no emphasis."""
+    import re
+
+    escaped = re.sub(r"([\\`*\[\]|<>])", r"\\\1", " ".join(str(text).split()))
+    # An underscore inside a word (01_rmsnorm) never starts emphasis; only one at an edge can.
+    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", escaped)
+
+
 def error_summary(exc: BaseException, limit: int | None = None) -> str:
     """'TypeName: first line of the message', the line cut to `limit` characters; just
     'TypeName' for an exception without a message."""

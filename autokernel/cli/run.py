@@ -117,6 +117,7 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
     from autokernel.loop.dashboard import make_dashboard
     from autokernel.loop.config import CPU_LOOP_NOTE
     from autokernel.loop.journal import RunInconsistent
+    from autokernel.loop.results import read_rows
     from autokernel.loop.runner import Runner
     from autokernel.loop.summary import print_end_of_run
     from autokernel.loop.workspace import WorkspaceError
@@ -131,6 +132,7 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
     dashboard = make_dashboard(
         console, title=f"autokernel {state.run_tag}", device=config.device, agent=config.agent,
         timing_note=CPU_LOOP_NOTE if config.device == "cpu" else "", live=live,
+        history=read_rows(workspace.results_path),
     )
     runner = Runner(workspace, plan, state, config, agent, dashboard=dashboard)
     if new_hours is not None:
