@@ -134,3 +134,45 @@ def test_every_decision_is_shown_with_the_keep_rules_figure(tmp_path: Path) -> N
     finish = git(ws, "log", "-1", "--format=%s")
     assert finish.startswith("finish 01_softmax") and f"{format_speedup(chained)} the baseline" \
         in finish and not LATENCY.search(finish), finish
+
+
+def test_the_plot_reads_well_on_an_interpreter_run_with_a_one_experiment_panel() -> None:
+    """Integer ticks, a y-axis on the data (eager PyTorch 1000× off it is named at the edge, not
+    drawn), visible intervals and one legend for the figure."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from autokernel.integrate.progress_plot import REFERENCE_REACH, progress_figure
+
+    def row(tag: str, experiment: int, status: str, **figures: float) -> dict[str, Any]:
+        return {"tag": tag, "experiment": experiment, "status": status, "correctness": "PASS",
+                **figures}
+
+    frame = pd.DataFrame([
+        row("01_softmax", 0, "baseline", speedup_vs_pytorch=0.001, objective_us=9000.0),
+        row("01_softmax", 1, "revert", vs_best=0.9, vs_best_lo=0.7, vs_best_hi=1.1),
+        row("01_softmax", 2, "keep", vs_best=1.3, vs_best_lo=1.2, vs_best_hi=1.4),
+        row("02_rmsnorm", 3, "baseline", speedup_vs_pytorch=0.002, objective_us=800.0),
+    ])
+    target = SimpleNamespace(shape="64x128", dtype="fp32", speedup_vs_eager=0.001)
+    report = SimpleNamespace(frame=frame, run_tag="m-1", timing_meaningful=False, targets=[
+        SimpleNamespace(tag="01_softmax", **vars(target)),
+        SimpleNamespace(tag="02_rmsnorm", **vars(target))])
+    figure = progress_figure(report)  # type: ignore[arg-type]
+    figure.canvas.draw()
+    first, single = figure.axes
+    for axis in (first, single):
+        ticks = [t for t in axis.get_xticks() if axis.get_xlim()[0] <= t <= axis.get_xlim()[1]]
+        assert ticks and all(float(t).is_integer() for t in ticks), ticks
+        assert axis.get_legend() is None
+        low, high = axis.get_ylim()
+        assert high < 1.4 * REFERENCE_REACH and axis.get_yscale() == "linear"
+        assert any("eager PyTorch: " in text.get_text() and "above the data" in text.get_text()
+                   for text in axis.texts)
+    assert len(figure.legends) == 1
+    labels = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert len(labels) == len(set(labels)) and "95% interval of a paired speedup" in labels
+    (interval,) = first.containers  # the revert's interval: an error bar with caps
+    _, caps, _ = interval.lines
+    assert len(caps) == 2

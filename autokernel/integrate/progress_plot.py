@@ -121,8 +121,14 @@ def _inverse(speedup: float | None) -> float | None:
 
 
 def plot_progress(report: RunReport, path: Path) -> Path:
+    """progress.png: `progress_figure`, saved at `path`."""
+    progress_figure(report).savefig(path)
+    return path
+
+
+def progress_figure(report: RunReport) -> Any:
     """One panel per target: the keep rule's figure against experiment number, one legend for
-    the figure."""
+    the figure (a matplotlib Figure)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
@@ -146,8 +152,7 @@ def plot_progress(report: RunReport, path: Path) -> Path:
         figure.legend(list(legend.values()), list(legend), loc="lower center",
                       ncol=min(3, len(legend)), fontsize=7, frameon=False)
     figure.tight_layout(rect=(0, 0.5 / (2.6 * panels + 1.2) if legend else 0, 1, 1))
-    figure.savefig(path)
-    return path
+    return figure
 
 
 def _draw_panel(axis: Any, target: Any, series: ProgressSeries, legend: dict[str, Any]) -> None:
