@@ -6,7 +6,8 @@ console's: rich reads COLUMNS, or the real terminal's width):
 - a column whose every cell is empty ("", "–", "-") is dropped;
 - figures and names (a column with `wrap=False`) are never split or cut: their column is as
   wide as their widest cell;
-- free text (`wrap=True`) wraps at spaces, never narrower than its longest word;
+- free text (`wrap=True`) wraps at spaces, never narrower than its longest word, and so does
+  its header;
 - a header is never cut either: when the full headers do not fit, every column with a `short`
   header takes it, and the legend under the table says what each abbreviation means;
 - when that does not fit, the columns marked `drop` (1 first, then 2, ...) are left out, and a
@@ -123,8 +124,9 @@ def _widths(chosen: list[Column], index: list[int], rows: Sequence[Sequence[Cell
         cells = [_plain(row[i]) for row in rows]
         header = _width(heading.header(column))
         widest = max([_width(cell) for cell in cells] + [header])
-        if column.wrap:
-            longest = max([_longest_word(cell) for cell in cells] + [header])
+        if column.wrap:  # its header may wrap at spaces too, never inside a word
+            longest = max([_longest_word(cell) for cell in cells]
+                          + [_longest_word(heading.header(column))])
             minimum.append(min(widest, max(longest, NARROWEST_TEXT)))
         else:
             minimum.append(widest)
@@ -163,7 +165,7 @@ def fit_table(columns: Sequence[Column], rows: Sequence[Sequence[Cell]], width: 
         for column, cells_width in zip(plan.columns, plan.widths):
             table.add_column(plan.header(column), justify=column.justify,  # type: ignore[arg-type]
                              width=cells_width, no_wrap=not column.wrap,
-                             overflow="fold" if column.wrap else "ignore")
+                             overflow="fold")  # never reached: each width holds its cells
         for n, row in enumerate(rows):
             style = row_styles[n] if row_styles else None
             table.add_row(*(row[i] for i in index), style=style)

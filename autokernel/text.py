@@ -34,6 +34,12 @@ def count_of(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
 
 
+def scope_name(path: str) -> str:
+    """A module path as people read it: the empty path (the model's top-level module, where
+    calls anywhere in its forward are intercepted) is 'the whole model'."""
+    return path or "the whole model"
+
+
 def markdown_cell(text: str) -> str:
     """`text` as Markdown shows it literally, in a table cell or a line: `<model>` is not taken
     for an HTML tag, `|` does not end the cell, `*` and `_` start no emphasis."""

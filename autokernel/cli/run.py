@@ -13,7 +13,7 @@ from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTI
                                     MODEL_FILE_ARGUMENT, PANEL_AGENT, PANEL_BUDGET, PANEL_HARNESS,
                                     PANEL_MOVE_ON, PANEL_OUTPUT, PANEL_SPEEDUP, AgentChoice,
                                     Backend, Device, Dtype, SpeedupBaseline, console,
-                                    device_or_fail, fail, plain)
+                                    device_or_fail, fail, plain, progress_steps)
 from autokernel.text import error_summary
 from autokernel.versions import software_versions
 
@@ -53,14 +53,16 @@ def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) ->
         loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=device)
     except ModelLoadError as exc:
         fail(str(exc))
-    with console.status(f"profiling {model_file}"):
+    console.print(f"profiling {model_file} on {device} ({dtype})", highlight=False)
+    with progress_steps(f"profiling {model_file}: warm-up and profiled forwards") as steps:
         try:
             record = profile_model(loaded)
+            steps.step("sorting the recorded kernels into kernel types and ranking them")
+            plan = build_plan(record, model=str(model_file), class_name=class_name)
         except KeyboardInterrupt:
             fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input
             fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
-    plan = build_plan(record, model=str(model_file), class_name=class_name)
     del loaded, record
     _release_device_memory()
     return plan
