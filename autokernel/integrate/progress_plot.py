@@ -151,7 +151,8 @@ def progress_figure(report: RunReport) -> Any:
     if legend:  # once for the figure, below the panels, never over the data
         figure.legend(list(legend.values()), list(legend), loc="lower center",
                       ncol=min(3, len(legend)), fontsize=7, frameon=False)
-    figure.tight_layout(rect=(0, 0.5 / (2.6 * panels + 1.2) if legend else 0, 1, 1))
+    height = 2.6 * panels + 1.2  # inches: half an inch for the legend, a third for the title
+    figure.tight_layout(rect=(0, 0.5 / height if legend else 0, 1, 1 - 0.35 / height))
     return figure
 
 
@@ -220,7 +221,8 @@ def _draw_panel(axis: Any, target: Any, series: ProgressSeries, legend: dict[str
 def _reference_lines(axis: Any, series: ProgressSeries, low: float, high: float,
                      remember: Any) -> None:
     """Eager and torch.compile as marked lines when they are near the data; named at the
-    panel's top or bottom edge when they are far off it, so they never squash it."""
+    panel's top or bottom left corner when they are far off it, so they never squash it (the
+    data starts at the baseline, low on the left, and rises to the right)."""
     references = [(series.eager_level, "tab:blue", "--", "eager PyTorch"),
                   (series.compile_level, "tab:purple", ":", "torch.compile")]
     floor, ceiling = low / REFERENCE_REACH, high * REFERENCE_REACH
@@ -234,6 +236,6 @@ def _reference_lines(axis: Any, series: ProgressSeries, low: float, high: float,
         above = level > ceiling
         ratio = level / high if above else low / level
         axis.annotate(f"{label}: {ratio:,.0f}× {'above' if above else 'below'} the data "
-                      f"{'↑' if above else '↓'}", xy=(0.99, 0.97 if above else 0.03),
-                      xycoords="axes fraction", ha="right", va="top" if above else "bottom",
+                      f"{'↑' if above else '↓'}", xy=(0.01, 0.97 if above else 0.03),
+                      xycoords="axes fraction", ha="left", va="top" if above else "bottom",
                       fontsize=7, color=color)

@@ -41,20 +41,14 @@ def more_hours(hours: float) -> str:
 
 def print_end_of_run(workspace: Workspace, state: RunState, reason: str, console: Console, *,
                      llm_usage: str = "") -> None:
-    from autokernel.integrate.loader import open_run
-    from autokernel.integrate.report import build_report, print_summary, write_report
+    from autokernel.loop.results import read_rows
 
     console.print(f"stopped: {reason}", highlight=False, soft_wrap=True)
     written: list[str] = []
-    try:
-        report = build_report(open_run(workspace.root))
-        text, plot = write_report(report)
-    except Exception as exc:  # the run itself is done and saved; say why the report is missing
-        console.print(f"[yellow]report not written: {exc}[/]", highlight=False)
+    if read_rows(workspace.results_path):
+        written = _write_report(workspace, console)
     else:
-        # The run said at its start that a CPU run's figures are host-clock figures.
-        print_summary(report, console, with_stop_reason=False, with_cpu_note=False)
-        written = [f"report: {text}", f"plot: {plot}"]
+        console.print("no report: no experiment has finished yet", highlight=False)
     if llm_usage:
         console.print(f"LLM usage: {llm_usage}", highlight=False, soft_wrap=True)
     # One path a line, never wrapped: a path broken across lines does not paste.
@@ -64,3 +58,20 @@ def print_end_of_run(workspace: Workspace, state: RunState, reason: str, console
     hint = resume_hint(workspace, state)
     if hint:  # never wrapped: a command broken across lines pastes as two
         console.print(hint, highlight=False, soft_wrap=True)
+
+
+def _write_report(workspace: Workspace, console: Console) -> list[str]:
+    """report.md and progress.png, and the summary; the lines saying where they are ([] when
+    the report could not be written: the run itself is done and saved, so that is one line)."""
+    from autokernel.integrate.loader import open_run
+    from autokernel.integrate.report import build_report, print_summary, write_report
+
+    try:
+        report = build_report(open_run(workspace.root))
+        text, plot = write_report(report)
+    except Exception as exc:
+        console.print(f"[yellow]report not written: {exc}[/]", highlight=False)
+        return []
+    # The run said at its start that a CPU run's figures are host-clock figures.
+    print_summary(report, console, with_stop_reason=False, with_cpu_note=False)
+    return [f"report: {text}", f"plot: {plot}"]
