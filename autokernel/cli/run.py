@@ -226,6 +226,8 @@ def run(
     live: bool = typer.Option(None, "--live/--no-live", rich_help_panel=PANEL_OUTPUT,
                               help="Live dashboard, or plain log lines.",
                               show_default="live when stdout is a terminal"),
+    yes: bool = typer.Option(False, "--yes", help="Start even when, on the CPU, the model is "
+                             "too large for the night to finish a handful of experiments."),
 ) -> None:
     """Profile MODEL.py, then optimize its top kernels overnight in a workspace git repo."""
     device, dtype, agent = plain(device), plain(dtype), plain(agent)
@@ -309,9 +311,30 @@ def run(
         seed=seed,
         backend=backend,
     )
+    if resolved_device == "cpu":
+        _check_cpu_night(plan, chosen, config, yes)
     workspace, state = create_workspace(root, run_tag, model_file, class_name, plan, chosen,
                                          config, agent_options)
     _drive(workspace, plan, state, config, agent_impl, agent_note, live)
+
+
+def _check_cpu_night(plan: Plan, chosen: list[int], config: LoopConfig, yes: bool) -> None:
+    """Say what a CPU night will get through; refuse, unless --yes, one that would finish fewer
+    than a handful of experiments (a GPU-sized model in the Triton interpreter)."""
+    from autokernel.loop.cpu_estimate import estimate
+    from autokernel.text import format_duration
+
+    night = estimate(plan, chosen, config.hours, config.bench_timeout_s)
+    warning = night.warning()
+    if not warning:
+        console.print(f"on the CPU an experiment takes about "
+                      f"{format_duration(night.mean_seconds)} in the Triton interpreter: about "
+                      f"{night.experiments:.0f} in {config.hours:g} h", highlight=False)
+        return
+    if not yes:
+        fail(f"{warning}; run it on a GPU, try a smaller model such as "
+             "examples/models/tiny_llama.py, or pass --yes to start anyway")
+    console.print(f"[yellow]warning: {warning}; starting anyway (--yes)[/]", highlight=False)
 
 
 def create_workspace(root: Path, run_tag: str, model_file: Path, class_name: str, plan: Plan,
@@ -398,6 +421,7 @@ def resume(
     except (OSError, ValueError, KeyError, TypeError) as exc:
         fail(f"{directory} is not a readable autokernel run: {exc}")
 
+    _check_resumable(directory, state, hours, given=(agent, max_cost, max_llm_calls))
     resolved_device = device_or_fail(config.device)
     config.device = resolved_device
     options = {k: v for k, v in (("max_cost", max_cost), ("max_llm_calls", max_llm_calls))
@@ -408,6 +432,28 @@ def resume(
     state.finished = False
     state.sessions += 1
     _drive(workspace, plan, state, config, agent_impl, agent_note, live, new_hours=hours)
+
+
+def _check_resumable(directory: Path, state: RunState, hours: float | None,
+                     given: tuple[Any, ...]) -> None:
+    """A finished run resumed with nothing new would stop at once: say how to give it more
+    time instead (exit 0). A new --hours must exceed the time the run has used."""
+    from autokernel.loop.summary import more_hours
+    from autokernel.text import format_duration
+
+    used = format_duration(state.run_seconds)
+    if hours is not None and hours * 3600.0 <= state.run_seconds:
+        fail(f"--hours {hours:g} is not more than the {used} this run has used already; give "
+             "it more")
+    if not state.finished or hours is not None or any(v is not None for v in given):
+        return
+    budget = f"{state.hours:g} h" if state.hours else "no limit"
+    console.print(f"{directory} is finished ({state.stop_reason or 'every target is done'}); "
+                  f"it used {used} of {budget}. To give it more time:", highlight=False)
+    console.print(f"  autokernel resume {directory} --hours "
+                  f"{more_hours(state.hours or state.run_seconds / 3600.0)}",
+                  highlight=False, soft_wrap=True)
+    raise typer.Exit(0)
 
 
 def register(app: typer.Typer) -> None:
