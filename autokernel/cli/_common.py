@@ -38,7 +38,7 @@ def device_or_fail(requested: str | None, *, say_choice: bool = True) -> str:
     except DeviceError as exc:
         fail(str(exc))
     if requested is None and say_choice:
-        err_console.print(device_choice_line(device), highlight=False, soft_wrap=True)
+        err_console.print(device_choice_line(device), highlight=False)
     return device
 
 
