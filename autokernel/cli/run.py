@@ -116,7 +116,7 @@ def _make_agent_or_fail(name: str, options: dict[str, Any],
 def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agent: Any,
            agent_note: str, live: bool | None, new_hours: float | None = None) -> None:
     """Run the loop with a dashboard, print the summary, exit with the run's status."""
-    from autokernel.loop.dashboard import make_dashboard
+    from autokernel.loop.dashboard import make_dashboard, status_text
     from autokernel.loop.config import CPU_LOOP_NOTE
     from autokernel.loop.journal import RunInconsistent
     from autokernel.loop.results import read_rows
@@ -130,7 +130,7 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
         planned = plan.targets[target.index]
         shape = "x".join(str(d) for d in planned.bench_shape)
         console.print(f"  {target.tag}: {planned.share:.1%} of the model's time, "
-                      f"{shape} {planned.dtype} — {target.status}", highlight=False)
+                      f"{shape} {planned.dtype}, {status_text(target.status)}", highlight=False)
     dashboard = make_dashboard(
         console, title=f"autokernel {state.run_tag}", device=config.device, agent=config.agent,
         timing_note=CPU_LOOP_NOTE if config.device == "cpu" else "", live=live,

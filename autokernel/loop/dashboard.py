@@ -42,6 +42,15 @@ class Dashboard(Protocol):
     def target_finished(self, state: RunState, target: TargetState) -> None: ...
 
 
+# A target's status in state.json, as the dashboard and the run's first lines say it.
+STATUS_WORDS = {"pending": "not started", "active": "in progress", "done": "done",
+                "finishing": "finishing", "reopening": "reopening"}
+
+
+def status_text(status: str) -> str:
+    return STATUS_WORDS.get(status, status)
+
+
 def _time_left(seconds: float | None) -> str:
     return "no limit" if seconds is None else format_duration(max(0.0, seconds))
 
@@ -241,7 +250,7 @@ class LiveDashboard:
             _, eager, compiled = best_figures(t)  # as results.tsv and the report
             level = self.chain.level(t.tag)
             target_rows.append([
-                t.tag, t.status, str(t.experiments), str(t.keeps),
+                t.tag, status_text(t.status), str(t.experiments), str(t.keeps),
                 format_speedup(level) if level is not None else "–",
                 format_speedup(eager) if eager else "–",
                 format_speedup(compiled) if compiled else "–",
