@@ -92,3 +92,18 @@ def test_verify_fits_and_shows_names_whole(width: int, tmp_path: Path) -> None:
     result["kernels"][0]["tag"] = "03_linear_cross_entropy"
     text = printed(width, lambda console: print_result(result, console))
     assert_fits(text, width, ["03_linear_cross_entropy", "02_softmax", "1.23× eager", "25.0%"])
+
+
+def test_profile_honours_columns_when_piped() -> None:
+    """Piped, the table was 149 wide whatever COLUMNS said; it now takes COLUMNS."""
+    import os
+    import subprocess
+    import sys
+
+    problem = REPO / "tests" / "fixtures" / "kernelbench_tiny" / "softmax_rows.py"
+    done = subprocess.run([sys.executable, "-m", "autokernel", "profile", str(problem),
+                           "--device", "cpu", "--iters", "1", "--warmup", "0"],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "80"})
+    assert done.returncode == 0, done.stderr
+    assert_fits(done.stdout, 80, ["softmax", "100.0%"])

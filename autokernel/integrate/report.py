@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
+from autokernel.loop.dashboard import status_text
 from autokernel.loop.results import FAILED_STATUSES
 from autokernel.tables import ABBREVIATIONS, Column, fit_table
 from autokernel.text import (count_of, format_duration, format_latency, format_speedup,
@@ -267,7 +268,7 @@ def _not_started(t: TargetReport) -> bool:
 
 
 def _table_row(t: TargetReport) -> list[str]:
-    stop = t.stop_rule or (t.status if t.status != "done" else "–")
+    stop = t.stop_rule or (status_text(t.status) if t.status != "done" else "–")
     if _not_started(t):
         stop = "not started yet"
     return [t.tag, f"{t.share * 100:.1f}%",
@@ -349,7 +350,8 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
         lines.append(f"### {markdown_cell(t.tag)}")
         lines.append("")
         lines.append(markdown_cell(f"- {t.kernel_type} at {t.shape} {t.dtype}, "
-                                   f"{t.share * 100:.1f}% of the model's time; status {t.status}"))
+                                   f"{t.share * 100:.1f}% of the model's time; "
+                                   f"{status_text(t.status)}"))
         if t.best_experiment is not None:
             latency = (f"; {format_latency(t.best_us)} at {t.shape}, the primary shape "
                        "(results.tsv's latency_us)" if t.best_us is not None else "")
