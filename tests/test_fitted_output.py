@@ -88,10 +88,20 @@ def test_bench_fits(width: int) -> None:
 def test_verify_fits_and_shows_names_whole(width: int, tmp_path: Path) -> None:
     from autokernel.integrate.verify_result import print_result
 
-    result = _result(tmp_path)
+    def timed(median_us: float) -> dict[str, float]:
+        return {"median_us": median_us, "iqr_us": 1.5}
+
+    contestants = {"eager": timed(1234.5), "patched": timed(1000.25), "compile": timed(1100.0),
+                   "patched_compile": timed(1099.0)}
+    result = _result(tmp_path, timing={"meaningful": True, "errors": {},
+                                       "device": {"rounds": 200, "contestants": contestants},
+                                       "wall": {"rounds": 200, "contestants": contestants}},
+                     speedup={"device": {"vs_eager": 1.234, "vs_compile": 1.1, "noise": 0.01}})
     result["kernels"][0]["tag"] = "03_linear_cross_entropy"
     text = printed(width, lambda console: print_result(result, console))
-    assert_fits(text, width, ["03_linear_cross_entropy", "02_softmax", "1.23× eager", "25.0%"])
+    assert_fits(text, width, ["03_linear_cross_entropy", "02_softmax", "1.23× eager", "25.0%",
+                              "1.23 ms", "1.00 ms", "1.234× vs eager"])
+    assert "(200 rounds)" in " ".join(text.split())
 
 
 def test_profile_honours_columns_when_piped() -> None:

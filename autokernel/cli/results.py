@@ -92,7 +92,8 @@ def report(
         fail(str(exc))
     text, plot = write_report(summary)
     print_summary(summary, console)
-    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
+    for line in (f"report: {text}", f"plot: {plot}"):  # a path a line: never broken
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def export(

@@ -386,7 +386,7 @@ def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool
     """The report on the terminal: headline, the Targets table fitted to the console's width,
     end-to-end figures. `with_stop_reason=False` / `with_cpu_note=False` where the caller has
     said why the run stopped / that its figures are CPU figures already."""
-    from autokernel.integrate.end_to_end import end_to_end_lines
+    from autokernel.integrate.verify_result import print_end_to_end
 
     console.print(_headline(report, with_stop_reason=with_stop_reason), highlight=False)
     if with_cpu_note and not report.timing_meaningful:
@@ -396,8 +396,7 @@ def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool
     if report.verify:
         if report.stale_verify:
             console.print(f"[yellow]stale: {report.stale_verify}[/]")
-        for line in end_to_end_lines(report.verify, cpu_note=False):
-            console.print(line, highlight=False)
+        print_end_to_end(report.verify, console, cpu_note=False)
     else:
         console.print(f"end to end: not verified yet (autokernel verify {report.root})",
                       highlight=False)
@@ -417,4 +416,5 @@ def report_at_end_of_run(root: Path, console: Console) -> None:
         console.print(f"[yellow]report not written: {exc}[/]", highlight=False)
         return
     print_summary(report, console)
-    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
+    for line in (f"report: {text}", f"plot: {plot}"):  # a path a line: never broken
+        console.print(line, highlight=False, soft_wrap=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.files import atomic_write_text
 from autokernel.integrate.accuracy import ERROR_GROWTH
-from autokernel.integrate.end_to_end import end_to_end_lines
+from autokernel.integrate.end_to_end import end_to_end_lines, timing_table
 from autokernel.tables import Column, fit_table
 from autokernel.text import count_of, format_speedup, scope_name
 
@@ -106,6 +106,17 @@ def print_result(result: dict[str, Any], console: Console) -> None:
                       f"relative error original {gradients['error_original']:.2e}, patched "
                       f"{gradients['error_patched']:.2e} (bound {gradients['bound']:.2e}): "
                       f"{verdict}")
-    for line in end_to_end_lines(result):
-        console.print(line, highlight=False)
+    print_end_to_end(result, console)
     console.print(saved, highlight=False)
+
+
+def print_end_to_end(result: dict[str, Any], console: Console, *, cpu_note: bool = True) -> None:
+    """The end-to-end figures on the terminal: the timing table fitted to its width, then the
+    ratio lines (`end_to_end_lines`)."""
+    headers, rows = timing_table(result)
+    if rows:
+        columns = [Column(headers[0] or "model"), Column(headers[1], wrap=True),
+                   Column(headers[2], wrap=True)]
+        console.print(fit_table(columns, rows, console.width))
+    for line in end_to_end_lines(result, cpu_note=cpu_note, table=False):
+        console.print(line, highlight=False)
