@@ -21,6 +21,14 @@ def format_speedup(ratio: float | None) -> str:
     return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
 
 
+def format_ratio(value: float | None) -> str:
+    """A ratio judged against a threshold near 1 (the keep rule's 1.010×, an end-to-end
+    speedup), to three decimals: '1.134×', and '0.0082×' far below 1; '–' when not measured."""
+    if value is None:
+        return "–"
+    return f"{value:.3f}×" if value >= 0.1 else f"{value:.2g}×"
+
+
 def format_latency(us: float | None) -> str:
     """A latency given in µs: '41.2 µs', and '76.81 ms' from a millisecond on; '–' when it was
     not measured."""

@@ -57,5 +57,5 @@ def test_the_tables_count_every_problem_given_and_an_interruption_reads_plainly(
     assert line == "[1/2] 03_softmax_wide: interrupted (Ctrl-C) after 10.2 min", line
     done = dict(interrupted, status=DONE, correctness="PASS", correct=True, reason="",
                 speedup_vs_eager=1.2, wall_speedup_vs_eager=0.5)
-    assert _problem_line(1, 2, done) == ("[2/2] 03_softmax_wide: done; PASS, device time 1.20× "
-                                         "eager and – compile, wall 0.50× eager (10.2 min)")
+    assert _problem_line(1, 2, done) == ("[2/2] 03_softmax_wide: done; PASS, device time 1.200× "
+                                         "eager and – compile, wall 0.500× eager (10.2 min)")

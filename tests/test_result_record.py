@@ -62,7 +62,7 @@ def test_the_readme_section_and_the_record_come_from_the_run(tmp_path: Path) -> 
                    f"{format_speedup(target.speedup_vs_eager)} | "
                    f"{format_speedup(target.speedup_vs_compile)} | {target.experiments} | "
                    f"{target.keeps} |")
-    assert "1.23× vs eager PyTorch, 1.05× vs torch.compile" in section
+    assert "1.234× vs eager PyTorch, 1.050× vs torch.compile" in section
     assert "output PASS, gradients PASS" in section
     assert "](docs/benchmarks/night-h200-abc1234/progress.png)" in section
 

@@ -72,7 +72,7 @@ def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
     """'[1/2] softmax_rows: done, PASS; device time 1.20× eager, ...' once a problem ends."""
     from autokernel.kernelbench.problem import INTERRUPTED
     from autokernel.kernelbench.table import optimized_cell, reason_cell, with_figures
-    from autokernel.text import format_duration, format_speedup
+    from autokernel.text import format_duration, format_ratio
 
     record = with_figures(record)
     took = format_duration(record.get("seconds") or 0)
@@ -82,9 +82,9 @@ def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
     parts = [record["status"]]
     if record["correctness"] != "–":
         parts.append(f"{record['correctness']}, device time "
-                     f"{format_speedup(record['speedup_vs_eager'])} eager and "
-                     f"{format_speedup(record['speedup_vs_compile'])} compile, wall "
-                     f"{format_speedup(record['wall_speedup_vs_eager'])} eager")
+                     f"{format_ratio(record['speedup_vs_eager'])} eager and "
+                     f"{format_ratio(record['speedup_vs_compile'])} compile, wall "
+                     f"{format_ratio(record['wall_speedup_vs_eager'])} eager")
     optimized = optimized_cell(record)
     if optimized != "–":
         parts.append(optimized)

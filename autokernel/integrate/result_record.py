@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.integrate.report import RunReport, build_report, write_report
-from autokernel.text import format_duration, format_speedup, markdown_cell
+from autokernel.text import format_duration, format_ratio, format_speedup, markdown_cell
 
 SECTION_BEGIN = "<!-- gpu-result:begin (written by scripts/record_result.py) -->"
 SECTION_END = "<!-- gpu-result:end -->"
@@ -35,14 +35,14 @@ def _end_to_end(verify: dict[str, Any]) -> dict[str, float | None]:
 
 
 def end_to_end_sentence(verify: dict[str, Any]) -> str:
-    """'End to end (`autokernel verify`, device time per forward): 1.12× vs eager PyTorch,
-    1.03× vs torch.compile; ...; output PASS, gradients PASS.'"""
+    """'End to end (`autokernel verify`, device time per forward): 1.123× vs eager PyTorch,
+    1.034× vs torch.compile; ...; output PASS, gradients PASS.'"""
     figures = _end_to_end(verify)
-    parts = [f"{format_speedup(figures['vs_eager'])} vs eager PyTorch"]
+    parts = [f"{format_ratio(figures['vs_eager'])} vs eager PyTorch"]
     if figures["vs_compile"] is not None:
-        parts.append(f"{format_speedup(figures['vs_compile'])} vs torch.compile")
+        parts.append(f"{format_ratio(figures['vs_compile'])} vs torch.compile")
     if figures["patched_compile_vs_compile"] is not None:
-        parts.append(f"{format_speedup(figures['patched_compile_vs_compile'])} for the patched "
+        parts.append(f"{format_ratio(figures['patched_compile_vs_compile'])} for the patched "
                      "model under torch.compile vs torch.compile")
     accuracy = "PASS" if verify.get("accuracy", {}).get("passed") else "FAIL"
     gradients = verify.get("gradients", {})

@@ -11,7 +11,7 @@ from typing import Any
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.kernelbench.problem import DONE, NO_TARGET
 from autokernel.kernelbench.scoring import THRESHOLDS, fast_p_table
-from autokernel.text import count_of, format_speedup, markdown_cell
+from autokernel.text import count_of, format_ratio, format_speedup, markdown_cell
 
 TABLE_STEM = "results"
 TSV_COLUMNS = ("problem", "status", "correctness", "speedup_vs_eager", "speedup_vs_compile",
@@ -122,10 +122,10 @@ def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     records = [with_figures(r) for r in records]
     for r in records:
         lines.append(_md_row([r["problem"], r["status"], r["correctness"],
-                              format_speedup(r["speedup_vs_eager"]),
-                              format_speedup(r["speedup_vs_compile"]),
-                              format_speedup(r["wall_speedup_vs_eager"]),
-                              format_speedup(r["wall_speedup_vs_compile"]),
+                              format_ratio(r["speedup_vs_eager"]),
+                              format_ratio(r["speedup_vs_compile"]),
+                              format_ratio(r["wall_speedup_vs_eager"]),
+                              format_ratio(r["wall_speedup_vs_compile"]),
                               optimized_cell(r), reason_cell(r)]))
     lines += [
         "",

@@ -21,15 +21,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from autokernel.text import format_latency, format_speedup
+from autokernel.text import format_latency, format_ratio, format_speedup
 
 COMMITTED = ("baseline", "keep")
-
-
-def format_ratio(value: float) -> str:
-    """A paired ratio to the keep rule's precision (its threshold is 1.010×): '1.134×', and
-    '0.0082×' far below 1 (the CPU interpreter)."""
-    return f"{value:.3f}×" if value >= 0.1 else f"{value:.2g}×"
 
 
 def paired_text(estimate: float, low: float | None, high: float | None) -> str:
