@@ -48,14 +48,24 @@ def scope_name(path: str) -> str:
     return path or "the whole model"
 
 
+# Characters that start Markdown syntax inside a line: escaped by markdown_cell.
+MARKDOWN_SPECIAL = "\\`*[]|<>"
+
+
 def markdown_cell(text: str) -> str:
     """`text` as Markdown shows it literally, in a table cell or a line: `<model>` is not taken
-    for an HTML tag, `|` does not end the cell, `*` and `_` start no emphasis."""
-    import re
-
-    escaped = re.sub(r"([\\`*\[\]|<>])", r"\\\1", " ".join(str(text).split()))
-    # An underscore inside a word (01_rmsnorm) never starts emphasis; only one at an edge can.
-    return re.sub(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])", r"\\_", escaped)
+    for an HTML tag, `|` does not end the cell, `*` and `_` start no emphasis. An underscore
+    inside a word (01_rmsnorm) never starts emphasis, so it is left as it is."""
+    flat = " ".join(str(text).split())
+    escaped = []
+    for i, char in enumerate(flat):
+        inside_word = (char == "_" and 0 < i < len(flat) - 1 and flat[i - 1].isalnum()
+                       and flat[i + 1].isalnum())
+        if char in MARKDOWN_SPECIAL or (char == "_" and not inside_word):
+            escaped.append("\\" + char)
+        else:
+            escaped.append(char)
+    return "".join(escaped)
 
 
 def error_summary(exc: BaseException, limit: int | None = None) -> str:

@@ -117,3 +117,11 @@ def test_profile_honours_columns_when_piped() -> None:
                           env={**os.environ, "COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
     assert_fits(done.stdout, 80, ["softmax", "100.0%"])
+
+
+def test_markdown_cells_show_their_text_literally() -> None:
+    from autokernel.text import markdown_cell
+
+    assert markdown_cell("calls in <model> | a*b") == "calls in \\<model\\> \\| a\\*b"
+    assert markdown_cell("01_rmsnorm __init__") == "01_rmsnorm \\_\\_init\\_\\_"
+    assert markdown_cell("two\nlines") == "two lines"

@@ -118,7 +118,8 @@ def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
         best = next(r for r in rows if int(r["experiment"]) == saved["best"]["experiment"])
         assert format_speedup(KeepChain.of_rows(rows).level(saved["tag"])) in line
         assert format_speedup(number(best["speedup_vs_pytorch"])) in line
-        assert format_speedup(number(best["speedup_vs_compile"])) in line
+        if best["speedup_vs_compile"]:  # on the CPU not timed: the empty column is dropped
+            assert format_speedup(number(best["speedup_vs_compile"])) in line
     assert (made_run.path / "report.md").is_file() and (made_run.path / "progress.png").is_file()
 
 
