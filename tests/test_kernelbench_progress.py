@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
+import pytest
 from test_workspace import FakeBench, loop_config, make_plan, new_run, runner_for
 
 from autokernel.agents.tuner import TunerAgent
@@ -14,6 +15,7 @@ from autokernel.kernelbench.problem import DONE, INTERRUPTED
 from autokernel.kernelbench.progress import OPTIMIZING, PROFILING, VERIFYING, problem_phase
 from autokernel.kernelbench.table import NOT_RUN, write_tables
 from autokernel.loop.dashboard import PlainDashboard
+from autokernel.profiling.plan import Plan
 
 
 def test_the_phase_is_read_from_the_log_the_child_writes(tmp_path: Path) -> None:
@@ -59,3 +61,23 @@ def test_the_tables_count_every_problem_given_and_an_interruption_reads_plainly(
                 speedup_vs_eager=1.2, wall_speedup_vs_eager=0.5)
     assert _problem_line(1, 2, done) == ("[2/2] 03_softmax_wide: done; PASS, device time 1.200× "
                                          "eager and – compile, wall 0.500× eager (10.2 min)")
+
+
+def test_on_the_cpu_each_problem_says_what_its_budget_gets_through(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from autokernel.cli.kernelbench import ProblemProgress
+    from autokernel.kernelbench.progress import Phase
+
+    big = Plan.load(Path(__file__).resolve().parents[1] / "docs" / "profiles"
+                    / "llama_7b_layers.json")
+    (tmp_path / "llama").mkdir()
+    big.save(tmp_path / "llama" / "plan.json")
+    (tmp_path / "llama" / "run.json").write_text(json.dumps(
+        {"targets": [0, 1], "config": {"bench_timeout_s": 300.0}}))
+    progress = ProblemProgress(1, ["llama"], tmp_path / "logs", 15.0, "cpu")
+    progress.update(0, Phase(OPTIMIZING))
+    said = " ".join(capsys.readouterr().out.split())
+    assert "[1/1] llama: optimizing (up to 15 min)" in said
+    assert "[1/1] llama: warning: on the CPU one experiment on " in said and "time out" in said

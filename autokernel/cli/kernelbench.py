@@ -98,8 +98,10 @@ class ProblemProgress:
     """Each problem's phase as it changes (a line each), and on a terminal a progress line
     with its latest step and the time it has taken."""
 
-    def __init__(self, total: int, names: list[str], logs: Path, minutes: float) -> None:
+    def __init__(self, total: int, names: list[str], logs: Path, minutes: float,
+                 device: str) -> None:
         self.total, self.names, self.logs, self.minutes = total, names, logs, minutes
+        self.device = device
         self.phase: str | None = None
         self._steps: Any = None
         self._context: Any = None
@@ -124,8 +126,34 @@ class ProblemProgress:
             self.phase = phase.name
             budget = f" (up to {self.minutes:g} min)" if phase.name == OPTIMIZING else ""
             console.print(f"{self._head(index)}: {phase.name}{budget}", highlight=False)
+            if phase.name == OPTIMIZING and self.device == "cpu":
+                self._say_cpu_estimate(index)
         if self._steps is not None:
             self._steps.step(f"{self._head(index)}: {phase.text()}")
+
+    def _say_cpu_estimate(self, index: int) -> None:
+        """On the CPU, what the problem's budget gets through in the interpreter, from the plan
+        its workspace holds (nothing when it cannot be read)."""
+        import json
+
+        from autokernel.loop.cpu_estimate import estimate
+        from autokernel.profiling.plan import Plan
+        from autokernel.text import format_duration
+
+        workspace = self.logs.parent / self.names[index]
+        try:
+            plan = Plan.load(workspace / "plan.json")
+            run = json.loads((workspace / "run.json").read_text(encoding="utf-8"))
+            night = estimate(plan, list(run["targets"]), self.minutes / 60.0,
+                             float(run["config"]["bench_timeout_s"]))
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return
+        warning = night.warning()
+        text = (f"warning: {warning}" if warning else
+                f"an experiment takes about {format_duration(night.mean_seconds)} in the Triton "
+                f"interpreter: about {night.experiments:.0f} in {self.minutes:g} min")
+        console.print(f"{self._head(index)}: {text}", highlight=False,
+                      style="yellow" if warning else None)
 
     def end(self) -> None:
         if self._context is not None:
@@ -222,7 +250,8 @@ def kernelbench(
                       "their result", highlight=False)
 
     names = problem_names(problems)
-    progress = ProblemProgress(len(problems), names, out / LOGS_DIR, minutes_per_problem)
+    progress = ProblemProgress(len(problems), names, out / LOGS_DIR, minutes_per_problem,
+                               resolved_device)
 
     def on_record(index: int, record: dict[str, Any], records: list[dict[str, Any]]) -> None:
         progress.end()

@@ -79,8 +79,9 @@ class CpuEstimate:
                     "(--bench-timeout): every experiment on it would time out")
         return (f"on the CPU one experiment takes about {format_duration(self.mean_seconds)} "
                 f"in the Triton interpreter ({where} is the slowest, about "
-                f"{format_duration(self.slowest_seconds)}), so {self.hours:g} h would finish "
-                f"about {count_of(int(self.experiments), 'experiment')}")
+                f"{format_duration(self.slowest_seconds)}), so "
+                f"{format_duration((self.hours or 0) * 3600.0)} would finish about "
+                f"{count_of(int(self.experiments), 'experiment')}")
 
 
 def estimate(plan: Plan, chosen: list[int], hours: float | None,
