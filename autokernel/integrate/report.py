@@ -256,10 +256,9 @@ TABLE_COLUMNS = (
     Column("stop", wrap=True),
 )
 # Said once under the table, wherever it is shown.
-FIGURES_NOTE = ("× baseline is the keep rule's figure: the best kernel's paired, call-weighted "
-                "speedups chained over its keeps, as progress.png plots it. × eager, × compile "
-                "and % of peak are the best kernel's at the target's primary profiled shape "
-                "(results.tsv's speedup_vs_pytorch, speedup_vs_compile and pct_peak)")
+FIGURES_NOTE = ("× baseline is the keep rule's figure (paired, call-weighted speedups chained "
+                "over the keeps, as in progress.png); × eager, × compile and % of peak are the "
+                "best kernel's at its primary profiled shape, as in results.tsv")
 
 
 def _not_started(t: TargetReport) -> bool:

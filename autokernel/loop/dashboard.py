@@ -94,12 +94,13 @@ def best_figures(target: TargetState) -> tuple[float | None, float | None, float
 
 
 def target_summary(target: TargetState, best_level: float | None = None) -> str:
-    """'12 experiments, 3 kept; best 1.52× the baseline (keep rule), 2.9× eager and 1.1×
-    compile at the primary shape'."""
+    """'12 experiments, 3 kept; best (exp 9) 1.52× the baseline (keep rule), 2.9× eager and
+    1.1× compile at the primary shape'."""
     _, eager, compiled = best_figures(target)
     text = f"{count_of(target.experiments, 'experiment')}, {target.keeps} kept"
     if best_level is not None:
-        text += f"; best {format_speedup(best_level)} the baseline (keep rule)"
+        which = f" (exp {target.best.experiment})" if target.best is not None else ""
+        text += f"; best{which} {format_speedup(best_level)} the baseline (keep rule)"
     at_shape = [f"{format_speedup(value)} {label}" for value, label
                 in ((eager, "eager"), (compiled, "compile")) if value is not None]
     if at_shape:

@@ -220,13 +220,11 @@ class Journal:
             target.kernel_file = relative
             paths.append(relative)
         summary = "no passing kernel"
-        exp = ""
         if best is not None and best.passed:
             level = KeepChain.of_rows(r for r in self.results.rows() if r["tag"] == target.tag)
             summary = target_summary(target, level.level(target.tag))
-            exp = f"best exp {best.experiment}, "
         commit = self.ws.commit_paths(
-            sanitize(f"finish {target.tag}: {exp}{summary} — {target.stop_reason}", 300),
+            sanitize(f"finish {target.tag}: {summary} — {target.stop_reason}", 300),
             paths or [KERNEL_FILE],
         )
         self.state.head = commit
