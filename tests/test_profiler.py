@@ -553,7 +553,7 @@ def test_ceiling_with_no_other_time_is_unbounded(capsys: pytest.CaptureFixture[s
     assert [t.cumulative_limit for t in plan.targets] == [pytest.approx(3.0),
                                                            pytest.approx(6.0), None]
     rows = plan_rows(plan)
-    assert [row[-1] for row in rows[:3]] == ["3.00x", "6.00x", "∞"]
+    assert [row[-1] for row in rows[:3]] == ["3.00×", "6.00×", "∞"]
     text = format_markdown(plan)
     assert "9007199254740992" not in text and "| ∞ |" in text
     print_plan(plan)  # the CLI's table

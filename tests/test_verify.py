@@ -531,5 +531,5 @@ def test_where_a_kernel_was_routed_is_said_in_one_place_with_its_plural() -> Non
 
     assert routed_where({"modules": ["layers.0.norm"]}) == "1 module"
     assert routed_where({"modules": ["a", "b"], "functions": ["rope"], "scopes": ["", "blk"]}) \
-        == "2 modules; rope; <model>, blk"
+        == "2 modules; rope; calls in the whole model, blk"
     assert routed_where({}) == "–"

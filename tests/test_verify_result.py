@@ -71,7 +71,7 @@ def test_verify_still_offers_its_result_functions() -> None:
     for callers that import them from verify."""
     for name in ("VERIFY_FILE", "save_result", "read_result", "routed_where", "print_result"):
         assert getattr(verify, name) is getattr(verify_result, name)
-    assert routed_where({"modules": ["a"], "scopes": [""]}) == "1 module; <model>"
+    assert routed_where({"modules": ["a"], "scopes": [""]}) == "1 module; calls in the whole model"
 
 
 def test_the_eager_wall_time_is_measured_before_anything_is_compiled(

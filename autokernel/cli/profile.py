@@ -6,10 +6,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
+from rich.console import Console
 
 from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTION,
                                     MODEL_FILE_ARGUMENT, Device, Dtype, console, device_or_fail,
-                                    fail, plain)
+                                    fail, plain, progress_steps)
+from autokernel.tables import Column, fit_table
 from autokernel.text import error_summary
 
 if TYPE_CHECKING:
@@ -55,12 +57,13 @@ def profile(
         loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=resolved)
     except ModelLoadError as exc:
         fail(str(exc))
-    with console.status(f"profiling {model_file} ({warmup} warm-up + {iters} forwards)"):
+    with progress_steps(f"profiling {model_file}: {warmup} warm-up + {iters} forwards") as steps:
         try:
             record = profile_model(loaded, warmup=warmup, iters=iters, trace_path=trace_path)
         except Exception as exc:  # the forward ran once already, so this is the machine's trouble
             fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
-    plan = build_plan(record, model=str(model_file), class_name=class_name, warmup=warmup)
+        steps.step("sorting the recorded kernels into kernel types and ranking them")
+        plan = build_plan(record, model=str(model_file), class_name=class_name, warmup=warmup)
 
     print_plan(plan, top)
     if json_path is not None:
@@ -73,31 +76,43 @@ def profile(
         console.print(f"recorded events written to {events_path}")
 
 
-def print_plan(plan: Plan, top: int | None = None) -> None:
-    from rich.console import Console
-    from rich.table import Table
+# How each of the plan's columns (profiling.ranking.PLAN_COLUMNS) is shown: figures and names
+# never split, free text wrapping at spaces, the columns left out first on a narrow terminal
+# (`drop`); a column not named here is shown as it is.
+PLAN_DISPLAY: dict[str, Column] = {
+    "#": Column("#", justify="right", keep_empty=True),
+    "kernel type": Column("kernel type"),
+    "share": Column("share", justify="right"),
+    "ms/fwd": Column("ms/fwd", justify="right", drop=2),
+    "calls": Column("calls", justify="right", drop=1),
+    "bench shape": Column("bench shape", wrap=True),
+    "dtype": Column("dtype", drop=1),
+    "params": Column("params", wrap=True, drop=2),
+    "verify splices": Column("verify splices", "splices", wrap=True,
+                             legend="how `autokernel verify` would splice the kernel in"),
+    "2x e2e": Column("2× e2e", justify="right"),
+    "cum. 2x": Column("cum. 2×", justify="right", drop=3),
+    "ceiling": Column("ceiling", justify="right", drop=3),
+}
+PLAN_NOTE = ("2× e2e: the end-to-end speedup if that kernel alone got 2× faster; cum. 2×: this "
+             "and every target above it 2× faster; ceiling: all of them free (∞: no time is "
+             "left outside them). matmul (linear/batched/gemm): linear layers, batched products "
+             "and other GEMMs, a target each.")
 
+
+def print_plan(plan: Plan, top: int | None = None, out: Console | None = None) -> None:
+    """The ranked targets, fitted to the console's width (COLUMNS or the terminal's)."""
     from autokernel.profiling.ranking import PLAN_COLUMNS, plan_rows
 
+    out = out or console
     where = plan.gpu or plan.device
-    table = Table(
-        title=f"{plan.model} ({plan.class_name}), {plan.dtype} on {where}: "
-              f"{plan.total_ms:.3f} ms/forward of {plan.time_source}",
-        caption=f"{plan.iterations} profiled forwards after {plan.warmup} warm-up. "
-                "2x e2e: end-to-end speedup if that kernel alone got 2x faster; "
-                "cum. 2x: this and every target above it 2x faster; "
-                "ceiling: all of them free (∞: no time is left outside them). "
-                "matmul (linear/batched/gemm): linear layers, batched products and other "
-                "GEMMs, a target each.",
-    )
-    for column in PLAN_COLUMNS:
-        table.add_column(column, justify="right" if column in ("share", "ms/fwd", "calls")
-                         else "left", overflow="fold")
-    for row in plan_rows(plan, top):
-        table.add_row(*row, style="dim" if not row[0] else None)
-    # Logs and pipes get a wide table rather than rich's 80-column default.
-    out = console if console.is_terminal else Console(width=max(console.width, 150))
-    out.print(table)
+    columns = [PLAN_DISPLAY.get(name, Column(name)) for name in PLAN_COLUMNS]
+    rows = plan_rows(plan, top)
+    title = (f"{plan.model} ({plan.class_name}), {plan.dtype} on {where}: "
+             f"{plan.total_ms:.3f} ms per forward of {plan.time_source}, over "
+             f"{plan.iterations} profiled forwards after {plan.warmup} warm-up")
+    out.print(fit_table(columns, rows, out.width, title=title, notes=[PLAN_NOTE],
+                        row_styles=["dim" if not row[0] else None for row in rows]))
     if plan.other_ops:
         listed = ", ".join(f"{o['op'][:60]} {o['share']:.1%}" for o in plan.other_ops[:5])
         out.print(f"largest \"other\": {listed}", highlight=False)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain)
+from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain,
+                                    progress_steps)
 from autokernel.text import count_of
 
 DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
@@ -55,15 +56,25 @@ def verify(
         device=resolved, iters=iters, budget_s=budget, gradients=gradients,
         compile=compile_models if compile_models is not None else resolved == "cuda",
     )
-    log = VerifyLog(emit=lambda line: console.print(line, highlight=False))
-    if not options.compile:
-        log.note("torch.compile not timed (--compile to time it)")
-    if run.device != resolved:
-        log.note(f"the run optimized its kernels on {run.device}; this check runs on {resolved}")
-    try:
-        result = verify_run(run, options, log)
-    except RunError as exc:
-        fail(str(exc))
+    with progress_steps(f"verifying {directory}: loading the model and its kernels") as steps:
+        def emit(line: str) -> None:
+            console.print(line, highlight=False)
+            steps.step(f"verifying: {line.split(':')[0]}")
+
+        log = VerifyLog(emit=emit)
+        if not options.compile:
+            log.note("torch.compile not timed (--compile to time it)")
+        if run.device != resolved:
+            log.note(f"the run optimized its kernels on {run.device}; this check runs on "
+                     f"{resolved}")
+        if run.device == "cpu" and not all_kernels:
+            log.note("every finished kernel is spliced in: the run timed them in the Triton "
+                     "interpreter, whose timings say nothing about speed (a run on a GPU "
+                     "splices in only the kernels faster than eager PyTorch)")
+        try:
+            result = verify_run(run, options, log)
+        except RunError as exc:
+            fail(str(exc))
     print_result(result, console)
     if not result["passed"]:
         raise typer.Exit(1)
@@ -82,7 +93,8 @@ def report(
         fail(str(exc))
     text, plot = write_report(summary)
     print_summary(summary, console)
-    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
+    for line in (f"report: {text}", f"plot: {plot}"):  # a path a line: never broken
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def export(

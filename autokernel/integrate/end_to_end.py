@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.harness.timing import iqr, median
-from autokernel.text import count_of, error_summary, format_latency
+from autokernel.text import count_of, error_summary, format_latency, markdown_cell
 
 if TYPE_CHECKING:
     import torch
@@ -388,23 +388,38 @@ def _ratios(speedup: dict[str, Any]) -> str:
     return ", ".join(parts) + (f" (noise ±{noise * 100:.1f}%)" if noise is not None else "")
 
 
-def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[str]:
+def timing_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The timed contestants as a table: its headers and one row per contestant (none when
+    nothing was timed). The terminal fits it to its width (autokernel.tables)."""
+    device, wall = figure(result, DEVICE), figure(result, WALL)
+    device_times = (device or {}).get("contestants", {})
+    wall_times = (wall or {}).get("contestants", {})
+    def rounds(timed: dict[str, Any] | None) -> str:
+        count = (timed or {}).get("rounds")
+        return f" ({count_of(count, 'round')})" if isinstance(count, int) else ""
+
+    headers = ["", f"device time per forward{rounds(device)}",
+               f"wall time per synchronized forward{rounds(wall)}"]
+    rows = [[label, _cell(device_times.get(name)), _cell(wall_times.get(name))]
+            for name, label in LABELS.items() if name in device_times or name in wall_times]
+    return headers, rows
+
+
+def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True,
+                     table: bool = True) -> list[str]:
     """The end-to-end figures, each printed once (verify's output, and the report's section).
-    `cpu_note=False` where the caller says the CPU caveat itself."""
+    `cpu_note=False` where the caller says the CPU caveat itself; `table=False` where the
+    caller shows `timing_table` itself."""
     timing = result.get("timing", {})
     device, wall = figure(result, DEVICE), figure(result, WALL)
     device_times = (device or {}).get("contestants", {})
     wall_times = (wall or {}).get("contestants", {})
     lines = []
-    if device_times or wall_times:
-        rounds = (f"{(device or {}).get('rounds', '–')} / {(wall or {}).get('rounds', '–')} "
-                  "rounds")
-        lines.append(f"{'':<22} {'device time per forward':<26} "
-                     f"{'wall time per synchronized forward':<36} {rounds}")
-    for name, label in LABELS.items():
-        if name in device_times or name in wall_times:
-            lines.append(f"{label:<22} {_cell(device_times.get(name)):<26} "
-                         f"{_cell(wall_times.get(name))}")
+    headers, rows = timing_table(result)
+    if rows and table:
+        lines.append(f"{headers[0]:<22} {headers[1]:<26} {headers[2]}")
+        lines += [f"{label:<22} {device_cell:<26} {wall_cell}"
+                  for label, device_cell, wall_cell in rows]
     for name, error in timing.get("errors", {}).items():
         lines.append(f"{LABELS.get(name, name):<22} failed: {error}")
     device_ratios = _ratios(speedup_figure(result, DEVICE))
@@ -535,10 +550,6 @@ def selection_lines(result: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _markdown_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def selection_markdown(result: dict[str, Any]) -> list[str]:
     """report.md's in-context selection: a table row per kernel and mode (the model's time with
     and without it, the paired speedups, the decision and why), then the deliveries."""
@@ -557,7 +568,7 @@ def selection_markdown(result: dict[str, Any]) -> list[str]:
         host_with, host_without = row["with_us"].get("host"), row["without_us"].get("host")
         host = (f"{host_with - host_without:+.1f} µs" if host_with is not None
                 and host_without is not None else "–")
-        lines.append("| " + " | ".join(_markdown_cell(cell) for cell in (
+        lines.append("| " + " | ".join(markdown_cell(cell) for cell in (
             row["kernel"], row["mode"], row["decision"], _us(row["with_us"].get(WALL)),
             _us(row["without_us"].get(WALL)), _paired_text(row["speedup"].get(WALL)),
             _paired_text(row["speedup"].get(DEVICE)), host, row["reason"])) + " |")
@@ -568,6 +579,6 @@ def selection_markdown(result: dict[str, Any]) -> list[str]:
         for row in deliveries:
             kernels = ", ".join(row["delivery"]["kernels"]) or "none"
             device = _cell(row.get("device")) if row.get("device") else "–"
-            lines.append(f"| {row['delivery']['mode']} | {_markdown_cell(kernels)} | "
+            lines.append(f"| {row['delivery']['mode']} | {markdown_cell(kernels)} | "
                          f"{_cell(row['wall'])} | {device} |")
     return lines

@@ -31,7 +31,7 @@ from autokernel.integrate.custom_ops import (  # `autokernel export` inlines tha
 )
 from autokernel.integrate.triton_ops import TRITON_OP
 from autokernel.integrate.integration import Integration
-from autokernel.text import count_of  # inlined first by `autokernel export`
+from autokernel.text import count_of, scope_name  # inlined first by `autokernel export`
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
@@ -148,7 +148,7 @@ class RouteStats:
         if self.functions:
             parts.append(", ".join(self.functions))
         if self.functional:
-            parts.append("calls in " + (", ".join(p or "<model>" for p in self.scopes)
+            parts.append("calls in " + (", ".join(scope_name(p) for p in self.scopes)
                                         or "nothing"))
         where = " and ".join(parts)
         text = f"{self.tag}: {where}, {count_of(self.calls, 'call')} routed"

@@ -86,7 +86,7 @@ from autokernel.integrate.verify_result import (  # noqa: F401 - verify's API, r
     routed_where,
     save_result,
 )
-from autokernel.text import count_of, error_summary
+from autokernel.text import count_of, error_summary, scope_name
 from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
@@ -239,7 +239,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     for tag, stats in patch.report.kernels.items():
         if stats.calls == 0:
             why = ("; ".join(f"{r} ×{n}" for r, n in stats.fallbacks.items())
-                   or "; ".join(f"{p or '<model>'}: {r}" for p, r in stats.skipped.items())
+                   or "; ".join(f"{scope_name(p)}: {r}" for p, r in stats.skipped.items())
                    or "no module or call of the model matches what the kernel implements")
             log.note(f"{tag} is not used by the model's forward ({why}); its share is left "
                      "out of the Amdahl estimate")

@@ -23,10 +23,10 @@ def amdahl_speedup(share: float, kernel_speedup: float = 2.0) -> float:
 
 
 def format_speedup(speedup: float | None, digits: int = 2) -> str:
-    """"1.50x", and "∞" for an unbounded one (None or inf: no time left outside the targets)."""
+    """"1.50×", and "∞" for an unbounded one (None or inf: no time left outside the targets)."""
     if speedup is None or speedup == float("inf"):
         return "∞"
-    return f"{speedup:.{digits}f}x"
+    return f"{speedup:.{digits}f}×"
 
 
 @dataclass
