@@ -436,7 +436,7 @@ def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True,
         bound = (f"; host-bound here: eager's device time is {share:.0%} of its wall time"
                  if share is not None and share < HOST_BOUND_DEVICE_SHARE
                  and timing.get("meaningful", True) else "")
-        # verify times the eager pair before it compiles anything (see verify._time_models)
+        # verify times the eager configurations before it compiles anything (in_context.py)
         order = ("; eager and patched eager timed before torch.compile ran in the process"
                  if (wall or {}).get("compiled_rounds") is not None else "")
         lines.append(f"wall time per synchronized forward (host launch included{bound}{order}): "
