@@ -181,10 +181,9 @@ def kernelbench(
                                       "when ANTHROPIC_API_KEY is set, else tuner."),
     top: int = typer.Option(5, "--top", help="Optimize each problem's N highest-ranked "
                             "targets."),
-    all_kernels: bool = typer.Option(False, "--all-kernels", help="Verify with every finished "
-                                     "kernel, also those slower than eager PyTorch (by "
-                                     "default only the faster ones; all of them when none "
-                                     "is faster)."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Route every finished kernel "
+                                     "in verify (by default only those that make the model "
+                                     "faster, measured in it)."),
     claude_model: str = typer.Option(None, "--claude-model", rich_help_panel=PANEL_AGENT,
                                      help="Claude model id (claude agent)."),
     max_cost: float = typer.Option(None, "--max-cost", rich_help_panel=PANEL_AGENT,
