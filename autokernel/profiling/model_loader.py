@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class LoadedModel:
     class_name: str
     device: str
     dtype: torch.dtype
+    # Wall seconds of the check forward the loader ran (None: it ran none); a slow one is
+    # warm-up enough for the profiler.
+    forward_seconds: float | None = None
 
     @property
     def dtype_name(self) -> str:
@@ -213,7 +217,9 @@ def load_model_file(
 
     if check_forward:
         try:
+            start = time.perf_counter()
             run_forward(loaded)
+            loaded.forward_seconds = time.perf_counter() - start
         except (Exception, SystemExit) as exc:
             raise ModelLoadError(
                 f"the inputs from get_inputs() do not fit {class_name}.forward in {file}: "

@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from autokernel.profiling.graph import CALL_PREFIX
 from autokernel.profiling.events import (
     ModuleCall,
     ModuleInfo,
@@ -130,7 +131,7 @@ def _is_cpu(evt: Any) -> bool:
 def _is_annotation(evt: Any) -> bool:
     return bool(getattr(evt, "is_user_annotation", False)) or (
         _activity(evt) in ("user_annotation", "gpu_user_annotation")
-    )
+    ) or evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
 
 
 def _is_op(evt: Any) -> bool:
@@ -140,7 +141,7 @@ def _is_op(evt: Any) -> bool:
     activity = _activity(evt)
     if activity is not None:
         return activity == "cpu_op"
-    return "::" in evt.name and not evt.name.startswith(SCOPE_PREFIX)
+    return "::" in evt.name and not evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
 
 
 def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
@@ -153,12 +154,81 @@ def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
     return evt.name not in annotation_names
 
 
+class _TimeRange:
+    __slots__ = ("start", "end")
+
+    def __init__(self, start: float, end: float) -> None:
+        self.start = start
+        self.end = end
+
+
+class CpuEvent:
+    """The attributes of a torch FunctionEvent that `record_from_events` reads, for a CPU op or
+    range read straight from the profiler's results (`cpu_events_from_results`)."""
+
+    __slots__ = ("name", "time_range", "device_type", "is_async", "is_user_annotation",
+                 "activity_type", "cpu_parent", "cpu_children", "input_shapes", "input_dtypes",
+                 "concrete_inputs", "id")
+
+    def __init__(self, raw: Any, trace_start_ns: int, device_type: Any) -> None:
+        self.name = raw.name()
+        self.time_range = _TimeRange((raw.start_ns() - trace_start_ns) / 1000,
+                                     (raw.end_ns() - trace_start_ns) / 1000)
+        self.device_type = device_type
+        self.is_async = False
+        self.is_user_annotation = raw.is_user_annotation()
+        self.activity_type = raw.activity_type()
+        self.cpu_parent: CpuEvent | None = None
+        self.cpu_children: list[CpuEvent] = []
+        self.input_shapes = raw.shapes()
+        self.input_dtypes = raw.dtypes()
+        self.concrete_inputs = raw.concrete_inputs()
+        self.id = raw.correlation_id()
+
+
+def cpu_events_from_results(results: Any) -> list[CpuEvent]:
+    """Every CPU event of a finished profile (`prof.kineto_results`), nested by time per thread.
+
+    What torch's own `function_events` gives on the CPU, without the parts we do not read
+    (memory records, device kernels, name rewriting): torch builds those in Python at ~200 µs
+    an event, 28 s for the 135k ops of a recurrent model's forward; this takes ~15 µs.
+    """
+    from torch._C._autograd import DeviceType
+
+    start = results.trace_start_ns()
+    by_thread: dict[int, list[CpuEvent]] = {}
+    for raw in results.events():
+        if raw.device_type() != DeviceType.CPU or raw.is_async() or \
+                raw.start_thread_id() != raw.end_thread_id() or raw.name().startswith("["):
+            continue  # memory records ("[memory]"), async and cross-thread ranges
+        by_thread.setdefault(raw.start_thread_id(), []).append(
+            CpuEvent(raw, start, DeviceType.CPU))
+    events: list[CpuEvent] = []
+    for thread_events in by_thread.values():
+        thread_events.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
+        stack: list[CpuEvent] = []
+        for evt in thread_events:
+            while stack and stack[-1].time_range.end <= evt.time_range.start:
+                stack.pop()
+            if stack and evt.time_range.end <= stack[-1].time_range.end:
+                evt.cpu_parent = stack[-1]
+                stack[-1].cpu_children.append(evt)
+            stack.append(evt)
+        events += thread_events
+    return events
+
+
 def _jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
     return str(value)
+
+
+def _args(concrete_inputs: Any) -> list[Any]:
+    values = list(concrete_inputs or [])
+    return values if all(v is None for v in values) else _jsonable(values)
 
 
 def _span(evt: Any) -> tuple[float, float]:
@@ -183,21 +253,26 @@ def record_from_events(
     ops: dict[int, OpCall] = {}
     op_of_event: dict[int, int] = {}  # id(FunctionEvent) -> OpCall id
     scope_of_event: dict[int, int] = {}  # id(annotation FunctionEvent) -> ModuleCall id
+    call_of_event: dict[int, int] = {}  # id(call range FunctionEvent) -> graph node index
     annotation_names: set[str] = set()
 
-    def enclosing(evt: Any) -> tuple[int | None, list[int]]:
-        """The innermost enclosing op call and the module calls around it, outermost first."""
+    def enclosing(evt: Any) -> tuple[int | None, list[int], int | None]:
+        """The innermost enclosing op call, the module calls around it (outermost first) and
+        the innermost model call (graph node) whose range holds it."""
         parent_op: int | None = None
+        graph_node: int | None = None
         scopes: list[int] = []
         node = getattr(evt, "cpu_parent", None)
         while node is not None:
             if id(node) in scope_of_event:
                 scopes.append(scope_of_event[id(node)])
+            elif graph_node is None and id(node) in call_of_event:
+                graph_node = call_of_event[id(node)]
             elif parent_op is None and id(node) in op_of_event:
                 parent_op = op_of_event[id(node)]
             node = getattr(node, "cpu_parent", None)
         scopes.reverse()
-        return parent_op, scopes
+        return parent_op, scopes, graph_node
 
     # Parents start before their children, so one pass in start order sees every parent first.
     for evt in cpu_events:
@@ -207,10 +282,12 @@ def record_from_events(
                 call = ModuleCall(id=len(module_calls) + 1, path=evt.name[len(SCOPE_PREFIX):])
                 module_calls[call.id] = call
                 scope_of_event[id(evt)] = call.id
+            elif evt.name.startswith(CALL_PREFIX):
+                call_of_event[id(evt)] = int(evt.name[len(CALL_PREFIX):])
             continue
         if not _is_op(evt):
             continue
-        parent, scopes = enclosing(evt)
+        parent, scopes, graph_node = enclosing(evt)
         op = OpCall(
             id=len(ops) + 1,
             name=evt.name,
@@ -218,7 +295,8 @@ def record_from_events(
             scopes=scopes,
             shapes=[list(s) for s in (getattr(evt, "input_shapes", None) or [])],
             dtypes=[str(d) for d in (getattr(evt, "input_dtypes", None) or [])],
-            args=_jsonable(list(getattr(evt, "concrete_inputs", None) or [])),
+            args=_args(getattr(evt, "concrete_inputs", None)),
+            node=graph_node,
         )
         ops[op.id] = op
         op_of_event[id(evt)] = op.id
@@ -319,53 +397,91 @@ def _without_profiler_chatter() -> Iterator[None]:
                 sys.stderr.flush()
 
 
+# A forward slower than this is not repeated for warm-up or profiled again: a recurrent model's
+# CPU forward runs tens of thousands of ops, and each profiled one costs seconds to parse.
+SLOW_FORWARD_S = 0.5
+
+
 def profile_model(
     loaded: LoadedModel,
     warmup: int = 3,
     iters: int = 5,
     trace_path: str | Path | None = None,
+    record_graph: bool = True,
 ) -> RecordedProfile:
-    """Warm up, profile `iters` forwards, and record every kernel with its op and module."""
+    """Warm up, profile `iters` forwards, and record every kernel with its op and module, and
+    the first profiled forward's data-flow graph (`recorder.py`).
+
+    A forward that takes longer than SLOW_FORWARD_S is not warmed up again (the loader ran one,
+    else one warm-up runs) and is profiled once: its timings are long enough to be stable, and the profiler's
+    events of a forward of tens of thousands of ops take seconds to read. `record.iterations`
+    and `record.warmup` say how many ran.
+    """
+    import time
+
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    # torch.autograd.profiler, not torch.profiler: the latter imports torch._inductor on start
+    # (seconds), only to read a CUDA-graph setting.
+    from torch.autograd.profiler import profile
+
+    from autokernel.profiling.recorder import GraphRecorder
 
     device = loaded.device
     model = loaded.model
 
-    def forward() -> None:
+    def forward() -> float:
+        start = time.perf_counter()
         call_forward(model, loaded.inputs)
         if device == "cuda":
             torch.cuda.synchronize()
+        return time.perf_counter() - start
 
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    recorder = GraphRecorder(model, loaded.inputs) if record_graph else None
+    warmed = 0
+    profiled = 0
     with torch.no_grad():
-        for _ in range(warmup):
-            forward()
+        # The loader's check forward warmed the model up already, if it was a slow one.
+        slow = loaded.forward_seconds is not None and loaded.forward_seconds > SLOW_FORWARD_S
+        while warmed < warmup and not slow:
+            warmed += 1
+            if forward() > SLOW_FORWARD_S:
+                break
         with module_scopes(model):
-            # acc_events: one cycle either way, and without it torch warns on stderr that
-            # events are cleared between cycles (a line users read as a fault).
-            prof = profile(activities=activities, record_shapes=True, acc_events=True)
+            # One start and stop; its events are read only when asked for (function_events),
+            # which a CPU profile never does.
+            prof = profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
+                           record_shapes=True, use_kineto=True)
             # Only the start and the stop are muted: the model's own warnings stay live.
             with _without_profiler_chatter():
                 prof.__enter__()
             try:
-                for _ in range(iters):
-                    forward()
+                while profiled < iters:
+                    scope = (recorder.forward(record=profiled == 0) if recorder is not None
+                             else contextlib.nullcontext())
+                    with scope:
+                        seconds = forward()
+                    profiled += 1
+                    if seconds > SLOW_FORWARD_S:
+                        break
             finally:
                 with _without_profiler_chatter():
                     prof.__exit__(None, None, None)
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))
 
+    # On the CPU every event is a CPU one, which we read faster than torch (see
+    # cpu_events_from_results); a GPU profile needs torch's device-kernel links.
+    events = (cpu_events_from_results(prof.kineto_results) if device == "cpu"
+              else prof.function_events)
     record = record_from_events(
-        prof.events(),
+        events,
         device=device,
         dtype=loaded.dtype_name,
-        iterations=iters,
+        iterations=profiled,
         modules=describe_modules(model),
     )
+    record.warmup = warmed
+    record.graph = recorder.finish() if recorder is not None else None
     record.versions = software_versions()
     if device == "cuda":
         record.gpu = torch.cuda.get_device_name()

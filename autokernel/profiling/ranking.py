@@ -211,7 +211,7 @@ def build_plan(
         iterations=record.iterations,
         message=message,
         time_source=record.time_source,
-        warmup=warmup,
+        warmup=record.warmup if record.warmup is not None else warmup,
         versions=dict(record.versions),
     )
 
