@@ -26,7 +26,10 @@ from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
 from autokernel.profiling.callsites import Context, Extracted, _arg, _numel, _shape
+from autokernel.profiling.canonical import gelu_of, region
 from autokernel.profiling.events import OpCall
+from autokernel.profiling.graph_match import GraphContext
+from autokernel.profiling.site_routes import CALL
 
 DIMS = ("M", "N")
 APPROXIMATIONS = ("none", "tanh")
@@ -120,6 +123,43 @@ def _gelu_call_shape(op: OpCall, ctx: Context) -> Extracted:
     return {"M": _numel(x) // x[-1], "N": x[-1]}, params
 
 
+WRITTEN_OUT = "gelu(written out)"
+
+
+def _find_gelu_in_graph(gctx: GraphContext) -> None:
+    """F.gelu / nn.GELU with its `approximate` (which torch.profiler drops), and the erf and
+    tanh formulas written out (`canonical.gelu_of`), outermost call first."""
+    for node in reversed(gctx.graph.nodes):
+        if node.op not in ("gelu", "mul", "div") or gctx.is_claimed(node) or not node.outputs:
+            continue
+        found = gelu_of(gctx, node.outputs[0])
+        if found is None:
+            continue
+        nodes = region(gctx, node.outputs[0], {found.x})
+        x = gctx.shape(found.x)
+        if not nodes or not x or not x[-1]:
+            continue
+        label = WRITTEN_OUT if found.spelled_out else "aten::gelu"
+        site = gctx.site("gelu", nodes, label, {"M": _numel(x) // x[-1], "N": x[-1]},
+                         {"approximate": found.approximate}, gctx.dtype(found.x))
+        gctx.claim(nodes, "gelu", site)
+
+
+def _site_route(site: Any, module_type: str | None, modules: Mapping[str, Any]) -> str:
+    """F.gelu and nn.GELU are intercepted; a formula written out is not."""
+    if site.aten_op == WRITTEN_OUT:
+        return "no: written out (only F.gelu and nn.GELU are routed)"
+    return CALL
+
+
+def _approximation_mismatch(site_params: Mapping[str, Any], shape: list[int],
+                            verified: Mapping[str, Any]) -> str | None:
+    """The route leaves calls of the other approximation to PyTorch."""
+    mine = site_params.get("approximate", "none")
+    theirs = verified.get("approximate", "none")
+    return None if mine == theirs else f"no: approximate={mine} (verified: {theirs})"
+
+
 SPEC = OpSpec(
     name="gelu",
     dims=DIMS,
@@ -138,6 +178,9 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     # F.gelu and nn.GELU (which calls it) reach the profiler as aten::gelu.
     aten_ops={"aten::gelu": AtenRule(_gelu_call_shape)},
+    graph_patterns=(_find_gelu_in_graph,),
+    site_route=_site_route,
+    param_mismatch=_approximation_mismatch,
     notes="elementwise GELU of x[M, N] (exact erf form unless approximate='tanh'); FLOPs = 8·M·N; "
     "bytes = read x + write y.",
 )

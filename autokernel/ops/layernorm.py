@@ -29,6 +29,7 @@ from autokernel.profiling.callsites import (
     Context, Extracted, SiteKey, _arg, _has_tensor, _norm_width, _numel, _shape,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_norms import norm_pattern, norm_route
 from autokernel.profiling.site_routes import MODULE, UNKNOWN, eps_mismatch
 
 DIMS = ("M", "N")
@@ -190,7 +191,11 @@ LAYERNORM_MODULE = "torch.nn.modules.normalization.LayerNorm"  # a ModuleInfo's 
 
 
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
-    """nn.LayerNorm is routed as a module; F.layer_norm elsewhere is not."""
+    """nn.LayerNorm is routed as a module; F.layer_norm elsewhere is not, nor a LayerNorm
+    written out (verify's module route takes nn.LayerNorm only)."""
+    norm = dict(site.notes).get("norm")
+    if norm is not None and site.aten_op != "aten::layer_norm":  # written out, in the graph
+        return norm_route("layernorm")(site) or "no: written out (only nn.LayerNorm is routed)"
     if module_type is None:
         return UNKNOWN
     return MODULE if module_type == LAYERNORM_MODULE else "no: F.layer_norm outside nn.LayerNorm"
@@ -215,6 +220,7 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_layernorm_shape)
               for name in ("aten::layer_norm", "aten::native_layer_norm")},
+    graph_patterns=(norm_pattern("layernorm"),),
     site_route=_site_route,
     param_mismatch=eps_mismatch,
     notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "

@@ -44,6 +44,8 @@ from autokernel.profiling.callsites import (
     Extracted, _arg, _numel, _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import OpCall
+from autokernel.profiling.graph_match import GraphContext
+from autokernel.profiling.site_routes import CALL
 
 DIMS = ("M", "N")
 
@@ -253,6 +255,30 @@ def _rule(reduction: str) -> AtenRule:
                     role=None if reduction == "sum" else (lambda op, ctx: reduction))
 
 
+def _find_max_values(gctx: GraphContext) -> None:
+    """torch.max(x, dim).values and torch.max(x, dim)[0] are an amax, when the indices go
+    unused (an argmax is another op)."""
+    for node in gctx.graph.nodes:
+        if node.op != "max" or gctx.is_claimed(node) or len(node.outputs) != 2 or \
+                gctx.graph.users(node.outputs[1]):
+            continue
+        op = gctx.root_op(node)
+        extracted = _reduction_shape(op, "amax") if op is not None else None
+        if extracted is None:
+            continue
+        named, params = extracted
+        site = gctx.site("reduce", [node], "aten::max", named, params,
+                         gctx.dtype(node.outputs[0]), role="amax")
+        gctx.claim([node], "reduce", site)
+
+
+def _site_route(site: Any, module_type: str | None, modules: Mapping[str, Any]) -> str:
+    """The router intercepts torch.sum, torch.mean and torch.amax; not torch.max."""
+    if site.aten_op == "aten::max":
+        return "no: torch.max(x, dim) is not routed (torch.amax is)"
+    return CALL
+
+
 def _op_tolerances(params: Mapping[str, Any]) -> Mapping[torch.dtype, Tolerance] | None:
     op = params.get("op", "sum")
     if op == "amax":
@@ -308,6 +334,8 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     # A reduction inside another op (aten::mean's sum) is not one the model asked for.
     aten_ops={"aten::sum": _rule("sum"), "aten::mean": _rule("mean"), "aten::amax": _rule("amax")},
+    graph_patterns=(_find_max_values,),
+    site_route=_site_route,
     axis_dim="K",
     tolerances={
         **DEFAULT_TOLERANCES,

@@ -1,7 +1,10 @@
 """Which kernel type each unit of measured time belongs to, and at what shape.
 
 Classification goes by op and module structure; kernel names are a last resort for kernels the
-profiler could not tie to an op. In order:
+profiler could not tie to an op. When the profile recorded the forward's data-flow graph
+(`recorder.py`), step 1 is the graph patterns instead (`OpSpec.graph_patterns`, run in
+`patterns.GRAPH_PATTERN_ORDER`: ops recognized by what they compute, `graph_match.py`), then the
+pieces of ops no pattern recognized are labeled "other" (`graph_fragments.py`). In order:
 
 1. Patterns that span several ops claim them as ONE call of one kernel type (each op entry's
    `OpSpec.patterns`, run in `patterns.PATTERN_ORDER`):
@@ -52,7 +55,9 @@ from autokernel.profiling.events import OpCall, RecordedProfile
 from autokernel.profiling.op_rules import (  # noqa: F401 - the classifier's API
     OpRule, classify_kernel_name, op_rules,
 )
-from autokernel.profiling.patterns import patterns
+from autokernel.profiling.graph_fragments import label_fragments
+from autokernel.profiling.graph_match import GraphContext
+from autokernel.profiling.patterns import graph_patterns, patterns
 
 
 # ---------------------------------------------------------------------------------------------
@@ -92,8 +97,14 @@ def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, Sit
 def classify_profile(record: RecordedProfile) -> list[Attribution]:
     """Classify every timed row of the profile; their times add up to the profile's total."""
     ctx = Context.build(record)
-    for find in patterns():
-        find(ctx)
+    if record.graph is not None and record.graph.nodes:
+        gctx = GraphContext.build(record.graph, ctx)
+        for find in graph_patterns():
+            find(gctx)
+        label_fragments(gctx)
+    else:
+        for find in patterns():
+            find(ctx)
 
     memo: dict[int, tuple[str, tuple[str, int], SiteKey | None, str]] = {}
     attributions: list[Attribution] = []
@@ -116,7 +127,7 @@ def classify_profile(record: RecordedProfile) -> list[Attribution]:
             if root in ctx.claims:
                 claim = ctx.claims[root]
                 memo[row.op] = (claim.kernel_type, claim.call, claim.site,
-                                claim.site.aten_op)
+                                claim.label if claim.site is None else claim.site.aten_op)
             else:
                 found = _classify_by_op(ctx, stack)
                 if found is not None:

@@ -30,7 +30,7 @@ from autokernel.profiling.plan import (
     amdahl_speedup,
     format_speedup,
 )
-from autokernel.profiling.routable import site_route, target_route, unverified_param
+from autokernel.profiling.routable import NO_OP, site_route, target_route, unverified_param
 from autokernel.text import count_of
 
 OTHER_OPS_LISTED = 10
@@ -122,11 +122,18 @@ def _join_roleless(sites: dict[tuple[str, str], dict[SiteKey, _Tally]]) -> None:
         if role:
             continue
         peers = [key for key in sites if key[0] == kernel_type and key[1]]
-        if not peers:
+        # Only calls with no op are roleless by ignorance: a sum's role is "" by design (reduce
+        # gives its mean and amax targets of their own), and it never joins them.
+        unknown = {site: tally for site, tally in sites[(kernel_type, role)].items()
+                   if site.aten_op == NO_OP}
+        if not peers or not unknown:
             continue
         largest = max(peers, key=lambda key: sum(t.time_us for t in sites[key].values()))
-        for site, tally in sites.pop((kernel_type, role)).items():
+        for site, tally in unknown.items():
             sites[largest][site] = tally
+            del sites[(kernel_type, role)][site]
+        if not sites[(kernel_type, role)]:
+            del sites[(kernel_type, role)]
 
 
 def _rank(targets: list[Target], other_share: float) -> None:
