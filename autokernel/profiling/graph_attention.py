@@ -24,7 +24,7 @@ import math
 from typing import Any
 
 from autokernel.profiling.callsites import _four_dims
-from autokernel.profiling.canonical import amax_of, close, operands, region
+from autokernel.profiling.canonical import amax_of, operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input
 
@@ -230,9 +230,9 @@ def find_explicit_attention(gctx: GraphContext) -> None:
         if not nodes:
             continue
         scale = source["scale"] * prescale
-        params: dict[str, Any] = {"causal": source["mask"] in ("causal", "causal additive")}
-        if not close(scale, q_shape[-1] ** -0.5, 1e-4):
-            params["scale"] = scale
+        # The scale as written (1.0 when nothing scales the scores: T5), never the default.
+        params: dict[str, Any] = {"causal": source["mask"] in ("causal", "causal additive"),
+                                  "scale": scale}
         if source["mask"] == "mask":
             params["mask"] = True
         if kv_heads is not None:

@@ -99,6 +99,9 @@ def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
         rms = rms_of(gctx, r)
         if rms is None or rms.x != gctx.base(x) or rms.reciprocal != (node.op == "mul"):
             continue
+        centered = gctx.made_by(rms.x, "sub")
+        if centered is not None and mean_of(gctx, value_id(operands(centered)[1])):
+            continue  # x - mean(x) over its RMS: a LayerNorm
         width = gctx.shape(rms.x)[rms.dim]
         output, weights, notes = _after(gctx, node.outputs[0], width, want_bias=False)
         params: dict[str, Any] = {**notes}

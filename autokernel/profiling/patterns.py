@@ -48,11 +48,12 @@ GRAPH_PATTERN_ORDER: tuple[str, ...] = (
     "flash_attention",
     # The gated MLP takes its activation (a SiLU or GELU written out) and its three linears.
     "fused_mlp",
-    # A residual add + norm before the norm alone.
-    "add_rmsnorm",
+    # A residual add + norm before the norm alone; a LayerNorm before an RMSNorm, since a
+    # LayerNorm written out holds an RMS of its centered input.
     "add_layernorm",
-    "rmsnorm",
+    "add_rmsnorm",
     "layernorm",
+    "rmsnorm",
     "rotary_embedding",
     "cross_entropy",
     # The pointwise and reduction ops that larger ops are made of come last, so that they only
