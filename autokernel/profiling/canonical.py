@@ -224,7 +224,7 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
     if node is None:
         return None
     if node.op in ("rsqrt", "sqrt"):
-        mean_square, eps = _plus_eps(gctx, first_input(node))
+        mean_square, eps = plus_eps(gctx, first_input(node))
         found = mean_of(gctx, mean_square)
         x = square_of(gctx, first_input(found.node)) if found else None
         if x is None:
@@ -236,7 +236,7 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
         return Rms(inner.x, inner.dim, inner.eps, True) if inner and not inner.reciprocal \
             else None
     if node.op == "add":
-        root, eps = _plus_eps(gctx, value)
+        root, eps = plus_eps(gctx, value)
         inner = rms_of(gctx, root) if root != gctx.base(value) else None
         if inner is None or inner.reciprocal or inner.eps is not None:
             return None
@@ -266,7 +266,7 @@ def _norm_over_root_d(gctx: GraphContext, node: GraphNode) -> Rms | None:
     return Rms(gctx.base(x), dims[0], None, False)
 
 
-def _plus_eps(gctx: GraphContext, value: int | None) -> tuple[int | None, float | None]:
+def plus_eps(gctx: GraphContext, value: int | None) -> tuple[int | None, float | None]:
     """(v, eps) for v + eps (eps a Python number or constant), else (value, None)."""
     node = gctx.made_by(value, "add")
     if node is None:

@@ -85,6 +85,9 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
             expand = gctx.producer(first_input(node))
             if expand is not None and expand.op == "expand":
                 source = gctx.base(first_input(expand))
+                inserted = gctx.producer(source)  # x[:, :, None] or x.unsqueeze(2)
+                if inserted is not None and inserted.op in ("getitem", "unsqueeze"):
+                    source = gctx.base(first_input(inserted))
                 before, after = gctx.shape(source), gctx.shape(value)
                 if len(after) == 4 and len(before) == 4 and before[1] != after[1] and \
                         after[1] % before[1] == 0:

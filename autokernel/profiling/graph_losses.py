@@ -12,7 +12,7 @@ tied `h @ wte.weight.T`. Site notes: `loss` (a written-out form, which verify do
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from autokernel.profiling.callsites import _numel
@@ -34,6 +34,7 @@ class Loss:
     output: int
     form: str  # "F.cross_entropy" or the written-out spelling
     reduction: str
+    notes: dict[str, Any] = field(default_factory=dict)  # ignore_index, smoothing, weights
 
 
 def log_softmax_of(gctx: GraphContext, value: int | None) -> int | None:
@@ -62,11 +63,13 @@ def loss_of(gctx: GraphContext, node: GraphNode) -> Loss | None:
     out = node.outputs[0]
     if node.op == "cross_entropy":
         return Loss(first_input(node), value_id(argument(node, 1, "target")), out,
-                    "F.cross_entropy", str(argument(node, 5, "reduction", "mean")))
+                    "F.cross_entropy", str(argument(node, 6, "reduction", "mean")),
+                    _loss_arguments(node))
     if node.op in ("nll_loss", "nll_loss_nd"):
         x = log_softmax_of(gctx, first_input(node))
         return Loss(x, value_id(argument(node, 1, "target")), out, "log_softmax + nll_loss",
-                    str(argument(node, 4, "reduction", "mean"))) if x is not None else None
+                    str(argument(node, 6, "reduction", "mean")), _loss_arguments(node)) \
+            if x is not None else None
     if node.op not in ("mean", "sum"):
         return None
     inner = first_input(node)
@@ -87,13 +90,28 @@ def loss_of(gctx: GraphContext, node: GraphNode) -> Loss | None:
         if x is not None else None
 
 
+def _loss_arguments(node: GraphNode) -> dict[str, Any]:
+    """F.cross_entropy's / F.nll_loss's arguments the kernels do not take, as the notes
+    `site_routes.unrouted_loss_arguments` reads."""
+    notes: dict[str, Any] = {}
+    ignore_index = argument(node, 4, "ignore_index", -100)
+    if ignore_index != -100:
+        notes["ignore_index"] = ignore_index
+    if value_id(argument(node, 2, "weight")) is not None:
+        notes["class_weights"] = True
+    smoothing = argument(node, 7, "label_smoothing", 0.0)
+    if smoothing:
+        notes["label_smoothing"] = smoothing
+    return notes
+
+
 def _index(gather: GraphNode) -> int | None:
     return value_id(argument(gather, 2, "index"))
 
 
 def _loss_params(gctx: GraphContext, loss: Loss) -> tuple[dict[str, int], dict[str, Any]]:
     shape = gctx.shape(loss.logits)
-    params: dict[str, Any] = {}
+    params: dict[str, Any] = dict(loss.notes)
     if loss.form != "F.cross_entropy":
         params["loss"] = loss.form
     if loss.reduction != "mean":
@@ -172,6 +190,7 @@ def find_cross_entropy(gctx: GraphContext) -> None:
 
 
 def loss_notes_route(notes: dict[str, Any]) -> str | None:
+    """"no: why" for a loss verify's F.cross_entropy route refuses, from the site's notes."""
     if "loss" in notes:
         return f"no: {notes['loss']} written out (only F.cross_entropy is routed)"
     if "logits_rank" in notes:

@@ -22,7 +22,7 @@ from typing import Any
 
 from autokernel.profiling.callsites import FINFO_EPS, SiteKey, _numel, _over_axis
 from autokernel.profiling.canonical import (
-    close, mean_of, operands, region, rms_of, variance_of, _plus_eps,
+    close, mean_of, operands, plus_eps, region, rms_of, variance_of,
 )
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_match import GraphContext, first_input, is_alias
@@ -46,72 +46,102 @@ class NormCall:
     own_op: GraphNode | None = None  # F.rms_norm / F.layer_norm, when that is the spelling
 
 
-def _weight(gctx: GraphContext, node: GraphNode, normalized: int, width: int
-            ) -> tuple[int, int, dict[str, Any]] | None:
-    """(output, weight value, notes) when `node` multiplies the normalized value by a constant
-    as wide as the normalized dim: a [N] gain, [C] viewed as [C, 1, 1], or Gemma's 1 + w."""
-    if node.op != "mul":
-        return None
+def factors(gctx: GraphContext, value: int | None, depth: int = 3
+            ) -> list[tuple[int, bool]]:
+    """The factors of a product (x · r · w in any order and grouping, x / r · w), each with
+    whether it divides; a value made by anything else is one factor. Only products whose
+    result nothing else reads are opened."""
+    node = gctx.made_by(value, "mul", "div")
+    if node is None or depth == 0 or len(node.args) < 2 or \
+            (value != gctx.base(value) and len(gctx.users(gctx.base(value))) > 1):
+        return [(gctx.base(value), False)] if value is not None else []
     a, b = (value_id(v) for v in operands(node))
-    other = b if gctx.base(a) == normalized else a if gctx.base(b) == normalized else None
-    base = gctx.base(other)
-    found = gctx.value(base)
-    if found is None or not found.constant or _numel(found.shape) != width:
+    if a is None or b is None:
+        return [(gctx.base(value), False)]
+    opened = []
+    for operand, divides in ((a, False), (b, node.op == "div")):
+        inner = factors(gctx, operand, depth - 1) if len(gctx.users(operand)) <= 1 or \
+            gctx.made_by(operand, "mul", "div") is None else [(gctx.base(operand), False)]
+        opened += [(v, d != divides) for v, d in inner] if divides else inner
+    return opened
+
+
+def _split(gctx: GraphContext, value: int, is_scale: Any
+           ) -> tuple[int, Any, int | None] | None:
+    """(x, the scale's description, the weight or None) when the product `value` is x times a
+    scale (`is_scale(value, divides)` describes it, else None) times at most one constant."""
+    parts = factors(gctx, value)
+    if not 2 <= len(parts) <= 3:
         return None
-    notes: dict[str, Any] = {}
-    offset = gctx.made_by(base, "add")
+    for i, (scale_value, divides) in enumerate(parts):
+        scale = is_scale(scale_value, divides)
+        if scale is None:
+            continue
+        rest = parts[:i] + parts[i + 1:]
+        if any(d for _, d in rest):
+            continue
+        for j, (x, _) in enumerate(rest):
+            others = [v for k, (v, _) in enumerate(rest) if k != j]
+            found = gctx.value(others[0]) if others else None
+            if others and (found is None or not found.constant):
+                continue
+            return x, scale, others[0] if others else None
+    return None
+
+
+def _weight_notes(gctx: GraphContext, weight: int | None, width: int) -> dict[str, Any] | None:
+    """{} for a weight as wide as the normalized dim ([N], or [C] viewed [C, 1, 1]), with
+    `weight_offset` for Gemma's 1 + w; {"elementwise_affine": False} for none; None else."""
+    if weight is None:
+        return {"elementwise_affine": False}
+    found = gctx.value(weight)
+    if found is None or _numel(found.shape) != width:
+        return None
+    offset = gctx.made_by(weight, "add")
     if offset is not None:
         x, y = operands(offset)
         if close(gctx.scalar(x), 1.0) or close(gctx.scalar(y), 1.0):
-            notes["weight_offset"] = 1.0
-    return node.outputs[0], base, notes
+            return {"weight_offset": 1.0}
+    return {}
 
 
-def _after(gctx: GraphContext, value: int, width: int, want_bias: bool
-           ) -> tuple[int, set[int | None], dict[str, Any]]:
-    """Follow an optional weight multiply (and bias add) after the normalized value."""
-    inputs: set[int | None] = set()
-    notes: dict[str, Any] = {}
+def _bias_after(gctx: GraphContext, value: int, width: int) -> tuple[int, int | None]:
     users = gctx.users(value)
-    weighted = _weight(gctx, users[0], value, width) if len(users) == 1 else None
-    if weighted is None:
-        return value, inputs, {"elementwise_affine": False}
-    value, weight, notes = weighted
-    inputs.add(weight)
-    users = gctx.users(value)
-    if want_bias and len(users) == 1 and users[0].op == "add":
+    if len(users) == 1 and users[0].op == "add" and users[0].outputs:
         a, b = (value_id(v) for v in operands(users[0]))
         other = gctx.base(b if gctx.base(a) == value else a)
         found = gctx.value(other)
         if found is not None and found.constant and _numel(found.shape) == width:
-            inputs.add(other)
-            value = users[0].outputs[0]
-    return value, inputs, notes
+            return users[0].outputs[0], other
+    return value, None
 
 
 def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
-    """x · (1/rms) or x / rms, with its weight."""
+    """x · (1/rms) · w or x / rms · w, in any order."""
     if node.op not in ("mul", "div") or not node.outputs:
         return None
-    a, b = (value_id(v) for v in operands(node))
-    pairs = ((a, b), (b, a)) if node.op == "mul" else ((a, b),)
-    for x, r in pairs:
-        rms = rms_of(gctx, r)
-        if rms is None or rms.x != gctx.base(x) or rms.reciprocal != (node.op == "mul"):
-            continue
-        centered = gctx.made_by(rms.x, "sub")
-        if centered is not None and mean_of(gctx, value_id(operands(centered)[1])):
-            continue  # x - mean(x) over its RMS: a LayerNorm
-        width = gctx.shape(rms.x)[rms.dim]
-        output, weights, notes = _after(gctx, node.outputs[0], width, want_bias=False)
-        params: dict[str, Any] = {**notes}
-        eps = rms.eps if rms.eps is not None else 0.0
-        params["eps"] = eps
-        if rms.eps_outside:
-            params["eps_outside_root"] = True
-        return NormCall("rmsnorm", rms.x, rms.dim, output, {rms.x} | weights, params,
-                        "rmsnorm(written out)")
-    return None
+
+    def scale(value: int, divides: bool) -> Any:
+        rms = rms_of(gctx, value)
+        return rms if rms is not None and rms.reciprocal != divides else None
+
+    found = _split(gctx, node.outputs[0], scale)
+    if found is None:
+        return None
+    x, rms, weight = found
+    if rms.x != gctx.base(x):
+        return None
+    centered = gctx.made_by(rms.x, "sub")
+    if centered is not None and mean_of(gctx, value_id(operands(centered)[1])):
+        return None  # x - mean(x) over its RMS: a LayerNorm
+    notes = _weight_notes(gctx, weight, gctx.shape(rms.x)[rms.dim])
+    if notes is None:
+        return None
+    params: dict[str, Any] = {**notes, "eps": rms.eps if rms.eps is not None else 0.0}
+    if rms.eps_outside:
+        params["eps_outside_root"] = True
+    return NormCall("rmsnorm", rms.x, rms.dim, node.outputs[0], {rms.x, weight} - {None},
+                    params, "rmsnorm(written out)")
 
 
 def _std(gctx: GraphContext, value: int | None) -> tuple[int | None, float | None, bool] | None:
@@ -119,32 +149,41 @@ def _std(gctx: GraphContext, value: int | None) -> tuple[int | None, float | Non
     node = gctx.made_by(value, "sqrt", "rsqrt")
     if node is None:
         return None
-    variance, eps = _plus_eps(gctx, first_input(node))
+    variance, eps = plus_eps(gctx, first_input(node))
     return variance, eps, node.op == "rsqrt"
 
 
 def _layernorm_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
-    """(x - mean) / sqrt(var + eps) or (x - mean) · rsqrt(var + eps), with weight and bias."""
+    """(x - mean) / sqrt(var + eps) · w + b, or (x - mean) · rsqrt(var + eps) · w + b, in any
+    order of the product."""
     if node.op not in ("mul", "div") or not node.outputs:
         return None
-    a, b = (value_id(v) for v in operands(node))
-    pairs = ((a, b), (b, a)) if node.op == "mul" else ((a, b),)
-    for centered, root in pairs:
-        std = _std(gctx, root)
-        sub = gctx.made_by(centered, "sub")
-        if std is None or sub is None or std[2] != (node.op == "mul"):
-            continue
-        x = gctx.base(first_input(sub))
-        mean = mean_of(gctx, value_id(operands(sub)[1]))
-        variance = variance_of(gctx, std[0], x)
-        if mean is None or mean.x != x or variance is None or variance.dim != mean.dim:
-            continue
-        width = gctx.shape(x)[mean.dim]
-        output, weights, notes = _after(gctx, node.outputs[0], width, want_bias=True)
-        params = {**notes, "eps": std[1] if std[1] is not None else 0.0}
-        return NormCall("layernorm", x, mean.dim, output, {x} | weights, params,
-                        "layernorm(written out)")
-    return None
+
+    def scale(value: int, divides: bool) -> Any:
+        std = _std(gctx, value)
+        return std if std is not None and std[2] != divides else None
+
+    found = _split(gctx, node.outputs[0], scale)
+    if found is None:
+        return None
+    centered, std, weight = found
+    sub = gctx.made_by(centered, "sub")
+    if sub is None:
+        return None
+    x = gctx.base(first_input(sub))
+    mean = mean_of(gctx, value_id(operands(sub)[1]))
+    variance = variance_of(gctx, std[0], x)
+    if mean is None or mean.x != x or variance is None or variance.dim != mean.dim:
+        return None
+    width = gctx.shape(x)[mean.dim]
+    notes = _weight_notes(gctx, weight, width)
+    if notes is None:
+        return None
+    output, bias = _bias_after(gctx, node.outputs[0], width) if weight is not None else \
+        (node.outputs[0], None)
+    params = {**notes, "eps": std[1] if std[1] is not None else 0.0}
+    return NormCall("layernorm", x, mean.dim, output, {x, weight, bias} - {None}, params,
+                    "layernorm(written out)")
 
 
 def _own_op_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:

@@ -1,0 +1,89 @@
+"""Held-out op styles: one-op model files written in the styles of public model code (HF
+transformers, Meta llama, minGPT, nanoGPT, T5, timm, ConvNeXt, GPT-J, torchtitan, KernelBench),
+each naming what the profiler must find in it (`EXPECTED` in the file, tests/op_styles/).
+
+For each file the plan must have a target of the expected kernel type, with the expected calls
+per forward and, at every call site of that target, the expected params (a site's params and
+notes together: `kv_heads` is a note); the expected route ("module", "no", ...) when the file
+names one; and no target of any other type than the file allows (`also`): no piece of an op
+the profiler did not recognize (a norm's mean, a softmax's sum) may become a target.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from autokernel.profiling.model_loader import load_model_file
+from autokernel.profiling.plan import Plan
+from autokernel.profiling.profiler import profile_model
+from autokernel.profiling.ranking import build_plan
+
+STYLES = Path(__file__).resolve().parent / "op_styles"
+FILES = sorted(STYLES.glob("*.py"))
+
+
+def expected_of(path: Path) -> dict[str, Any]:
+    spec = importlib.util.spec_from_file_location(f"op_style_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.EXPECTED
+
+
+def _same(found: Any, wanted: Any) -> bool:
+    if isinstance(wanted, float) and isinstance(found, (int, float)):
+        return math.isclose(found, wanted, rel_tol=1e-4, abs_tol=1e-12)
+    return found == wanted
+
+
+def problems(plan: Plan, expected: dict[str, Any]) -> list[str]:
+    """What the plan gets wrong against the file's EXPECTED; [] when it is all right."""
+    kind = expected["kernel_type"]
+    targets = [t for t in plan.targets if t.kernel_type == kind]
+    found = [f"{t.label} {t.share:.0%}" for t in plan.targets]
+    if not targets:
+        return [f"no {kind} target (targets: {found}, other: "
+                f"{[o['op'] for o in plan.other_ops[:4]]})"]
+    wrong: list[str] = []
+    calls = sum(t.calls for t in targets)
+    if calls != expected.get("calls", 1):
+        wrong.append(f"{kind}: {calls} calls, expected {expected.get('calls', 1)}")
+    for target in targets:
+        for site in target.call_sites:
+            seen = {**site.notes, **site.params}
+            for name, value in expected.get("params", {}).items():
+                if not _same(seen.get(name), value):
+                    wrong.append(f"{kind} at {site.module or '<model>'}: {name}="
+                                 f"{seen.get(name)!r}, expected {value!r}")
+    route = expected.get("route")
+    if route is not None and not all(t.route.startswith(route) for t in targets):
+        wrong.append(f"{kind}: route {[t.route for t in targets]}, expected {route}")
+    allowed = {kind, *expected.get("also", ())}
+    extra = [t.label for t in plan.targets if t.kernel_type not in allowed]
+    if extra:
+        wrong.append(f"unexpected targets: {extra}")
+    return wrong
+
+
+def style_plan(path: Path) -> Plan:
+    loaded = load_model_file(path, device="cpu")
+    record = profile_model(loaded, warmup=0, iters=1)
+    return build_plan(record, model=path.stem, class_name="Model")
+
+
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_op_style_is_recognized(path: Path) -> None:
+    assert problems(style_plan(path), expected_of(path)) == []
+
+
+def test_the_style_set_covers_every_family() -> None:
+    """At least 70 files, and every kernel type the issue's styles name."""
+    kinds = {expected_of(p)["kernel_type"] for p in FILES}
+    assert len(FILES) >= 70
+    assert {"rmsnorm", "layernorm", "softmax", "gelu", "flash_attention", "fused_mlp",
+            "rotary_embedding", "cross_entropy", "linear_cross_entropy", "add_rmsnorm",
+            "add_layernorm", "reduce"} <= kinds
