@@ -187,7 +187,7 @@ def _find_written_softmax(gctx: GraphContext) -> None:
     """exp(x - max(x)) / sum(..) written out, over any one dim (`graph_attention.softmax_of`);
     F.softmax is the single-op rule's."""
     for node in gctx.graph.nodes:
-        if node.op not in ("div", "mul") or gctx.is_claimed(node) or not node.outputs:
+        if node.op not in ("div", "mul", "exp") or gctx.is_claimed(node) or not node.outputs:
             continue
         found = softmax_of(gctx, node.outputs[0])
         if found is None:

@@ -26,10 +26,11 @@ from typing import Any
 from autokernel.profiling.callsites import _four_dims
 from autokernel.profiling.canonical import amax_of, operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
+from autokernel.profiling.graph_losses import log_softmax_of
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input
 
 KERNEL_TYPE = "flash_attention"
-PRODUCTS = ("matmul", "bmm", "einsum")
+PRODUCTS = ("matmul", "bmm", "einsum", "baddbmm")
 CAUSAL_BOOL = {"masked_fill": "drop_upper", "where": "keep_lower"}
 MASKED = -1e4  # a fill value at or below this masks a score out
 
@@ -37,9 +38,12 @@ MASKED = -1e4  # a fill value at or below this masks a score out
 def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     """(x, dim) when `value` is a softmax of x over one dim: F.softmax, or exp(x - max) / sum
     (with amax or max(..).values, or with no shift at all)."""
-    node = gctx.made_by(value, "softmax", "_softmax", "div", "mul")
+    node = gctx.made_by(value, "softmax", "_softmax", "div", "mul", "exp")
     if node is None:
         return None
+    if node.op == "exp":  # exp(log_softmax(x))
+        x = log_softmax_of(gctx, first_input(node))
+        return (x, len(gctx.shape(x)) - 1) if x is not None else None
     if node.op in ("softmax", "_softmax"):
         x = first_input(node)
         dims = dim_list(argument(node, 1, "dim"), len(gctx.shape(x)))
@@ -136,6 +140,10 @@ def _scores_source(gctx: GraphContext, value: int | None) -> dict[str, Any] | No
             return None
         if node.op in PRODUCTS:
             found["product"] = node
+            if node.op == "baddbmm":  # beta · input + alpha · q @ kᵀ, with beta 0
+                if gctx.scalar(argument(node, 3, "beta", 1.0)) != 0:
+                    return None
+                found["scale"] *= gctx.scalar(argument(node, 4, "alpha", 1.0)) or 1.0
             return found
         if node.op in ("float", "to", "type_as", "contiguous", "dropout", "view", "reshape"):
             value = first_input(node)
@@ -176,7 +184,7 @@ def _operands_of_product(gctx: GraphContext, node: GraphNode) -> tuple[int | Non
         if len(a) < 2 or len(b) < 2 or a[-1] != b[-1] or out[-1:] != b[-2:-1]:
             return None, None
         return tensors[0], tensors[1]
-    q, kt = (value_id(v) for v in node.args[:2])
+    q, kt = (value_id(v) for v in (node.args[1:3] if node.op == "baddbmm" else node.args[:2]))
     transpose = gctx.producer(kt)
     if transpose is None or transpose.op not in ("transpose", "mT", "permute", "T"):
         if gctx.value(kt) is not None and gctx.value(kt).transposed:

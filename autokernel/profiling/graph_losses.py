@@ -39,9 +39,12 @@ class Loss:
 
 def log_softmax_of(gctx: GraphContext, value: int | None) -> int | None:
     """x when `value` is log_softmax(x) over the last dim: the op, or x - logsumexp(x)."""
-    node = gctx.made_by(value, "log_softmax", "_log_softmax", "sub")
+    node = gctx.made_by(value, "log_softmax", "_log_softmax", "sub", "log")
     if node is None:
         return None
+    if node.op == "log":  # log(softmax(x))
+        softmax = gctx.made_by(first_input(node), "softmax")
+        return gctx.base(first_input(softmax)) if softmax is not None else None
     if node.op != "sub":
         return gctx.base(first_input(node))
     a, b = (value_id(v) for v in operands(node))
@@ -82,12 +85,32 @@ def loss_of(gctx: GraphContext, node: GraphNode) -> Loss | None:
             return None
         return Loss(gctx.base(first_input(lse)), _index(gathered), out, "logsumexp - gather",
                     node.op)
+    one_hot = _one_hot_pick(gctx, inner)
+    if one_hot is not None:
+        return Loss(one_hot[0], one_hot[1], out, "one_hot · log_softmax", node.op)
     gathered = _gather(gctx, inner)
     if gathered is None:
         return None
     x = log_softmax_of(gctx, first_input(gathered))
     return Loss(x, _index(gathered), out, "log_softmax + gather", node.op) \
         if x is not None else None
+
+
+def _one_hot_pick(gctx: GraphContext, value: int | None) -> tuple[int, int | None] | None:
+    """(x, t) of -(one_hot(t) · log_softmax(x)).sum(-1)."""
+    node = gctx.made_by(value, "neg", "sum")
+    if node is not None and node.op == "neg":
+        node = gctx.made_by(first_input(node), "sum")
+    product = gctx.made_by(first_input(node), "mul") if node is not None else None
+    if product is None:
+        return None
+    a, b = (value_id(v) for v in operands(product))
+    for hot, logp in ((a, b), (b, a)):
+        encoder = gctx.made_by(hot, "one_hot")
+        x = log_softmax_of(gctx, logp)
+        if encoder is not None and x is not None:
+            return x, first_input(encoder)
+    return None
 
 
 def _loss_arguments(node: GraphNode) -> dict[str, Any]:
