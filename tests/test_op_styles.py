@@ -87,3 +87,41 @@ def test_the_style_set_covers_every_family() -> None:
     assert {"rmsnorm", "layernorm", "softmax", "gelu", "flash_attention", "fused_mlp",
             "rotary_embedding", "cross_entropy", "linear_cross_entropy", "add_rmsnorm",
             "add_layernorm", "reduce"} <= kinds
+
+
+# Styles whose targets verify's routes are run against (kept few: each builds and patches a
+# model with the starter kernels in the Triton interpreter).
+SPLICED = ["gelu_new_mingpt", "gelu_erf_formula", "attention_mingpt", "attention_hf_repeat_kv",
+           "attention_sdpa_repeat_interleave", "attention_einsum", "mlp_phi3_fused_chunk",
+           "mlp_silu_sigmoid", "rmsnorm_gemma", "rmsnorm_channels", "ce_class_dim",
+           "lmhead_tied_matmul", "add_rmsnorm_inplace", "reduce_max_values", "softmax_exp_amax"]
+
+
+@pytest.mark.parametrize("name", SPLICED)
+def test_the_splice_column_is_what_verify_does(name: str, tmp_path: Path) -> None:
+    """Each target's starter kernel spliced in by verify's own routes: a target the plan calls
+    routable takes every profiled call, a "no" none (the profiler's own consistency check,
+    tests/test_profiler.py, on the held-out styles)."""
+    import autokernel
+    from fabricated_run import fabricate_run
+    from test_profiler import run_state_targets
+
+    from autokernel.profiling.model_loader import run_forward
+
+    run, plan = fabricate_run(STYLES / f"{name}.py", tmp_path / "run")
+    kernels = autokernel.load(run, device="cpu")
+    loaded = load_model_file(STYLES / f"{name}.py", device="cpu")
+    patch = kernels.patch(loaded.model)
+    try:
+        run_forward(loaded)
+    finally:
+        patch.unpatch()
+    stats = {s.tag: s for s in patch.report.kernels.values()}
+    for tag, target in zip(run_state_targets(run), plan.targets):
+        calls = stats[tag].calls
+        if target.route.startswith("no"):
+            assert calls == 0, (target.label, target.route, calls)
+        elif target.route.startswith("part"):
+            assert 0 < calls < target.calls, (target.label, target.route, calls)
+        elif target.route != "function?":
+            assert calls == target.calls, (target.label, target.route, calls, stats[tag])

@@ -221,6 +221,16 @@ def reduced_dim(gctx: GraphContext, node: GraphNode, default_all: bool = False) 
     return dims[0] if dims and len(dims) == 1 else None
 
 
+def whole_forward(gctx: GraphContext, nodes: Sequence[GraphNode]) -> bool:
+    """Are `nodes` every call the forward of the module they run in made (the model's, for
+    ""), but for calls that made no new value?"""
+    path = nodes[-1].module if nodes else ""
+    inside = [n for n in gctx.graph.nodes
+              if not path or n.module == path or n.module.startswith(path + ".")]
+    claimed = {id(n) for n in nodes}
+    return bool(inside) and all(id(n) in claimed or is_alias(n) for n in inside)
+
+
 def is_alias(node: GraphNode) -> bool:
     """A call that made no new value (`x.float()` of a float x, `.contiguous()` of a contiguous
     one): its outputs are its inputs."""

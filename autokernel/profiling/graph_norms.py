@@ -25,7 +25,7 @@ from autokernel.profiling.canonical import (
     close, mean_of, operands, plus_eps, region, rms_of, variance_of,
 )
 from autokernel.profiling.graph import GraphNode, argument, value_id
-from autokernel.profiling.graph_match import GraphContext, first_input, is_alias
+from autokernel.profiling.graph_match import GraphContext, first_input, whole_forward
 from autokernel.profiling.site_routes import CHAIN
 
 NORM_OPS = {"rms_norm": "rmsnorm", "layer_norm": "layernorm"}
@@ -232,11 +232,7 @@ def _module_note(gctx: GraphContext, call: NormCall, nodes: list[GraphNode]) -> 
     if call.own_op is not None:
         return "module" if info is not None and info.type == MODULE_TYPES[call.kind] else \
             FUNCTIONS[call.kind]
-    inside = [n for n in gctx.graph.nodes
-              if n.module == path or n.module.startswith(path + ".")] if path else []
-    claimed = {id(n) for n in nodes}
-    return "module" if inside and all(id(n) in claimed or is_alias(n) for n in inside) \
-        else "inline"
+    return "module" if whole_forward(gctx, nodes) else "inline"
 
 
 def _claim_norm(gctx: GraphContext, call: NormCall, kernel_type: str,

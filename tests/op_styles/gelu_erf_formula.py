@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-EXPECTED = {'kernel_type': 'gelu', 'params': {'approximate': 'none'}, 'calls': 1, 'route': 'no'}
+EXPECTED = {'kernel_type': 'gelu', 'params': {'approximate': 'none'}, 'calls': 1, 'route': 'module'}
 
 class GELU(nn.Module):
     def forward(self, input):
