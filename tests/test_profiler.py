@@ -301,6 +301,9 @@ def test_no_optimizable_kernel_says_so() -> None:
     plan = cpu_plan("no_target")
     assert plan.targets == [] and plan.other_share == pytest.approx(1.0)
     assert "no optimizable kernel" in plan.message and "aten::conv2d" in plan.message
+    from autokernel.ops import KERNEL_TYPES  # the count comes from the registry (13 today)
+
+    assert f"in the {len(KERNEL_TYPES)} kernel types" in plan.message
 
 
 # ---------------------------------------------------------------------------------------------

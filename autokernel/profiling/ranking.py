@@ -34,7 +34,14 @@ from autokernel.profiling.routable import NO_OP, site_route, target_route, unver
 from autokernel.text import count_of
 
 OTHER_OPS_LISTED = 10
-NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
+
+
+def no_target_message() -> str:
+    """What the plan says when no time is in any kernel type: their number from the registry."""
+    from autokernel.ops import KERNEL_TYPES
+
+    return ("no optimizable kernel: none of the measured time is in the "
+            f"{count_of(len(KERNEL_TYPES), 'kernel type')}")
 
 
 @dataclass
@@ -202,7 +209,7 @@ def build_plan(
         message = "the profiled forward recorded no measurable time"
     elif not targets:
         top = ", ".join(f"{o['op']} {o['share']:.0%}" for o in other_ops[:3])
-        message = f"{NO_TARGET_MESSAGE} (top: {top})"
+        message = f"{no_target_message()} (top: {top})"
 
     return Plan(
         model=model,
