@@ -800,9 +800,9 @@ ROUTES = [
     ("explicit_attention", {"flash_attention": "call chain"}),
     ("explicit_attention_where", {"flash_attention": "call chain"}),
     ("attention_matmuls", {"matmul (linear)": "module", "flash_attention": "call chain"}),
-    # The tanh GELU written out as a lambda: recognized, not routed.
+    # The tanh GELU written out as a module's whole forward: routed after a probe.
     ("minigpt_lambda", {"matmul (linear)": "module", "flash_attention": "call chain",
-                        "gelu": "no: written out (only F.gelu and nn.GELU are routed)",
+                        "gelu": "module",
                         "layernorm": "module", "add_layernorm": "call chain"}),
     ("swiglu", {"fused_mlp": "module"}),
     ("gated_gelu_mlp", {"fused_mlp": "module"}),
