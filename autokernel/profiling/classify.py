@@ -51,7 +51,7 @@ from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's AP
     MATMUL_ROLES, OTHER, Attribution, Context, SiteKey, _dtype, input_parameters, registry_dims,
     to_registry_shape,
 )
-from autokernel.profiling.events import OpCall, RecordedProfile
+from autokernel.profiling.events import OpCall, RecordedProfile, collection_paused
 from autokernel.profiling.op_rules import (  # noqa: F401 - the classifier's API
     OpRule, classify_kernel_name, op_rules,
 )
@@ -96,6 +96,11 @@ def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, Sit
 
 def classify_profile(record: RecordedProfile) -> list[Attribution]:
     """Classify every timed row of the profile; their times add up to the profile's total."""
+    with collection_paused():
+        return _classify(record)
+
+
+def _classify(record: RecordedProfile) -> list[Attribution]:
     ctx = Context.build(record)
     if record.graph is not None and record.graph.nodes:
         gctx = GraphContext.build(record.graph, ctx)

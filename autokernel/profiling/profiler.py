@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from autokernel.profiling.cpu_record import record_from_cpu, scalar_arguments
 from autokernel.profiling.graph import CALL_PREFIX
 from autokernel.profiling.events import (
     ModuleCall,
@@ -154,83 +155,6 @@ def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
     return evt.name not in annotation_names
 
 
-class _TimeRange:
-    __slots__ = ("start", "end")
-
-    def __init__(self, start: float, end: float) -> None:
-        self.start = start
-        self.end = end
-
-
-class CpuEvent:
-    """The attributes of a torch FunctionEvent that `record_from_events` reads, for a CPU op or
-    range read straight from the profiler's results (`cpu_events_from_results`)."""
-
-    __slots__ = ("name", "time_range", "device_type", "is_async", "is_user_annotation",
-                 "activity_type", "cpu_parent", "cpu_children", "input_shapes", "input_dtypes",
-                 "concrete_inputs", "id")
-
-    def __init__(self, raw: Any, trace_start_ns: int, device_type: Any) -> None:
-        self.name = raw.name()
-        self.time_range = _TimeRange((raw.start_ns() - trace_start_ns) / 1000,
-                                     (raw.end_ns() - trace_start_ns) / 1000)
-        self.device_type = device_type
-        self.is_async = False
-        self.is_user_annotation = raw.is_user_annotation()
-        self.activity_type = raw.activity_type()
-        self.cpu_parent: CpuEvent | None = None
-        self.cpu_children: list[CpuEvent] = []
-        self.input_shapes = raw.shapes()
-        self.input_dtypes = raw.dtypes()
-        self.concrete_inputs = raw.concrete_inputs()
-        self.id = raw.correlation_id()
-
-
-def cpu_events_from_results(results: Any) -> list[CpuEvent]:
-    """Every CPU event of a finished profile (`prof.kineto_results`), nested by time per thread.
-
-    What torch's own `function_events` gives on the CPU, without the parts we do not read
-    (memory records, device kernels, name rewriting): torch builds those in Python at ~200 µs
-    an event, 28 s for the 135k ops of a recurrent model's forward; this takes ~15 µs.
-    """
-    from torch._C._autograd import DeviceType
-
-    start = results.trace_start_ns()
-    by_thread: dict[int, list[CpuEvent]] = {}
-    for raw in results.events():
-        if raw.device_type() != DeviceType.CPU or raw.is_async() or \
-                raw.start_thread_id() != raw.end_thread_id() or raw.name().startswith("["):
-            continue  # memory records ("[memory]"), async and cross-thread ranges
-        by_thread.setdefault(raw.start_thread_id(), []).append(
-            CpuEvent(raw, start, DeviceType.CPU))
-    events: list[CpuEvent] = []
-    for thread_events in by_thread.values():
-        thread_events.sort(key=lambda e: (e.time_range.start, -e.time_range.end))
-        stack: list[CpuEvent] = []
-        for evt in thread_events:
-            while stack and stack[-1].time_range.end <= evt.time_range.start:
-                stack.pop()
-            if stack and evt.time_range.end <= stack[-1].time_range.end:
-                evt.cpu_parent = stack[-1]
-                stack[-1].cpu_children.append(evt)
-            stack.append(evt)
-        events += thread_events
-    return events
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return str(value)
-
-
-def _args(concrete_inputs: Any) -> list[Any]:
-    values = list(concrete_inputs or [])
-    return values if all(v is None for v in values) else _jsonable(values)
-
-
 def _span(evt: Any) -> tuple[float, float]:
     return float(evt.time_range.start), float(evt.time_range.end)
 
@@ -295,7 +219,7 @@ def record_from_events(
             scopes=scopes,
             shapes=[list(s) for s in (getattr(evt, "input_shapes", None) or [])],
             dtypes=[str(d) for d in (getattr(evt, "input_dtypes", None) or [])],
-            args=_args(getattr(evt, "concrete_inputs", None)),
+            args=scalar_arguments(getattr(evt, "concrete_inputs", None)),
             node=graph_node,
         )
         ops[op.id] = op
@@ -408,6 +332,7 @@ def profile_model(
     iters: int = 5,
     trace_path: str | Path | None = None,
     record_graph: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> RecordedProfile:
     """Warm up, profile `iters` forwards, and record every kernel with its op and module, and
     the first profiled forward's data-flow graph (`recorder.py`).
@@ -415,7 +340,8 @@ def profile_model(
     A forward that takes longer than SLOW_FORWARD_S is not warmed up again (the loader ran one,
     else one warm-up runs) and is profiled once: its timings are long enough to be stable, and the profiler's
     events of a forward of tens of thousands of ops take seconds to read. `record.iterations`
-    and `record.warmup` say how many ran.
+    and `record.warmup` say how many ran. `progress(what)` hears what it is doing, now and then
+    (the CLI shows it on a terminal).
     """
     import time
 
@@ -428,6 +354,13 @@ def profile_model(
 
     device = loaded.device
     model = loaded.model
+
+    def tell(what: str) -> None:
+        if progress is not None:
+            progress(what)
+
+    def reading(done: int, total: int) -> None:
+        tell(f"reading the profile: {done:,} of {total:,} events")
 
     def forward() -> float:
         start = time.perf_counter()
@@ -444,6 +377,7 @@ def profile_model(
         slow = loaded.forward_seconds is not None and loaded.forward_seconds > SLOW_FORWARD_S
         while warmed < warmup and not slow:
             warmed += 1
+            tell(f"warm-up forward {warmed} of {warmup}")
             if forward() > SLOW_FORWARD_S:
                 break
         with module_scopes(model):
@@ -456,6 +390,7 @@ def profile_model(
                 prof.__enter__()
             try:
                 while profiled < iters:
+                    tell(f"profiled forward {profiled + 1} of {iters}")
                     scope = (recorder.forward(record=profiled == 0) if recorder is not None
                              else contextlib.nullcontext())
                     with scope:
@@ -469,17 +404,17 @@ def profile_model(
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))
 
-    # On the CPU every event is a CPU one, which we read faster than torch (see
-    # cpu_events_from_results); a GPU profile needs torch's device-kernel links.
-    events = (cpu_events_from_results(prof.kineto_results) if device == "cpu"
-              else prof.function_events)
-    record = record_from_events(
-        events,
-        device=device,
-        dtype=loaded.dtype_name,
-        iterations=profiled,
-        modules=describe_modules(model),
-    )
+    # On the CPU every event is a CPU one, which we read faster than torch (cpu_record.py); a
+    # GPU profile needs torch's device-kernel links.
+    if device == "cpu":
+        record = record_from_cpu(prof.kineto_results, dtype=loaded.dtype_name,
+                                 iterations=profiled, modules=describe_modules(model),
+                                 scope_prefix=SCOPE_PREFIX, progress=reading)
+    else:
+        tell("reading the profile")
+        record = record_from_events(prof.function_events, device=device,
+                                    dtype=loaded.dtype_name, iterations=profiled,
+                                    modules=describe_modules(model))
     record.warmup = warmed
     record.graph = recorder.finish() if recorder is not None else None
     record.versions = software_versions()
