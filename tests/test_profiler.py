@@ -914,9 +914,9 @@ def test_kineto_chatter_is_dropped_and_everything_else_on_stderr_passes(
 ) -> None:
     import os
 
-    from autokernel.profiling.profiler import _without_profiler_chatter
+    from autokernel.profiling.profiler import without_profiler_chatter
 
-    with _without_profiler_chatter():
+    with without_profiler_chatter():
         os.write(2, b"USDT:2026-11-25 12:00:00 1:1 SyncActivityProfilerHandler.cpp:52] "
                     b"profiler_start\n")
         os.write(2, b"a warning of the model's own\n")

@@ -34,6 +34,12 @@ def profile(
     iters: int = typer.Option(5, "--iters", help="Profiled forwards (times are per forward)."),
     events_path: Path = typer.Option(None, "--events", help="Write the recorded kernels, ops "
                                      "and modules as JSON (a replayable test fixture)."),
+    compiled: bool = typer.Option(None, "--compiled/--no-compiled", help="Also profile the model "
+                                  "under torch.compile and show each target's share of the "
+                                  "compiled forward [default: on for cuda, off for cpu]."),
+    rank_by: str = typer.Option("eager", "--rank-by", help="Rank the targets by their share of "
+                                "the eager forward (eager) or of the torch.compile'd one "
+                                "(compile: for a model delivered compiled)."),
 ) -> None:
     """Profile a model's forward and rank its kernels by share of the device time."""
     resolved = device_or_fail(plain(device))
@@ -46,21 +52,27 @@ def profile(
         fail("--warmup must be 0 or more")
     for path, what in ((json_path, "plan"), (trace_path, "trace"), (events_path, "events")):
         _check_writable(path, what)
+    if rank_by not in ("eager", "compile"):
+        fail(f"--rank-by must be eager or compile, not {rank_by!r}")
+    if rank_by == "compile" and compiled is False:
+        fail("--rank-by compile needs the compiled profile; drop --no-compiled")
 
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
-    from autokernel.profiling.profiler import profile_model
-    from autokernel.profiling.ranking import build_plan
+    from autokernel.profiling.session import profile_plan
 
     try:
         loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=resolved)
     except ModelLoadError as exc:
         fail(str(exc))
-    with console.status(f"profiling {model_file} ({warmup} warm-up + {iters} forwards)"):
+    # The status line shows on a terminal only: piped, rich prints nothing of it.
+    with console.status(f"profiling {model_file} ({warmup} warm-up + {iters} forwards)") as status:
         try:
-            record = profile_model(loaded, warmup=warmup, iters=iters, trace_path=trace_path)
+            record, plan = profile_plan(
+                loaded, model=str(model_file), class_name=class_name, warmup=warmup,
+                iters=iters, trace_path=trace_path, compiled=compiled, rank_by=rank_by,
+                progress=lambda what: status.update(f"profiling {model_file}: {what}"))
         except Exception as exc:  # the forward ran once already, so this is the machine's trouble
             fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
-    plan = build_plan(record, model=str(model_file), class_name=class_name, warmup=warmup)
 
     print_plan(plan, top)
     if json_path is not None:
@@ -77,12 +89,12 @@ def print_plan(plan: Plan, top: int | None = None) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    from autokernel.profiling.ranking import PLAN_COLUMNS, plan_rows
+    from autokernel.profiling.ranking import plan_columns, plan_rows, ranking_line
 
     where = plan.gpu or plan.device
     table = Table(
         title=f"{plan.model} ({plan.class_name}), {plan.dtype} on {where}: "
-              f"{plan.total_ms:.3f} ms/forward of {plan.time_source}",
+              f"{plan.total_ms:.3f} ms/forward of {plan.time_source}; {ranking_line(plan)}",
         caption=f"{plan.iterations} profiled forwards after {plan.warmup} warm-up. "
                 "2x e2e: end-to-end speedup if that kernel alone got 2x faster; "
                 "cum. 2x: this and every target above it 2x faster; "
@@ -90,9 +102,10 @@ def print_plan(plan: Plan, top: int | None = None) -> None:
                 "matmul (linear/batched/gemm): linear layers, batched products and other "
                 "GEMMs, a target each.",
     )
-    for column in PLAN_COLUMNS:
-        table.add_column(column, justify="right" if column in ("share", "ms/fwd", "calls")
-                         else "left", overflow="fold")
+    for column in plan_columns(plan):
+        table.add_column(column, justify="right" if column in ("share", "compiled", "ms/fwd",
+                                                               "calls") else "left",
+                         overflow="fold")
     for row in plan_rows(plan, top):
         table.add_row(*row, style="dim" if not row[0] else None)
     # Logs and pipes get a wide table rather than rich's 80-column default.
@@ -105,6 +118,8 @@ def print_plan(plan: Plan, top: int | None = None) -> None:
         out.print("[yellow]cpu: times are CPU op self times, not GPU kernel times[/]")
     if plan.message:
         out.print(f"[bold]{plan.message}[/]")
+    for note in plan.notes:
+        out.print(f"note: {note}", highlight=False)
 
 
 def register(app: typer.Typer) -> None:

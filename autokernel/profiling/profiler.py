@@ -301,7 +301,7 @@ NATIVE_PROFILER_CHATTER = ("USDT:", "STAGE:")
 
 
 @contextlib.contextmanager
-def _without_profiler_chatter() -> Iterator[None]:
+def without_profiler_chatter() -> Iterator[None]:
     """Run the block with fd 2 in a temporary file, then pass on every line but kineto's."""
     sys.stderr.flush()
     saved = os.dup(2)
@@ -386,7 +386,7 @@ def profile_model(
             prof = profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
                            record_shapes=True, use_kineto=True)
             # Only the start and the stop are muted: the model's own warnings stay live.
-            with _without_profiler_chatter():
+            with without_profiler_chatter():
                 prof.__enter__()
             try:
                 while profiled < iters:
@@ -399,7 +399,7 @@ def profile_model(
                     if seconds > SLOW_FORWARD_S:
                         break
             finally:
-                with _without_profiler_chatter():
+                with without_profiler_chatter():
                     prof.__exit__(None, None, None)
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))
