@@ -64,3 +64,45 @@ def test_the_cpu_reader_plans_what_the_function_event_reader_does() -> None:
         [(t.label, t.calls, t.bench_shape, t.params) for t in plans[1].targets]
     assert plans[0].targets[0].kernel_type == "rmsnorm"
     assert plans[0].total_ms == pytest.approx(plans[1].total_ms, rel=1e-6)
+
+
+def test_profiling_tells_what_it_is_doing() -> None:
+    """Each step reaches the progress callback: the forwards, the events read (a recurrent
+    model's 100k take seconds), the classification, the routes asked."""
+    from autokernel.profiling.session import profile_plan
+
+    heard: list[str] = []
+    loaded = load_model_file(MODELS / "swiglu.py", device="cpu")
+    profile_plan(loaded, "swiglu", "Model", warmup=1, iters=2, progress=heard.append)
+    assert heard[:3] == ["warm-up forward 1 of 1", "profiled forward 1 of 2",
+                         "profiled forward 2 of 2"]
+    assert heard[3].startswith("reading the profile: 0 of ")
+    assert heard[-2:] == ["recognizing ops", "asking verify's routes which call sites they take"]
+
+
+def test_the_progress_line_is_quiet_when_piped() -> None:
+    from typer.testing import CliRunner
+
+    from autokernel.cli import app
+
+    result = CliRunner().invoke(app, ["profile", str(MODELS / "swiglu.py"), "--device", "cpu",
+                                      "--warmup", "0", "--iters", "1"])
+    assert result.exit_code == 0, result.output
+    text = " ".join(result.output.split())  # the title wraps
+    assert "fused_mlp" in text and "ranked by eager share" in text
+    assert "recognizing ops" not in text and "reading the profile" not in text
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--rank-by", "fastest"], "--rank-by must be eager or compile"),
+    (["--rank-by", "compile", "--no-compiled"], "--rank-by compile needs the compiled profile"),
+])
+def test_rank_by_options(argv: list[str], message: str) -> None:
+    from typer.testing import CliRunner
+
+    from autokernel.cli import app
+
+    result = CliRunner().invoke(app, ["profile", str(MODELS / "swiglu.py"), "--device", "cpu",
+                                      *argv])
+    assert result.exit_code == 2
+    assert message in result.output

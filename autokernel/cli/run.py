@@ -46,21 +46,21 @@ def _positive(value: float | None, option: str, *, allow_zero: bool = False) -> 
 
 def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) -> Plan:
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
-    from autokernel.profiling.profiler import profile_model
-    from autokernel.profiling.ranking import build_plan
+    from autokernel.profiling.session import profile_plan
 
     try:
         loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=device)
     except ModelLoadError as exc:
         fail(str(exc))
-    with console.status(f"profiling {model_file}"):
+    with console.status(f"profiling {model_file}") as status:
         try:
-            record = profile_model(loaded)
+            record, plan = profile_plan(
+                loaded, model=str(model_file), class_name=class_name,
+                progress=lambda what: status.update(f"profiling {model_file}: {what}"))
         except KeyboardInterrupt:
             fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input
             fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
-    plan = build_plan(record, model=str(model_file), class_name=class_name)
     del loaded, record
     _release_device_memory()
     return plan
