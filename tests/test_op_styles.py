@@ -94,7 +94,8 @@ def test_the_style_set_covers_every_family() -> None:
 SPLICED = ["gelu_new_mingpt", "gelu_erf_formula", "attention_mingpt", "attention_hf_repeat_kv",
            "attention_sdpa_repeat_interleave", "attention_einsum", "mlp_phi3_fused_chunk",
            "mlp_silu_sigmoid", "rmsnorm_gemma", "rmsnorm_channels", "ce_class_dim",
-           "lmhead_tied_matmul", "add_rmsnorm_inplace", "reduce_max_values", "softmax_exp_amax",
+           "lmhead_tied_matmul", "add_rmsnorm_inplace", "reduce_max_values", "reduce_max_index",
+           "reduce_max_unpacked", "softmax_exp_amax",
            # where the op entries' rules and verify's routes disagree (tests/test_splice_check.py)
            "attention_t5_unscaled", "rmsnorm_norm_scale", "rmsnorm_sqrt_div",
            "fresh_mlp_geglu_separate", "rope_bshd_module"]

@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-EXPECTED = {'kernel_type': 'reduce', 'params': {'op': 'amax'}, 'calls': 1}
+EXPECTED = {'kernel_type': 'reduce', 'params': {'op': 'amax'}, 'calls': 1, 'route': 'call'}
 
 class Model(nn.Module):
     def __init__(self, dim=-1):
