@@ -117,7 +117,11 @@ def find_rotary(gctx: GraphContext) -> None:
         params: dict[str, Any] = {"form": form}
         if layout == "BSHD":
             params["layout"] = layout
-        site = gctx.site(KERNEL_TYPE, nodes, f"rope({form})", named, params, gctx.dtype(x))
+        # The site is where the rotation runs, not where its cos/sin tables were sliced (a
+        # model's forward that hands them to its blocks).
+        work = [n for n in nodes if not all(gctx.value(v).constant for v in n.outputs if v)]
+        site = gctx.site(KERNEL_TYPE, work or nodes, f"rope({form})", named, params,
+                         gctx.dtype(x))
         gctx.claim(nodes, KERNEL_TYPE, site)
 
 

@@ -5,10 +5,11 @@ refuses what looks routable (a probe that fails, a parameter the kernel was not 
 call inside a torch function) or takes what looks unroutable. So after the plan is built, each
 target is given to `autokernel.integrate.patch.patch_model` exactly as verify would give it a
 finished kernel: the same manifest entry (`integrate.loader.manifest_entry`: dtypes, verified
-params, call sites, tolerances, limits), with the op's PyTorch reference standing in for the
-kernel (the routes and their probes decide before any kernel runs, and a reference takes every
-input a kernel could). One forward of the patched model then counts, per call site, the calls
-the routes took and those they left to PyTorch, with why, and each site's cell says so:
+params, call sites, tolerances, limits), with the op's stock PyTorch path standing in for the
+kernel (the routes and their probes decide before any kernel runs, and the stock path takes
+every input a kernel could; probes ask the op's reference, as in verify). One forward of the
+patched model then counts, per call site, the calls the routes took and those they left to
+PyTorch, with why, and each site's cell says so:
 
 - taken: the route's word from the op entry ("module", "call", "call chain"), or the kind of
   route that took it where the op entry could not tell ("function?" → "function");
@@ -17,9 +18,9 @@ the routes took and those they left to PyTorch, with why, and each site's cell s
 
 A call is charged to the innermost module open when the route counted it that is one of the
 target's call sites (a fused add + norm counts in the norm inside its block's site); a call
-charged to none, or beyond its site's profiled count, goes to the sites that still lack calls. When no kernel finds anything
-to route (no module, no call scope, no function), no forward runs. A check that cannot run
-leaves the static answers and says why in the plan's notes.
+charged to none, or beyond its site's profiled count, goes to the sites that still lack calls.
+When no kernel finds anything to route (no module, no call scope, no function), no forward runs.
+A check that cannot run leaves the static answers and says why in the plan's notes.
 """
 
 from __future__ import annotations
@@ -47,9 +48,9 @@ NOTHING_TAKEN = "no: verify's routes take none of its calls"  # and none said wh
 
 
 def stand_in_kernels(plan: Plan, device: str) -> list[RoutedKernel]:
-    """Each target as verify would route its finished kernel, with the op's reference as the
-    kernel: the manifest entry verify builds (`manifest_entry`) for a run whose every target
-    is done."""
+    """Each target as verify would route its finished kernel, with the op's stock PyTorch path
+    as the kernel: the manifest entry verify builds (`manifest_entry`) for a run whose every
+    target is done."""
     from autokernel.integrate.custom_ops import KernelOp
     from autokernel.integrate.loader import FinishedRun, manifest_entry
     from autokernel.integrate.routing import RoutedKernel
@@ -64,11 +65,13 @@ def stand_in_kernels(plan: Plan, device: str) -> list[RoutedKernel]:
     kernels = []
     for state in states:
         entry = manifest_entry(run, state)
-        reference = get_spec(state.kernel_type).reference
-        op = KernelOp(state.kernel_type, f"autokernel::splice_check_{state.tag}", reference,
-                      get_integration(state.kernel_type).backward, device, direct=reference,
+        spec = get_spec(state.kernel_type)
+        # The stock PyTorch path runs the calls (SDPA, not the reference's S×S scores: a long
+        # sequence's check must not run out of memory); probes still ask the reference.
+        op = KernelOp(state.kernel_type, f"autokernel::splice_check_{state.tag}", spec.stock,
+                      get_integration(state.kernel_type).backward, device, direct=spec.stock,
                       integration=get_integration(state.kernel_type))
-        kernels.append(RoutedKernel.from_manifest(entry, op, reference))
+        kernels.append(RoutedKernel.from_manifest(entry, op, spec.reference))
     return kernels
 
 
