@@ -1,4 +1,5 @@
-"""What torch.compile leaves: the compiled model profiled beside the eager one, `add_compiled_shares`.
+"""What torch.compile leaves: the compiled model profiled beside the eager one
+(`add_compiled_shares`).
 
 A kernel that beats eager PyTorch may still lose to the model compiled: Inductor fuses the
 elementwise work around a norm or an activation into one kernel, and what is left of a target

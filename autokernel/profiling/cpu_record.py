@@ -4,8 +4,8 @@ What `profiler.record_from_events` makes of torch's FunctionEvents, without them
 those in Python at ~200 µs an event (28 s for the 135k ops of a recurrent model's forward), and
 the generic reader then walks every op's parents again. Here each event is visited once, in start
 order, with a stack per thread that carries what its children inherit (the enclosing op call, the
-module calls around it, the innermost model call), so an op costs a few µs. `tests/test_profile_speed.py`
-holds the two readers equal on the same profile.
+module calls around it, the innermost model call), so an op costs a few µs.
+`tests/test_profile_speed.py` holds the two readers equal on the same profile.
 """
 
 from __future__ import annotations
