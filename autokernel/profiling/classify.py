@@ -64,34 +64,47 @@ from autokernel.profiling.patterns import graph_patterns, patterns
 # Classifying every row
 
 
-def _launch_stack(ctx: Context, op_id: int) -> list[OpCall]:
-    """The op that launched a row and its enclosing op calls, outermost first."""
-    stack = []
+Found = tuple[str, OpCall, SiteKey]
+
+
+def _classify_op(ctx: Context, op: OpCall, is_root: bool) -> Found | None:
+    """The kernel type, op and site of one op's own rule, or None."""
+    rule = op_rules().get(op.name)
+    if rule is None or (rule.root_only and not is_root):
+        return None
+    extracted = rule.extract(op, ctx)
+    if extracted is None:
+        if rule.root_only:
+            return None  # e.g. a small sum: not a target
+        named, params = None, {}
+    else:
+        named, params = extracted
+    role = rule.role(op, ctx) if rule.role is not None else ""
+    site = ctx.site(rule.kernel_type, ctx.module_path(op), op.name, named, params,
+                    _dtype(op, ctx.record.dtype), role)
+    return rule.kernel_type, op, site
+
+
+def _classify_by_op(ctx: Context, op_id: int, found: dict[int, Found | None]) -> Found | None:
+    """The outermost op in the launch stack of `op_id` that a kernel type's rule takes.
+
+    `found` remembers each op's answer: an op's is its parent's when that one has one (the
+    outermost wins), else its own rule's. A recurrent forward's 100k ops then cost one rule
+    lookup each, not one per op above them.
+    """
+    ops = ctx.record.ops
+    chain = []
     current: int | None = op_id
-    while current is not None and current in ctx.record.ops:
-        stack.append(ctx.record.ops[current])
-        current = ctx.record.ops[current].parent
-    stack.reverse()
-    return stack
-
-
-def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, SiteKey] | None:
-    for depth, op in enumerate(stack):
-        rule = op_rules().get(op.name)
-        if rule is None or (rule.root_only and depth > 0):
-            continue
-        extracted = rule.extract(op, ctx)
-        if extracted is None:
-            if rule.root_only:
-                continue  # e.g. a small sum: not a target
-            named, params = None, {}
-        else:
-            named, params = extracted
-        role = rule.role(op, ctx) if rule.role is not None else ""
-        site = ctx.site(rule.kernel_type, ctx.module_path(op), op.name, named, params,
-                        _dtype(op, ctx.record.dtype), role)
-        return rule.kernel_type, op, site
-    return None
+    while current is not None and current in ops and current not in found:
+        chain.append(current)
+        current = ops[current].parent
+    answer = found.get(current) if current is not None else None
+    for op_id in reversed(chain):  # outermost first
+        if answer is None:
+            op = ops[op_id]
+            answer = _classify_op(ctx, op, op.parent is None or op.parent not in ops)
+        found[op_id] = answer
+    return answer
 
 
 def classify_profile(record: RecordedProfile) -> list[Attribution]:
@@ -112,6 +125,7 @@ def _classify(record: RecordedProfile) -> list[Attribution]:
             find(ctx)
 
     memo: dict[int, tuple[str, tuple[str, int], SiteKey | None, str]] = {}
+    found: dict[int, Found | None] = {}
     attributions: list[Attribution] = []
     for index, row in enumerate(record.rows):
         if row.op is None or row.op not in record.ops:
@@ -128,18 +142,17 @@ def _classify(record: RecordedProfile) -> list[Attribution]:
             continue
         if row.op not in memo:
             root = ctx.root_of.get(row.op, row.op)
-            stack = _launch_stack(ctx, row.op)
             if root in ctx.claims:
                 claim = ctx.claims[root]
                 memo[row.op] = (claim.kernel_type, claim.call, claim.site,
                                 claim.label if claim.site is None else claim.site.aten_op)
             else:
-                found = _classify_by_op(ctx, stack)
-                if found is not None:
-                    kernel_type, op, site = found
+                taken = _classify_by_op(ctx, row.op, found)
+                if taken is not None:
+                    kernel_type, op, site = taken
                     memo[row.op] = (kernel_type, ("op", op.id), site, op.name)
                 else:
-                    memo[row.op] = (OTHER, ("op", root), None, stack[0].name)
+                    memo[row.op] = (OTHER, ("op", root), None, record.ops[root].name)
         kernel_type, call, site, label = memo[row.op]
         attributions.append(Attribution(kernel_type, row.time_us, call, site, label))
     return attributions
