@@ -97,3 +97,14 @@ def test_a_check_that_cannot_run_leaves_the_rules_answer_and_says_why(
     note = check_splices(plan, loaded)
     assert note == "verify's routes were not asked: RuntimeError: a route that cannot be built"
     assert [t.route for t in plan.targets] == before
+
+
+def test_a_target_of_partly_taken_sites_is_one_part_cell() -> None:
+    from autokernel.profiling.routable import target_route
+
+    assert target_route(["part: call; no: eps=1e-06 (verified: 1e-05)"]) == \
+        "part: call; no: eps=1e-06 (verified: 1e-05)"
+    assert target_route(["module", "part: module; no: shape"]) == "part: module; no: shape"
+    assert target_route(["no: attn_mask", "part: call; no: scale"]) == \
+        "part: call; no: attn_mask"
+    assert target_route(["module", "call chain"]) == "module + call chain"
