@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -235,10 +237,11 @@ SPEC = OpSpec(
 
 
 def _recognize_layernorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """nn.LayerNorm, over its last dim or over several (KernelBench's LayerNorm over (C, H, W)):
+    the profiler's rows are then the flattened normalized dims, which the kernel normalizes as
+    one row with the flattened weight and bias, the same numbers."""
     if not isinstance(module, nn.LayerNorm):
         return None
-    if len(module.normalized_shape) != 1:
-        return "normalizes over more than the last dim"
     return {}
 
 
@@ -247,11 +250,14 @@ def _layernorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, A
     if x is None or x.ndim == 0:
         return None, "arguments"
     module = route.module
-    width = x.shape[-1]
-    weight = _ones_or(module.weight, route, "weight", width, x, 1.0)
-    bias = _ones_or(module.bias, route, "bias", width, x, 0.0)
-    if tuple(module.normalized_shape) != (width,):
+    normalized = tuple(module.normalized_shape)
+    if x.ndim < len(normalized) or tuple(x.shape[x.ndim - len(normalized):]) != normalized:
         return None, "shape"
+    width = math.prod(normalized)
+    flat_weight = module.weight.reshape(width) if module.weight is not None else None
+    flat_bias = module.bias.reshape(width) if module.bias is not None else None
+    weight = _ones_or(flat_weight, route, "weight", width, x, 1.0)
+    bias = _ones_or(flat_bias, route, "bias", width, x, 0.0)
     why = _refusal(route.kernel, x, weight, bias) or _unverified(route.kernel, "eps", module.eps)
     if why:
         return None, why
