@@ -7,8 +7,6 @@ mapping is tested from compiled rows written out, with Triton's names, on a real
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -132,19 +130,30 @@ def test_a_compile_that_fails_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None
     assert "Note: torch.compile failed" in format_markdown(plan)
 
 
-def test_on_the_cpu_the_compiled_profile_costs_nothing_unless_asked() -> None:
-    """Not compiled, and torch._inductor not even imported (seconds of start-up)."""
-    code = (
-        "import sys; from autokernel.profiling.model_loader import load_model_file; "
-        "from autokernel.profiling.session import profile_plan; "
-        f"loaded = load_model_file({str(MODELS / 'softmax.py')!r}, device='cpu'); "
-        "_, plan = profile_plan(loaded, 'm', 'Model', warmup=0, iters=1); "
-        "print(plan.compile_ms, 'torch._inductor' in sys.modules, "
-        "'torch._dynamo' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=300, cwd=REPO)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["None", "False", "False"]
+def test_on_the_cpu_the_compiled_profile_costs_nothing_unless_asked(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Not compiled unless asked on the CPU, and nothing on the way to a plan imports
+    torch._inductor (seconds of start-up) or the compiled profile's module at its top."""
+    import ast
+
+    from autokernel.profiling import compiled
+
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the compiled model was profiled on the CPU unasked")
+
+    monkeypatch.setattr(compiled, "add_compiled_shares", forbidden)
+    loaded = load_model_file(MODELS / "softmax.py", device="cpu")
+    _, plan = profile_plan(loaded, "softmax", "Model", warmup=0, iters=1)
+    assert plan.compile_ms is None and plan.rank_by == "eager" and not plan.notes
+    package = REPO / "autokernel"
+    for name in ("profiling/session.py", "profiling/profiler.py", "profiling/ranking.py",
+                 "profiling/plan.py", "profiling/splice_check.py", "cli/profile.py"):
+        tree = ast.parse((package / name).read_text())
+        top = [n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))]
+        imported = [a.name for n in top if isinstance(n, ast.Import) for a in n.names]
+        imported += [n.module or "" for n in top if isinstance(n, ast.ImportFrom)]
+        assert not [m for m in imported if m.startswith(("torch._inductor", "torch._dynamo",
+                                                         "autokernel.profiling.compiled"))], name
 
 
 def test_the_compiled_cpu_model_is_profiled_and_mapped() -> None:
