@@ -130,6 +130,25 @@ def test_a_compile_that_fails_is_a_note(monkeypatch: pytest.MonkeyPatch) -> None
     assert "Note: torch.compile failed" in format_markdown(plan)
 
 
+def test_graph_breaks_are_a_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A model Dynamo breaks into several graphs is still profiled compiled; the plan says so."""
+    from torch._dynamo.utils import counters
+
+    from autokernel.profiling import compiled
+
+    def broken_into_graphs(loaded: object, iters: int = 5, progress: object = None
+                           ) -> RecordedProfile:
+        counters["graph_break"]["print() in forward"] += 2
+        return _compiled([("cpp_fused__softmax_0", 10.0, None)])
+
+    monkeypatch.setattr(compiled, "profile_compiled", broken_into_graphs)
+    loaded = load_model_file(MODELS / "softmax.py", device="cpu")
+    _, plan = profile_plan(loaded, "softmax", "Model", warmup=0, iters=1, compiled=True)
+    assert plan.targets[0].compile_share == pytest.approx(1.0)
+    assert plan.notes == ["torch.compile: 2 graph breaks; the compiled figures include the "
+                          "eager code between the graphs"]
+
+
 def test_on_the_cpu_the_compiled_profile_costs_nothing_unless_asked(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """Not compiled unless asked on the CPU, and nothing on the way to a plan imports
