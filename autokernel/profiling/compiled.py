@@ -113,6 +113,8 @@ def add_compiled_shares(plan: Plan, eager: RecordedProfile, attributions: Sequen
                         progress: Callable[[str], None] | None = None) -> None:
     """Profile the compiled model and put its shares on the plan; a failure, or graph breaks,
     go into the plan's notes."""
+    import torch
+
     try:
         before = _graph_breaks()
         compiled = profile_compiled(loaded, iters=iters, progress=progress)
@@ -121,6 +123,9 @@ def add_compiled_shares(plan: Plan, eager: RecordedProfile, attributions: Sequen
         plan.notes.append(f"torch.compile failed, so the plan has no compiled shares: "
                           f"{error_summary(exc)}")
         return
+    finally:
+        # The compiled graphs hold device memory the harness workers that follow will want.
+        torch._dynamo.reset()
     apply_compiled_profile(plan, eager, attributions, compiled)
     if breaks:
         plan.notes.append(f"torch.compile: {count_of(breaks, 'graph break')}; the compiled "
