@@ -437,9 +437,10 @@ def test_verify_splices_into_a_minigpt_block_whose_mlp_is_a_lambda(tmp_path: Pat
     assert sorted(rows["matmul (linear)"]["modules"]) == ["attn.c_attn", "attn.c_proj",
                                                           "mlp.c_fc", "mlp.c_proj"]
     assert rows["matmul (linear)"]["calls_per_forward"] == 4
-    assert rows["matmul (batched)"]["calls_per_forward"] == 2  # q @ kᵀ and p @ v
-    assert rows["matmul (batched)"]["scopes"] == ["attn"]
-    assert rows["softmax"]["calls_per_forward"] == 1 and rows["layernorm"]["calls_per_forward"] == 1
+    # softmax(q @ kᵀ, masked `== 0`) @ v is one attention, the GELU module its whole forward
+    assert rows["flash_attention"]["calls_per_forward"] == 1
+    assert rows["flash_attention"]["scopes"] == ["attn"]
+    assert rows["gelu"]["calls_per_forward"] == 1 and rows["layernorm"]["calls_per_forward"] == 1
     assert rows["add_layernorm"]["calls_per_forward"] == 1  # x + attn(...) into ln_2
     assert result["accuracy"]["passed"] and result["accuracy"]["oracle"] == "fp32"
     assert result["gradients"]["passed"] and "PASS" in done.stdout
@@ -493,8 +494,8 @@ EXAMPLES = {
     "mini_gpt_block": ("examples/kernelbench/11_mini_gpt_block.py",
                        "def get_inputs(): return [torch.randn(2, 16, 64)]\n"
                        "def get_init_inputs(): return [64, 4, 16]",
-                       "fp16", {"matmul (linear)": 4, "matmul (batched)": 2, "layernorm": 1,
-                                "add_layernorm": 1, "softmax": 1}),
+                       "fp16", {"matmul (linear)": 4, "flash_attention": 1, "layernorm": 1,
+                                "add_layernorm": 1, "gelu": 1}),
     "linear_cross_entropy": ("examples/kernelbench/15_linear_cross_entropy.py",
                              "def get_inputs(): return example.inputs_for(40, 24, 300)\n"
                              "def get_init_inputs(): return [24, 300]",
@@ -510,8 +511,9 @@ EXAMPLES = {
 
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_the_example_models_are_spliced_in_end_to_end(name: str, tmp_path: Path) -> None:
-    """ViT's explicit attention (the chain), the lambda-MLP MiniGPT block in fp16 (batched
-    products, softmax) and Mistral's rope(x, cos, sin) function, at CPU-test size."""
+    """ViT's explicit attention (the chain), the lambda-MLP MiniGPT block in fp16 (its masked
+    attention a chain, its GELU module) and Mistral's rope(x, cos, sin) function, at CPU-test
+    size."""
     path, sizes, dtype, expected = EXAMPLES[name]
     model_file = tmp_path / f"{name}_tiny.py"
     model_file.write_text(EXAMPLE_WRAPPER.format(name=name, path=str(REPO / path), sizes=sizes))

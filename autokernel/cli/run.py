@@ -46,8 +46,7 @@ def _positive(value: float | None, option: str, *, allow_zero: bool = False) -> 
 
 def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) -> Plan:
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
-    from autokernel.profiling.profiler import profile_model
-    from autokernel.profiling.ranking import build_plan
+    from autokernel.profiling.session import profile_plan
 
     try:
         loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=device)
@@ -56,9 +55,9 @@ def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) ->
     console.print(f"profiling {model_file} on {device} ({dtype})", highlight=False)
     with progress_steps(f"profiling {model_file}: warm-up and profiled forwards") as steps:
         try:
-            record = profile_model(loaded)
-            steps.step("sorting the recorded kernels into kernel types and ranking them")
-            plan = build_plan(record, model=str(model_file), class_name=class_name)
+            record, plan = profile_plan(
+                loaded, model=str(model_file), class_name=class_name,
+                progress=lambda what: steps.step(f"profiling {model_file}: {what}"))
         except KeyboardInterrupt:
             fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input

@@ -103,8 +103,7 @@ def profile_stage(job: ProblemJob) -> Plan:
     import torch
 
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
-    from autokernel.profiling.profiler import profile_model
-    from autokernel.profiling.ranking import build_plan
+    from autokernel.profiling.session import profile_plan
 
     try:
         loaded = load_model_file(job.problem, class_name=CLASS_NAME, dtype=job.dtype,
@@ -112,14 +111,14 @@ def profile_stage(job: ProblemJob) -> Plan:
     except ModelLoadError as exc:
         raise StageFailure("load", str(exc)) from None
     try:
-        record = profile_model(loaded)
+        _, plan = profile_plan(loaded, model=job.problem, class_name=CLASS_NAME)
     except Exception as exc:
         traceback.print_exc()
         raise StageFailure("profile", one_line(exc)) from None
     del loaded  # the harness and verify need the device memory
     if job.device == "cuda":
         torch.cuda.empty_cache()
-    return build_plan(record, model=job.problem, class_name=CLASS_NAME)
+    return plan
 
 
 def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunState:
