@@ -44,7 +44,8 @@ def _positive(value: float | None, option: str, *, allow_zero: bool = False) -> 
         fail(f"{option} must be {'0 or more' if allow_zero else 'positive'}; got {value:g}")
 
 
-def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) -> Plan:
+def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str,
+                  rank_by: str = "eager") -> Plan:
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
     from autokernel.profiling.session import profile_plan
 
@@ -56,7 +57,7 @@ def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) ->
     with progress_steps(f"profiling {model_file}: warm-up and profiled forwards") as steps:
         try:
             record, plan = profile_plan(
-                loaded, model=str(model_file), class_name=class_name,
+                loaded, model=str(model_file), class_name=class_name, rank_by=rank_by,
                 progress=lambda what: steps.step(f"profiling {model_file}: {what}"))
         except KeyboardInterrupt:
             fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
@@ -158,6 +159,9 @@ def run(
     only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
                              "(others are skipped)."),
     skip: str = typer.Option(None, "--skip", help="Comma-separated kernel types to leave alone."),
+    rank_by: str = typer.Option("eager", "--rank-by", help="Rank the targets by their share of "
+                                "the eager forward (eager) or of the torch.compile'd one "
+                                "(compile: for a model you will run compiled)."),
     plan_file: Path = typer.Option(None, "--plan", help="Use this plan (from `autokernel "
                                    "profile --json`) instead of profiling again."),
     hours: float = typer.Option(8.0, "--hours", rich_help_panel=PANEL_BUDGET, help="Time "
@@ -233,6 +237,8 @@ def run(
     speedup_baseline, backend = plain(speedup_baseline), plain(backend)
     if not model_file.is_file():
         fail(f"model file not found: {model_file}")
+    if rank_by not in ("eager", "compile"):
+        fail(f"--rank-by must be eager or compile, not {rank_by!r}")
     _positive(hours, "--hours")
     _positive(kernel_minutes, "--kernel-minutes")
     _positive(bench_timeout, "--bench-timeout")
@@ -279,7 +285,7 @@ def run(
             console.print(f"[yellow]note: the plan was profiled on {plan.device}, the run uses "
                           f"{resolved_device}[/]")
     else:
-        plan = _profile_plan(model_file, class_name, dtype, resolved_device)
+        plan = _profile_plan(model_file, class_name, dtype, resolved_device, plain(rank_by))
     chosen = _select_targets(plan, top, only_types, skip_types)
     if not chosen:
         why = plan.message or "no target is left after --only/--skip"
