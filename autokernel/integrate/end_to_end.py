@@ -486,10 +486,6 @@ def _ratio_text(summary: dict[str, Any], key: str, figure: str) -> str:
     return "–"
 
 
-def _us(value: float | None) -> str:
-    return format_latency(value) if value is not None else "–"
-
-
 def _kernels_text(tags: list[str]) -> str:
     return ", ".join(tags) if tags else "no kernel"
 
@@ -569,8 +565,8 @@ def selection_markdown(result: dict[str, Any]) -> list[str]:
         host = (f"{host_with - host_without:+.1f} µs" if host_with is not None
                 and host_without is not None else "–")
         lines.append("| " + " | ".join(markdown_cell(cell) for cell in (
-            row["kernel"], row["mode"], row["decision"], _us(row["with_us"].get(WALL)),
-            _us(row["without_us"].get(WALL)), _paired_text(row["speedup"].get(WALL)),
+            row["kernel"], row["mode"], row["decision"], format_latency(row["with_us"].get(WALL)),
+            format_latency(row["without_us"].get(WALL)), _paired_text(row["speedup"].get(WALL)),
             _paired_text(row["speedup"].get(DEVICE)), host, row["reason"])) + " |")
     deliveries = result.get("deliveries") or []
     if deliveries:
