@@ -134,8 +134,8 @@ def should_move_on(record: TargetRecord, config: MoveOnConfig) -> Decision:
         and record.visit_seconds >= record.visit_budget_seconds
     ):
         reasons["time"] = (
-            f"time: {format_duration(record.visit_seconds)}, this target's share of the "
-            f"run's remaining hours ({format_duration(record.visit_budget_seconds)})"
+            f"time: its {format_duration(record.visit_budget_seconds)} share of the run's "
+            f"time left is spent ({format_duration(record.visit_seconds)})"
         )
 
     if config.max_experiments is not None and record.experiments >= config.max_experiments:

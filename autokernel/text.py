@@ -21,6 +21,14 @@ def format_speedup(ratio: float | None) -> str:
     return f"{ratio:.2f}×" if ratio >= 0.1 else f"{ratio:.2g}×"
 
 
+def format_ratio(value: float | None) -> str:
+    """A ratio judged against a threshold near 1 (the keep rule's 1.010×, an end-to-end
+    speedup), to three decimals: '1.134×', and '0.0082×' far below 1; '–' when not measured."""
+    if value is None:
+        return "–"
+    return f"{value:.3f}×" if value >= 0.1 else f"{value:.2g}×"
+
+
 def format_latency(us: float | None) -> str:
     """A latency given in µs: '41.2 µs', and '76.81 ms' from a millisecond on; '–' when it was
     not measured."""
@@ -32,6 +40,32 @@ def format_latency(us: float | None) -> str:
 def count_of(number: int, noun: str) -> str:
     """'1 experiment', '3 experiments': a count with its noun in the right number."""
     return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def scope_name(path: str) -> str:
+    """A module path as people read it: the empty path (the model's top-level module, where
+    calls anywhere in its forward are intercepted) is 'the whole model'."""
+    return path or "the whole model"
+
+
+# Characters that start Markdown syntax inside a line: escaped by markdown_cell.
+MARKDOWN_SPECIAL = "\\`*[]|<>"
+
+
+def markdown_cell(text: str) -> str:
+    """`text` as Markdown shows it literally, in a table cell or a line: `<model>` is not taken
+    for an HTML tag, `|` does not end the cell, `*` and `_` start no emphasis. An underscore
+    inside a word (01_rmsnorm) never starts emphasis, so it is left as it is."""
+    flat = " ".join(str(text).split())
+    escaped = []
+    for i, char in enumerate(flat):
+        inside_word = (char == "_" and 0 < i < len(flat) - 1 and flat[i - 1].isalnum()
+                       and flat[i + 1].isalnum())
+        if char in MARKDOWN_SPECIAL or (char == "_" and not inside_word):
+            escaped.append("\\" + char)
+        else:
+            escaped.append(char)
+    return "".join(escaped)
 
 
 def error_summary(exc: BaseException, limit: int | None = None) -> str:

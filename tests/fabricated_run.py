@@ -1,6 +1,7 @@
 """A finished run without the loop, for verify tests on models the loop need not optimize.
 
-The model is profiled on the CPU (the real profiler and plan), and every target is marked done
+The model is profiled on the CPU (the real profiler and plan, its splice column asked of verify's
+routes as `autokernel run` asks it), and every target is marked done
 with its op's starter as the kernel: each starter passes the harness in its own tests, so the run
 looks like one whose agent kept the baseline. A minute of `autokernel run` per model becomes a
 second.
@@ -16,16 +17,15 @@ from autokernel.kernels import starter_path
 from autokernel.loop.state import RunState, TargetState
 from autokernel.profiling.model_loader import load_model_file
 from autokernel.profiling.plan import Plan
-from autokernel.profiling.profiler import profile_model
-from autokernel.profiling.ranking import build_plan
+from autokernel.profiling.session import profile_plan
 
 
 def fabricate_run(model_file: Path, root: Path, dtype: str = "fp32",
                   class_name: str = "Model") -> tuple[Path, Plan]:
     """A run directory at `root` with every target of the model's CPU plan finished."""
     loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device="cpu")
-    plan = build_plan(profile_model(loaded, warmup=1, iters=1), model=str(model_file),
-                      class_name=class_name)
+    _, plan = profile_plan(loaded, model=str(model_file), class_name=class_name, warmup=1,
+                           iters=1, compiled=False)
     (root / "model").mkdir(parents=True)
     (root / "kernels").mkdir()
     shutil.copy2(model_file, root / "model" / model_file.name)

@@ -76,8 +76,8 @@ def test_a_one_pass_variance_fails_the_large_mean_case(device, tmp_path: Path) -
     source = starter_path("add_layernorm").read_text()
     edits = {  # no shift by the row's first element, and the variance from E[h²] - E[h]²
         "    pivot = _row_pivot(": "    pivot = 0.0 * _row_pivot(",
-        "    rstd = tl.rsqrt(tl.sum(centered * centered, axis=1) / n_cols + eps)\n":
-            "    rstd = tl.rsqrt(tl.sum(h * h, axis=1) / n_cols - mean * mean + eps)\n",
+        "    rstd = tl.rsqrt(tl.sum(centered * centered, axis=1) / n_cols + tl.cast(eps, tl.float32))\n":
+            "    rstd = tl.rsqrt(tl.sum(h * h, axis=1) / n_cols - mean * mean + tl.cast(eps, tl.float32))\n",
     }
     one_pass = source
     for old, new in edits.items():

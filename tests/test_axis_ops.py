@@ -139,7 +139,9 @@ def test_a_composite_rmsnorm_over_channels_is_an_rmsnorm_target_with_its_axis(
     assert target.kernel_type == "rmsnorm" and target.params == {"axis": 1, "eps": 1e-5}
     assert target.bench_shape == [2, 8, 256]
     (site,) = target.call_sites
-    assert site.notes == {"elementwise_affine": False} and site.route == "module"
+    # "norm": "module": the graph saw the norm as a module's whole forward (what routes it).
+    assert site.notes == {"elementwise_affine": False, "norm": "module"}
+    assert site.route == "module"
 
 
 def test_an_rmsnorm_kernel_verified_over_an_axis_takes_the_weightless_module() -> None:
@@ -426,7 +428,7 @@ def test_a_weighted_rmsnorm_over_channels_is_profiled_and_routed_over_its_axis(
     assert target.kernel_type == "rmsnorm" and target.params == {"axis": 1, "eps": 1e-5}
     assert target.bench_shape == [2, 8, 256]
     (site,) = target.call_sites
-    assert site.notes == {} and site.route == "module"
+    assert site.notes == {"norm": "module"} and site.route == "module"
 
     model = import_model_file(path).Model()
     x = torch.randn(2, 8, 5, 3, device=DEVICE)

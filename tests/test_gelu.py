@@ -80,10 +80,10 @@ def test_profile_shows_gelu_targets(tmp_path: Path) -> None:
                       class_name="Model")
     gelus = [t for t in plan.targets if t.kernel_type == "gelu"]
     assert gelus, [t.label for t in plan.targets]
-    # torch.profiler keeps no string arguments: nn.GELU's approximation comes from the module,
-    # the functional call's stays unknown (the exact form, the default).
+    # torch.profiler keeps no string arguments; the recorded graph does: nn.GELU's approximation
+    # and the functional call's (its default, the exact form).
     sites = {s.module: s.params for t in gelus for s in t.call_sites}
-    assert sites == {"act": {"approximate": "tanh"}, "": {}}
+    assert sites == {"act": {"approximate": "tanh"}, "": {"approximate": "none"}}
     assert "aten::gelu" not in {o["op"] for o in plan.other_ops}
 
 

@@ -446,8 +446,8 @@ def test_the_table_and_fast_p_use_device_time_and_label_the_wall_columns(tmp_pat
     assert "| vs eager | vs compile | wall vs eager | wall vs compile |" in markdown
     assert "device time per forward" in markdown and "wall time per synchronized forward" \
         in markdown
-    assert "| 03_softmax_wide | done | PASS | 1.50× | 1.95× | 0.40× | 1.80× |" in markdown
-    assert "| 07_layernorm | done | PASS | – | – | 2.50× | 2.50× |" in markdown
+    assert "| 03_softmax_wide | done | PASS | 1.500× | 1.950× | 0.400× | 1.800× |" in markdown
+    assert "| 07_layernorm | done | PASS | – | – | 2.500× | 2.500× |" in markdown
     header = paths["tsv"].read_text().splitlines()[0].split("\t")
     assert header[3:8] == ["speedup_vs_eager", "speedup_vs_compile", "wall_speedup_vs_eager",
                            "wall_speedup_vs_compile", "speedup_figure"]

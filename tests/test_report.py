@@ -15,9 +15,11 @@ from finished_run import (  # noqa: F401 - fixtures
 )
 
 from autokernel.integrate.loader import open_run
+from autokernel.integrate.progress_plot import progress_series
 from autokernel.integrate.report import _pct, build_report
+from autokernel.loop.keep_figure import KeepChain
 from autokernel.loop.results import header_line, read_rows
-from autokernel.text import format_latency, format_speedup
+from autokernel.text import format_speedup, markdown_cell
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -58,12 +60,15 @@ def test_report_writes_markdown_and_plot_with_the_numbers_of_results_tsv(run_dir
         assert target.speedup_vs_compile == number(best["speedup_vs_compile"])
         assert target.stop_reason == saved["stop_reason"] and target.stop_reason
         cells = markdown_row(markdown, target.tag)
-        assert cells[2] == format_latency(number(baseline[0]["latency_us"]))
-        assert cells[3].startswith(format_latency(number(best["latency_us"])))
-        assert cells[5] == format_speedup(number(best["speedup_vs_pytorch"]))
-        assert cells[6] == format_speedup(number(best["speedup_vs_compile"]))
-        assert cells[7] == (_pct(number(best["pct_peak"])) if best["pct_peak"] else "–")
-        assert cells[8:10] == [str(len(mine) - 1), str(target.keeps)]
+        assert cells[2] == f"exp {best['experiment']}"
+        # The keep rule's figure, chained over the keeps: the same as progress.png's best line.
+        assert cells[3] == format_speedup(KeepChain.of_rows(mine).level(target.tag))
+        assert target.vs_baseline == progress_series(report.frame[report.frame["tag"]
+                                                                  == target.tag]).best_level
+        assert cells[4] == format_speedup(number(best["speedup_vs_pytorch"]))
+        assert cells[5] == format_speedup(number(best["speedup_vs_compile"]))
+        assert cells[6] == (_pct(number(best["pct_peak"])) if best["pct_peak"] else "–")
+        assert cells[7:9] == [str(len(mine) - 1), str(target.keeps)]
     assert "Triton interpreter" in done.stdout  # cpu timings are labelled as such
 
 
@@ -85,7 +90,8 @@ def test_report_shows_the_end_to_end_figures_of_verify(run_dir: Path) -> None:
     from autokernel.integrate.verify import routed_where
 
     for row in result["kernels"]:  # modules, functions and the scopes where calls are intercepted
-        assert f"| {row['tag']} | {routed_where(row)} | {row['calls_per_forward']} |" in markdown
+        assert (f"| {row['tag']} | {markdown_cell(routed_where(row))} | "
+                f"{row['calls_per_forward']} |") in markdown
 
 
     # A later session changes a target's best kernel: the figures no longer describe the run.
@@ -110,9 +116,10 @@ def test_run_prints_the_report_summary_when_it_ends(made_run: MadeRun) -> None:
     for saved in json.loads((made_run.path / "state.json").read_text())["targets"]:
         line = next(line for line in tail.splitlines() if saved["tag"] in line)
         best = next(r for r in rows if int(r["experiment"]) == saved["best"]["experiment"])
-        assert format_latency(number(best["latency_us"])) in line  # results.tsv's, as written
+        assert format_speedup(KeepChain.of_rows(rows).level(saved["tag"])) in line
         assert format_speedup(number(best["speedup_vs_pytorch"])) in line
-        assert format_speedup(number(best["speedup_vs_compile"])) in line
+        if best["speedup_vs_compile"]:  # on the CPU not timed: the empty column is dropped
+            assert format_speedup(number(best["speedup_vs_compile"])) in line
     assert (made_run.path / "report.md").is_file() and (made_run.path / "progress.png").is_file()
 
 

@@ -25,7 +25,7 @@ from autokernel.integrate.triton_ops import (
     CUSTOM_OP, TRITON_OP, TRANSPARENT_LABEL, traceable_body, untraceable_reason,
 )
 from autokernel.kernels import starter_path
-from autokernel.ops import get_integration, get_spec
+from autokernel.ops import KERNEL_TYPES, get_integration, get_spec
 from autokernel.reference import REFERENCES
 from conftest import DEVICE
 from test_patch import entry, integrations
@@ -211,3 +211,33 @@ def test_on_a_gpu_the_patched_compiled_model_equals_eager() -> None:
     compiled = torch.compile(model, backend="inductor", fullgraph=True)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), expected, atol=1e-4, rtol=1e-4)
+
+
+def _filled(example: tuple[Any, ...]) -> tuple[Any, ...]:
+    """An op entry's example arguments (empty tensors, for tracing) with values: floats from a
+    seeded normal, integer tensors (class targets) left at their zeros."""
+    generator = torch.Generator().manual_seed(11)
+    return tuple(
+        (torch.randn(a.shape, generator=generator) * 0.5).to(a.dtype).to("cuda")
+        if isinstance(a, torch.Tensor) and a.is_floating_point()
+        else a.to("cuda") if isinstance(a, torch.Tensor) else a
+        for a in example)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel_type", sorted(KERNEL_TYPES))
+def test_on_a_gpu_every_kernel_type_compiles_under_inductor_as_a_triton_op(
+        kernel_type: str) -> None:
+    """Issue 25: each type's starter is a triton_op that Inductor compiles into a graph (no
+    graph break, no compile error), with the eager call's outputs."""
+    import torch._dynamo
+
+    kernel = registered(kernel_type, None, "tt_every_type")
+    assert kernel.op.compile_path == TRITON_OP, kernel.op.opaque_reason
+    args = _filled(get_integration(kernel_type).example(torch.float16))
+    with torch.no_grad():
+        expected = kernel.op.op(*args)
+        torch._dynamo.reset()
+        compiled = torch.compile(lambda *a: kernel.op.op(*a), backend="inductor",
+                                 fullgraph=True)
+        torch.testing.assert_close(compiled(*args), expected, atol=2e-3, rtol=2e-3)

@@ -288,6 +288,21 @@ def test_make_agent_auto_falls_back_when_the_claude_agent_is_missing(
         make_agent("claude")
 
 
+def test_without_the_claude_extra_auto_is_the_tuner_and_claude_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import importlib.util
+
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None
+                        if name == "anthropic" else real_find_spec(name, *args))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-test")
+    name, note = resolve_agent_name("auto")
+    assert name == "tuner" and "autokernel[claude]" in note
+    with pytest.raises(AgentUnavailable, match=r"pip install 'autokernel\[claude\]'"):
+        make_agent("claude")
+
+
 def test_only_the_initial_design_is_marked_as_a_sweep() -> None:
     agent = TunerAgent(seed=6)
     start = parse_kernel_source(SOURCE).tunables

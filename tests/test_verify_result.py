@@ -71,7 +71,7 @@ def test_verify_still_offers_its_result_functions() -> None:
     for callers that import them from verify."""
     for name in ("VERIFY_FILE", "save_result", "read_result", "routed_where", "print_result"):
         assert getattr(verify, name) is getattr(verify_result, name)
-    assert routed_where({"modules": ["a"], "scopes": [""]}) == "1 module; <model>"
+    assert routed_where({"modules": ["a"], "scopes": [""]}) == "1 module; calls in the whole model"
 
 
 def test_the_eager_wall_time_is_measured_before_anything_is_compiled(
@@ -79,21 +79,24 @@ def test_the_eager_wall_time_is_measured_before_anything_is_compiled(
     """Once torch.compile has run in a process, eager Python pays for it on every frame (on an
     H200, +1060 µs on a patched forward whose routing is Python): verify times the eager pair's
     wall time first, and the compiled contestants' only after they exist."""
+    from types import SimpleNamespace
+
     import torch
 
-    from autokernel.integrate import verify
+    from autokernel.integrate import in_context
+    from autokernel.integrate.ablation import ConfigRounds
 
     events: list[str] = []
 
-    def fake_timing(kind: str):
-        def measure(contestants, device, rounds, budget_s):  # type: ignore[no-untyped-def]
-            events.append(f"{kind} {sorted(contestants)}")
-            return {"rounds": 20, "contestants": {
-                name: {"median_us": 10.0, "iqr_us": 1.0, "samples": 20} for name in contestants}}
-        return measure
+    def fake_time_configs(functions, setup):  # type: ignore[no-untyped-def]
+        events.append(f"time {sorted(functions)}")
+        for fn in functions.values():
+            fn()
+        rounds = [10.0] * 20
+        return ({name: ConfigRounds({"wall": rounds, "device": rounds}) for name in functions},
+                {"wall_rounds": 20, "device_rounds": 20})
 
-    monkeypatch.setattr(verify, "time_wall", fake_timing("wall"))
-    monkeypatch.setattr(verify, "time_device", fake_timing("device"))
+    monkeypatch.setattr(in_context, "time_configs", fake_time_configs)
     real_compile = torch.compile
 
     def compile_spy(model, **kwargs):  # type: ignore[no-untyped-def]
@@ -105,16 +108,15 @@ def test_the_eager_wall_time_is_measured_before_anything_is_compiled(
         return call
 
     monkeypatch.setattr(torch, "compile", compile_spy)
-    model, patched = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
-    options = verify.VerifyOptions(device="cpu", iters=20, compile_backend="eager")
-    timing = verify._time_models(model, patched, (torch.randn(2, 4),), options,
-                                 verify.VerifyLog(emit=lambda line: None))
+    model = torch.nn.Linear(4, 4)
+    setup = in_context.Setup(
+        kernels=SimpleNamespace(kernels=[]), model=model, inputs=(torch.randn(2, 4),),
+        device=torch.device("cpu"), copy_model=lambda: torch.nn.Linear(4, 4), rounds=20,
+        budget_s=1.0, compile=True, compile_backend="eager", judged=True,
+        emit=lambda line: None, note=lambda line: None)
+    measured = in_context.measure_in_context(setup)
     first_compiled = events.index("compiled forward")
-    assert events.index("wall ['eager', 'patched']") < first_compiled
-    later = [e for e in events if e != "compiled forward"]
-    assert later == ["wall ['eager', 'patched']",
-                     "device ['compile', 'eager', 'patched', 'patched_compile']",
-                     "wall ['compile', 'patched_compile']"]
-    assert sorted(timing["wall"]["contestants"]) == ["compile", "eager", "patched",
-                                                      "patched_compile"]
-    assert timing["wall"]["compiled_rounds"] == 20
+    assert events.index("time ['none']") < first_compiled  # the eager batch, before any compile
+    assert [e for e in events if e.startswith("time")] == ["time ['none']", "time ['none']"]
+    assert sorted(measured["classic"]["wall"]) == ["compile", "eager", "patched",
+                                                   "patched_compile"]

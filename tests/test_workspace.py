@@ -23,6 +23,7 @@ from autokernel.agents.tuner import TunerAgent
 from autokernel.harness.result import BenchResult, ShapeTiming, Status
 from autokernel.kernelfile import parse_kernel_source, set_tunables
 from autokernel.loop.dashboard import PlainDashboard
+from autokernel.loop.keep_figure import decision_text
 from autokernel.loop.results import COLUMNS, RIGHTNOW_COLUMNS, ResultsLog, read_rows
 from autokernel.loop.config import LoopConfig
 from autokernel.loop.journal import RunInconsistent
@@ -329,7 +330,8 @@ def test_loop_commits_keeps_reverts_the_rest_and_results_survive(tmp_path: Path)
         assert parse_kernel_source(best_source).tunables == json.loads(
             next(r["tunables"] for r in rows if r["commit"] == target.best_commit))
     assert "kernels/02_rmsnorm.py" in git(ws, "ls-files")
-    assert git(ws, "log", "-1", "--format=%s").startswith("finish 02_rmsnorm: best exp ")
+    assert git(ws, "log", "-1", "--format=%s").startswith("finish 02_rmsnorm: ")
+    assert "; best (exp " in git(ws, "log", "-1", "--format=%s")
     # The harness was asked for the target's profiled shapes and dtype, caching in .cache/.
     assert bench.calls[0]["shapes"] == [[64, 128], [32, 128]]
     assert bench.calls[0]["dtypes"] == ["fp32"]
@@ -351,10 +353,12 @@ def test_commit_messages_say_what_was_tried_and_the_result(tmp_path: Path) -> No
     keep = next(r for r in rows if r["status"] == "keep")
     message = git(ws, "log", "-1", "--format=%s", keep["commit"])
     assert message.startswith(f"exp {keep['experiment']} 01_softmax: tuner: ")
-    assert "µs" in message and "× best" in message and "× eager" in message
-    assert "× compile" in message
+    # The keep rule's own figure (here its unpaired comparison), never a primary-shape latency.
+    assert f"keep: {decision_text(keep)[:60]}" in message and "µs" not in message
     baseline = git(ws, "log", "-1", "--format=%s", rows[0]["commit"])
     assert baseline.startswith("exp 0 01_softmax: baseline")
+    assert "µs at 64x128 (primary shape)" in baseline and "× eager" in baseline
+    assert "× compile" in baseline
 
 
 class ScriptedAgent:
@@ -711,7 +715,8 @@ def test_dashboards_show_targets_results_and_time_left(tmp_path: Path) -> None:
     runner.run()
     lines = plain_out.getvalue().splitlines()
     assert any("exp 0 01_softmax BASELINE" in line and "× eager" in line for line in lines)
-    assert any(line.endswith("(experiments: 3 on this target (limit 3))") for line in lines)
+    assert any(line.endswith("; moved on: experiments: 3 on this target (limit 3)")
+               for line in lines)
 
     ws, state, plan = new_run(tmp_path / "live", hours=2.0)
     console = Console(file=io.StringIO(), width=160, record=True, force_terminal=True)

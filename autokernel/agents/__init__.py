@@ -39,7 +39,14 @@ class AgentOptionError(AgentUnavailable, ValueError):
     """An option the chosen agent does not take."""
 
 
+# What the claude agent's one-line refusal tells the user to install (pyproject's extra).
+CLAUDE_INSTALL_HINT = "pip install 'autokernel[claude]'"
+
+
 def _claude_factory() -> Any:
+    if importlib.util.find_spec("anthropic") is None:  # an optional extra since issue 29
+        raise AgentUnavailable(f"the Claude agent needs the anthropic package: "
+                               f"{CLAUDE_INSTALL_HINT}")
     try:
         module = importlib.import_module("autokernel.agents.claude")
     except ModuleNotFoundError as exc:

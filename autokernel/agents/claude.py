@@ -272,7 +272,7 @@ def _import_sdk() -> Any:
         import anthropic
     except ImportError as exc:
         raise ClaudeConfigError(
-            "the claude agent needs the anthropic package (pip install anthropic); "
+            "the claude agent needs the anthropic package (pip install 'autokernel[claude]'); "
             "--agent tuner works without it"
         ) from exc
     return anthropic

@@ -14,9 +14,12 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.console import Console
 
 from autokernel.cli._common import (DEVICE_OPTION, DTYPE_DEFAULT, Device, console, device_or_fail,
                                     fail, plain)
+from autokernel.tables import Column, fit_table
+from autokernel.text import format_speedup
 
 STATUS_STYLE = {"PASS": "bold green", "FAIL": "bold red", "REJECTED": "bold magenta",
                 "CRASH": "bold red", "TIMEOUT": "bold yellow", "SKIPPED": "bold cyan"}
@@ -30,91 +33,112 @@ def _split(text: str | None) -> list[str] | None:
 
 
 def _number(value: float | None, digits: int = 2, suffix: str = "") -> str:
-    return "-" if value is None else f"{value:,.{digits}f}{suffix}"
+    return "–" if value is None else f"{value:,.{digits}f}{suffix}"
 
 
-def _speedup(value: float | None) -> str:
-    return "-" if value is None else f"{value:.2f}x"
+STAGE_COLUMNS = (Column("stage"), Column("result"), Column("inputs checked", "inputs",
+                                                             justify="right"))
+# Two tables, one row per timed shape: the times and speedups, then throughput, peak and launch
+# cost (figures never split; abbreviated headers, then the columns marked `drop`, go first on a
+# narrow terminal: autokernel.tables).
+TIMING_COLUMNS = (
+    Column("shape"), Column("dtype", drop=1),
+    Column("kernel µs (± IQR)", "kernel µs", justify="right",
+           legend="the kernel's median device time (± interquartile range)"),
+    Column("eager µs", justify="right"), Column("compile µs", justify="right", drop=2),
+    Column("× eager", "×eager", justify="right"),
+    Column("× compile", "×compile", justify="right"),
+    Column("× incumbent (95% CI)", "×incumbent", justify="right",
+           legend="the paired speedup over --incumbent, timed in the same rounds, with its 95% "
+                  "interval"),
+)
+ROOFLINE_COLUMNS = (
+    Column("shape"), Column("dtype", drop=1), Column("throughput", justify="right"),
+    Column("% of peak", "%peak", justify="right", legend="percent of the datasheet peak"),
+    Column("% of measured peak", "%meas", justify="right",
+           legend="percent of the peak measured on this GPU"),
+    Column("launch µs", "launch", justify="right", legend="host launch cost of the kernel, µs"),
+    Column("eager launch µs", "eager launch", justify="right",
+           legend="host launch cost of eager PyTorch, µs"),
+)
 
 
-def print_summary(result: Any, kernel_path: Path) -> None:
+def timing_rows(result: Any) -> tuple[list[list[str]], list[list[str]]]:
+    """The two tables' cells, one row per timed shape."""
+    times, roofline = [], []
+    for t in result.timings:
+        shape = "x".join(str(d) for d in t.shape)
+        compile_us = _number(t.compile_us) + ("*" if t.compile_cached and t.compile_us else "")
+        throughput = "–" if t.throughput is None \
+            else f"{t.throughput:,.4g} {t.throughput_unit or ''}".strip()
+        incumbent = "–"
+        if t.vs_incumbent is not None:
+            incumbent = (f"{t.vs_incumbent:.3f}× ({t.vs_incumbent_lo:.3f}–"
+                         f"{t.vs_incumbent_hi:.3f})" + (" re-timed" if t.retimed else ""))
+        times.append([shape, t.dtype, f"{_number(t.latency_us)} ±{_number(t.iqr_us)}",
+                      _number(t.eager_us), compile_us, format_speedup(t.speedup_vs_eager),
+                      format_speedup(t.speedup_vs_compile), incumbent])
+        roofline.append([shape, t.dtype, throughput, _number(t.pct_peak_datasheet, 1, "%"),
+                         _number(t.pct_peak_measured, 1, "%"), _number(t.launch_us, 1),
+                         _number(t.eager_launch_us, 1)])
+    return times, roofline
+
+
+def print_summary(result: Any, kernel_path: Path, out: Console | None = None) -> None:
     """The human-readable verdict: header, stages table, timing table, notes."""
-    from rich.table import Table
+    from rich.text import Text
 
+    out = out or console
     status = result.status.value
-    console.print(f"[bold]{kernel_path}[/]  {result.kernel_type or '?'} / "
-                  f"{result.backend or '?'} on {result.gpu or result.device}", highlight=False)
+    out.print(f"[bold]{kernel_path}[/]  {result.kernel_type or '?'} / "
+              f"{result.backend or '?'} on {result.gpu or result.device}", highlight=False)
     verdict = f"[{STATUS_STYLE.get(status, 'bold')}]{status}[/]"
     if result.stage and status != "PASS":
         verdict += f" at [bold]{result.stage}[/]"
     if result.rule:
         verdict += f" [dim]({result.rule})[/]"
-    console.print(verdict, highlight=False)
+    out.print(verdict, highlight=False)
     if result.reason:
-        console.print(f"  {result.reason}", highlight=False, soft_wrap=True)
+        out.print(f"  {result.reason}", highlight=False)
 
     if result.stages:
-        stages = Table(title="Stages", title_justify="left")
-        stages.add_column("stage")
-        stages.add_column("result")
-        stages.add_column("inputs checked", justify="right")
+        rows = []
         for name, outcome in result.stages.items():
             count = result.stage_cases.get(name)
             if name == "timing" and result.timings:
                 count = sum(t.samples for t in result.timings)
-            stages.add_row(name, f"[{STAGE_STYLE.get(outcome, '')}]{outcome}[/]",
-                           "-" if count is None else str(count))
-        console.print(stages)
+            rows.append([name, Text(outcome, style=STAGE_STYLE.get(outcome, "")),
+                         "–" if count is None else str(count)])
+        out.print(fit_table(STAGE_COLUMNS, rows, out.width, title="Stages"))
 
     if result.timings:
         meaningful = result.timing_meaningful
-        title = "Device time (median ± IQR, µs; L2 flushed, fresh inputs, interleaved rounds)" \
-            if meaningful else "Timing (host clock, Triton interpreter)"
-        timing = Table(title=title, title_justify="left")
-        paired = any(t.vs_incumbent is not None for t in result.timings)
-        columns = [("shape", "left"), ("dtype", "left"), ("kernel", "right"),
-                   ("eager", "right"), ("compile", "right"), ("speedup eager/compile", "right")]
-        if paired:
-            columns.append(("vs incumbent (95% CI)", "right"))
-        columns += [("throughput", "right"), ("% peak datasheet/measured", "right"),
-                    ("launch µs kernel/eager", "right")]
-        for column, justify in columns:
-            timing.add_column(column, justify=justify)
-        for t in result.timings:
-            compile_us = _number(t.compile_us) + ("*" if t.compile_cached else "")
-            throughput = "-" if t.throughput is None \
-                else f"{t.throughput:,.4g} {t.throughput_unit or ''}"
-            row = ["x".join(str(d) for d in t.shape), t.dtype,
-                   f"{_number(t.latency_us)} ±{_number(t.iqr_us)}", _number(t.eager_us),
-                   compile_us, f"{_speedup(t.speedup_vs_eager)} / {_speedup(t.speedup_vs_compile)}"]
-            if paired:
-                row.append("-" if t.vs_incumbent is None else
-                           f"{t.vs_incumbent:.3f}x ({t.vs_incumbent_lo:.3f}-"
-                           f"{t.vs_incumbent_hi:.3f})" + (" re-timed" if t.retimed else ""))
-            row += [throughput,
-                    f"{_number(t.pct_peak_datasheet, 1)} / {_number(t.pct_peak_measured, 1)}",
-                    f"{_number(t.launch_us, 1)} / {_number(t.eager_launch_us, 1)}"]
-            timing.add_row(*row)
-        console.print(timing)
+        title = ("Device time (median, L2 flushed, fresh inputs, interleaved rounds)"
+                 if meaningful else "Timing (host clock, Triton interpreter)")
+        notes = []
         if meaningful:
-            console.print("launch µs: host launch cost, one synchronous call's wall time minus "
-                          "its device time (a separate figure, never part of the device time)",
-                          style="dim")
+            notes.append("launch µs: host launch cost, one synchronous call's wall time minus "
+                         "its device time (a separate figure, never part of the device time)")
+        times, roofline = timing_rows(result)
+        out.print(fit_table(TIMING_COLUMNS, times, out.width, title=title))
+        if any(any(cell != "–" for cell in row[2:]) for row in roofline):
+            out.print(fit_table(ROOFLINE_COLUMNS, roofline, out.width,
+                                title="Throughput, peak and launch cost", notes=notes))
         if any(t.compile_cached for t in result.timings):
-            console.print("* compile latency from the baseline cache", style="dim")
+            out.print("* compile latency from the baseline cache", style="dim")
         if not meaningful:
-            console.print("[yellow]Timings on the CPU interpreter are not meaningful;[/] run on "
-                          "a GPU (--device cuda) to measure.", highlight=False)
+            out.print("[yellow]Timings on the CPU interpreter are not meaningful;[/] run on "
+                      "a GPU (--device cuda) to measure.", highlight=False)
 
     meaningful_timing = not result.timings or result.timing_meaningful
     footer = [f"harness {result.harness_seconds:.1f} s" if result.harness_seconds else ""]
     if result.peak_vram_mb is not None:
         footer.append(f"peak VRAM {result.peak_vram_mb:,.1f} MB")
-    console.print("  ".join(part for part in footer if part), style="dim", highlight=False)
+    out.print("  ".join(part for part in footer if part), style="dim", highlight=False)
     for note in result.notes:
         if not meaningful_timing and "not meaningful" in note:
             continue  # the harness's own CPU caveat: said once above, in words with the way out
-        console.print(f"  note: {note}", style="dim", highlight=False, soft_wrap=True)
+        out.print(f"  note: {note}", style="dim", highlight=False)
 
 
 def bench(
@@ -174,7 +198,7 @@ def bench(
             parse_dtype(text)
     except ValueError as exc:
         fail(str(exc))
-    resolved = device_or_fail(plain(device))
+    resolved = device_or_fail(plain(device), say_choice=not json_output)
     try:
         result = run_bench(kernel, device=resolved, shapes=shape_list, dtypes=dtype_list,
                            timeout_s=timeout, cache_dir=cache_dir, quick=quick,

@@ -12,7 +12,7 @@ import typer
 
 from autokernel.cli._common import (DEVICE_OPTION, DTYPE_OPTION, PANEL_AGENT, PANEL_BUDGET,
                                     PANEL_OUTPUT, AgentChoice, Device, Dtype, console,
-                                    device_or_fail, fail, plain)
+                                    device_or_fail, fail, plain, progress_steps)
 from autokernel.text import count_of
 
 DEFAULT_RUNS_DIR = Path("autokernel_runs")
@@ -69,20 +69,96 @@ def _meta(device: str, dtype: str, minutes: float, agent: str) -> dict[str, Any]
 
 
 def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
+    """'[1/2] softmax_rows: done, PASS; device time 1.20× eager, ...' once a problem ends."""
+    from autokernel.kernelbench.problem import INTERRUPTED
     from autokernel.kernelbench.table import optimized_cell, reason_cell, with_figures
-    from autokernel.text import format_speedup
+    from autokernel.text import format_duration, format_ratio
 
     record = with_figures(record)
-    figures = ""
+    took = format_duration(record.get("seconds") or 0)
+    head = f"[{index + 1}/{total}] {record['problem']}"
+    if record["status"] == INTERRUPTED:
+        return f"{head}: interrupted (Ctrl-C) after {took}"
+    parts = [record["status"]]
     if record["correctness"] != "–":
-        figures = (f" {record['correctness']}, device time "
-                   f"{format_speedup(record['speedup_vs_eager'])} vs eager, "
-                   f"{format_speedup(record['speedup_vs_compile'])} vs compile; wall "
-                   f"{format_speedup(record['wall_speedup_vs_eager'])} vs eager;")
+        parts.append(f"{record['correctness']}, device time "
+                     f"{format_ratio(record['speedup_vs_eager'])} eager and "
+                     f"{format_ratio(record['speedup_vs_compile'])} compile, wall "
+                     f"{format_ratio(record['wall_speedup_vs_eager'])} eager")
+    optimized = optimized_cell(record)
+    if optimized != "–":
+        parts.append(optimized)
     why = reason_cell(record)
-    return (f"[{index + 1}/{total}] {record['problem']}: {record['status']};{figures} "
-            f"{optimized_cell(record)}" + (f" — {why}" if why else "")
-            + f" ({record.get('seconds') or 0:.0f} s)")
+    if why:
+        parts.append(why)
+    return f"{head}: {'; '.join(parts)} ({took})"
+
+
+class ProblemProgress:
+    """Each problem's phase as it changes (a line each), and on a terminal a progress line
+    with its latest step and the time it has taken."""
+
+    def __init__(self, total: int, names: list[str], logs: Path, minutes: float,
+                 device: str) -> None:
+        self.total, self.names, self.logs, self.minutes = total, names, logs, minutes
+        self.device = device
+        self.phase: str | None = None
+        self._steps: Any = None
+        self._context: Any = None
+
+    def _head(self, index: int) -> str:
+        return f"[{index + 1}/{self.total}] {self.names[index]}"
+
+    def start(self, index: int) -> None:
+        from autokernel.kernelbench.progress import PROFILING
+
+        self.phase = PROFILING
+        log = self.logs / f"{self.names[index]}.log"
+        console.print(f"{self._head(index)}: {PROFILING}; its log: {log}", highlight=False,
+                      soft_wrap=True)
+        self._context = progress_steps(f"{self._head(index)}: {PROFILING}")
+        self._steps = self._context.__enter__()
+
+    def update(self, index: int, phase: Any) -> None:
+        from autokernel.kernelbench.progress import OPTIMIZING
+
+        if phase.name != self.phase:
+            self.phase = phase.name
+            budget = f" (up to {self.minutes:g} min)" if phase.name == OPTIMIZING else ""
+            console.print(f"{self._head(index)}: {phase.name}{budget}", highlight=False)
+            if phase.name == OPTIMIZING and self.device == "cpu":
+                self._say_cpu_estimate(index)
+        if self._steps is not None:
+            self._steps.step(f"{self._head(index)}: {phase.text()}")
+
+    def _say_cpu_estimate(self, index: int) -> None:
+        """On the CPU, what the problem's budget gets through in the interpreter, from the plan
+        its workspace holds (nothing when it cannot be read)."""
+        import json
+
+        from autokernel.loop.cpu_estimate import estimate
+        from autokernel.profiling.plan import Plan
+        from autokernel.text import format_duration
+
+        workspace = self.logs.parent / self.names[index]
+        try:
+            plan = Plan.load(workspace / "plan.json")
+            run = json.loads((workspace / "run.json").read_text(encoding="utf-8"))
+            night = estimate(plan, list(run["targets"]), self.minutes / 60.0,
+                             float(run["config"]["bench_timeout_s"]))
+        except (OSError, ValueError, KeyError, TypeError, IndexError):
+            return
+        warning = night.warning()
+        text = (f"warning: {warning}" if warning else
+                f"an experiment takes about {format_duration(night.mean_seconds)} in the Triton "
+                f"interpreter: about {night.experiments:.0f} in {self.minutes:g} min")
+        console.print(f"{self._head(index)}: {text}", highlight=False,
+                      style="yellow" if warning else None)
+
+    def end(self) -> None:
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+            self._context = self._steps = None
 
 
 def kernelbench(
@@ -105,10 +181,9 @@ def kernelbench(
                                       "when ANTHROPIC_API_KEY is set, else tuner."),
     top: int = typer.Option(5, "--top", help="Optimize each problem's N highest-ranked "
                             "targets."),
-    all_kernels: bool = typer.Option(False, "--all-kernels", help="Verify with every finished "
-                                     "kernel, also those slower than eager PyTorch (by "
-                                     "default only the faster ones; all of them when none "
-                                     "is faster)."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Route every finished kernel "
+                                     "in verify (by default only those that make the model "
+                                     "faster, measured in it)."),
     claude_model: str = typer.Option(None, "--claude-model", rich_help_panel=PANEL_AGENT,
                                      help="Claude model id (claude agent)."),
     max_cost: float = typer.Option(None, "--max-cost", rich_help_panel=PANEL_AGENT,
@@ -152,7 +227,7 @@ def kernelbench(
 
     from autokernel.kernelbench.problem import ProblemJob
     from autokernel.kernelbench.suite import (
-        SuiteInterrupted, finished_records, hard_limit_s, problem_names, run_suite,
+        LOGS_DIR, SuiteInterrupted, finished_records, hard_limit_s, problem_names, run_suite,
     )
     from autokernel.kernelbench.table import fast_p_rows, write_tables
 
@@ -173,18 +248,23 @@ def kernelbench(
         console.print(f"resuming: {len(finished)} of {count_of(len(problems), 'problem')} keep "
                       "their result", highlight=False)
 
+    names = problem_names(problems)
+    progress = ProblemProgress(len(problems), names, out / LOGS_DIR, minutes_per_problem,
+                               resolved_device)
+
     def on_record(index: int, record: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        progress.end()
         earlier = " (from the earlier run)" if record.get("problem") in finished else ""
         console.print(_problem_line(index, len(problems), record) + earlier, highlight=False,
                       soft_wrap=True)
-        write_tables(out, records, meta)
-
-    def on_start(index: int, path: Path) -> None:
-        console.print(f"[{index + 1}/{len(problems)}] {path.name} ...", highlight=False)
+        write_tables(out, records, meta, names)
 
     try:
-        records = run_suite(problems, out, template, on_record, on_start, finished)
+        records = run_suite(problems, out, template, on_record,
+                            lambda index, path: progress.start(index), finished,
+                            on_phase=progress.update)
     except (SuiteInterrupted, KeyboardInterrupt):
+        progress.end()
         console.print(f"interrupted; the table so far is in {out / 'results.md'}; continue "
                       f"the set with the same command plus --out {out} --resume",
                       highlight=False, soft_wrap=True)
@@ -194,7 +274,7 @@ def kernelbench(
     for baseline, *cells, measured in fast_p_rows(records):
         console.print(f"  vs {baseline}: fast_0 {cells[0]}, fast_1 {cells[1]}, fast_2 "
                       f"{cells[2]} ({measured} with a speedup)", highlight=False)
-    paths_written = write_tables(out, records, meta)
+    paths_written = write_tables(out, records, meta, names)
     console.print("table: " + ", ".join(str(p) for p in paths_written.values()),
                   highlight=False, soft_wrap=True)
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import typer
 
-from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain)
+from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain,
+                                    progress_steps)
 from autokernel.text import count_of
 
 DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
@@ -29,11 +30,12 @@ def verify(
                                         "model.", show_default="compile on cuda"),
     gradients: bool = typer.Option(True, "--gradients/--no-gradients", help="Check parameter "
                                    "gradients through the kernels' backward."),
-    all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
-                                     "kernels that were slower than eager PyTorch at their "
-                                     "profiled shape (left out by default)."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Route every finished kernel, "
+                                     "also those that do not make the model faster (left out "
+                                     "by default)."),
 ) -> None:
-    """Splice the run's finished kernels into its model; check the output, time it end to end."""
+    """Splice the run's finished kernels into its model; check the output; keep the kernels that
+    make it faster, in each mode; time the deliveries end to end."""
     from autokernel.integrate.loader import RunError, open_run
 
     if iters is not None and iters < 1:
@@ -42,7 +44,7 @@ def verify(
         fail("--budget must be positive")
     try:
         run = open_run(directory, include_slower=all_kernels)
-        run.require_finished()
+        run.require_any_finished()
     except RunError as exc:
         fail(str(exc))
     resolved = device_or_fail(plain(device))
@@ -54,15 +56,25 @@ def verify(
         device=resolved, iters=iters, budget_s=budget, gradients=gradients,
         compile=compile_models if compile_models is not None else resolved == "cuda",
     )
-    log = VerifyLog(emit=lambda line: console.print(line, highlight=False))
-    if not options.compile:
-        log.note("torch.compile not timed (--compile to time it)")
-    if run.device != resolved:
-        log.note(f"the run optimized its kernels on {run.device}; this check runs on {resolved}")
-    try:
-        result = verify_run(run, options, log)
-    except RunError as exc:
-        fail(str(exc))
+    with progress_steps(f"verifying {directory}: loading the model and its kernels") as steps:
+        def emit(line: str) -> None:
+            console.print(line, highlight=False)
+            steps.step(f"verifying: {line.split(':')[0]}")
+
+        log = VerifyLog(emit=emit)
+        if not options.compile:
+            log.note("torch.compile not timed (--compile to time it)")
+        if run.device != resolved:
+            log.note(f"the run optimized its kernels on {run.device}; this check runs on "
+                     f"{resolved}")
+        if run.device == "cpu" and not all_kernels:
+            log.note("every finished kernel is spliced in: the run timed them in the Triton "
+                     "interpreter, whose timings say nothing about speed (a run on a GPU "
+                     "splices in only the kernels faster than eager PyTorch)")
+        try:
+            result = verify_run(run, options, log)
+        except RunError as exc:
+            fail(str(exc))
     print_result(result, console)
     if not result["passed"]:
         raise typer.Exit(1)
@@ -81,17 +93,19 @@ def report(
         fail(str(exc))
     text, plot = write_report(summary)
     print_summary(summary, console)
-    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
+    for line in (f"report: {text}", f"plot: {plot}"):  # a path a line: never broken
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def export(
     directory: Path = typer.Argument(..., metavar="DIR", help=DIRECTORY_HELP),
     to: Path = typer.Option(..., "--to", help="The module to write, e.g. llama_kernels.py."),
-    all_kernels: bool = typer.Option(False, "--all-kernels", help="Also splice in finished "
-                                     "kernels that were slower than eager PyTorch at their "
-                                     "profiled shape (left out by default)."),
+    all_kernels: bool = typer.Option(False, "--all-kernels", help="Export every finished "
+                                     "kernel, also those verify left out of the model (or, "
+                                     "before verify, slower than eager PyTorch alone)."),
 ) -> None:
-    """Write the finished kernels as one self-contained module with a `patch(model)` function."""
+    """Write the kernels verify kept as one self-contained module with `patch(model)` and
+    `optimize(model)`."""
     from autokernel.integrate.export import ExportError, export_run
     from autokernel.integrate.loader import RunError, open_run
 

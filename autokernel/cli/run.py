@@ -13,7 +13,7 @@ from autokernel.cli._common import (CLASS_NAME_OPTION, DEVICE_OPTION, DTYPE_OPTI
                                     MODEL_FILE_ARGUMENT, PANEL_AGENT, PANEL_BUDGET, PANEL_HARNESS,
                                     PANEL_MOVE_ON, PANEL_OUTPUT, PANEL_SPEEDUP, AgentChoice,
                                     Backend, Device, Dtype, SpeedupBaseline, console,
-                                    device_or_fail, fail, plain)
+                                    device_or_fail, fail, plain, progress_steps)
 from autokernel.text import error_summary
 from autokernel.versions import software_versions
 
@@ -44,23 +44,25 @@ def _positive(value: float | None, option: str, *, allow_zero: bool = False) -> 
         fail(f"{option} must be {'0 or more' if allow_zero else 'positive'}; got {value:g}")
 
 
-def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str) -> Plan:
+def _profile_plan(model_file: Path, class_name: str, dtype: str, device: str,
+                  rank_by: str = "eager") -> Plan:
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
-    from autokernel.profiling.profiler import profile_model
-    from autokernel.profiling.ranking import build_plan
+    from autokernel.profiling.session import profile_plan
 
     try:
         loaded = load_model_file(model_file, class_name=class_name, dtype=dtype, device=device)
     except ModelLoadError as exc:
         fail(str(exc))
-    with console.status(f"profiling {model_file}"):
+    console.print(f"profiling {model_file} on {device} ({dtype})", highlight=False)
+    with progress_steps(f"profiling {model_file}: warm-up and profiled forwards") as steps:
         try:
-            record = profile_model(loaded)
+            record, plan = profile_plan(
+                loaded, model=str(model_file), class_name=class_name, rank_by=rank_by,
+                progress=lambda what: steps.step(f"profiling {model_file}: {what}"))
         except KeyboardInterrupt:
             fail("interrupted while profiling; no workspace was created", code=EXIT_INTERRUPTED)
         except Exception as exc:  # the forward ran once already: the machine's trouble, not input
             fail(f"profiling {model_file} failed: {error_summary(exc)}", code=1)
-    plan = build_plan(record, model=str(model_file), class_name=class_name)
     del loaded, record
     _release_device_memory()
     return plan
@@ -114,9 +116,10 @@ def _make_agent_or_fail(name: str, options: dict[str, Any],
 def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agent: Any,
            agent_note: str, live: bool | None, new_hours: float | None = None) -> None:
     """Run the loop with a dashboard, print the summary, exit with the run's status."""
-    from autokernel.loop.dashboard import make_dashboard
+    from autokernel.loop.dashboard import make_dashboard, status_text
     from autokernel.loop.config import CPU_LOOP_NOTE
     from autokernel.loop.journal import RunInconsistent
+    from autokernel.loop.results import read_rows
     from autokernel.loop.runner import Runner
     from autokernel.loop.summary import print_end_of_run
     from autokernel.loop.workspace import WorkspaceError
@@ -127,10 +130,11 @@ def _drive(workspace: Any, plan: Plan, state: RunState, config: LoopConfig, agen
         planned = plan.targets[target.index]
         shape = "x".join(str(d) for d in planned.bench_shape)
         console.print(f"  {target.tag}: {planned.share:.1%} of the model's time, "
-                      f"{shape} {planned.dtype} — {target.status}", highlight=False)
+                      f"{shape} {planned.dtype}, {status_text(target.status)}", highlight=False)
     dashboard = make_dashboard(
         console, title=f"autokernel {state.run_tag}", device=config.device, agent=config.agent,
         timing_note=CPU_LOOP_NOTE if config.device == "cpu" else "", live=live,
+        history=read_rows(workspace.results_path),
     )
     runner = Runner(workspace, plan, state, config, agent, dashboard=dashboard)
     if new_hours is not None:
@@ -155,6 +159,9 @@ def run(
     only: str = typer.Option(None, "--only", help="Comma-separated kernel types to optimize "
                              "(others are skipped)."),
     skip: str = typer.Option(None, "--skip", help="Comma-separated kernel types to leave alone."),
+    rank_by: str = typer.Option("eager", "--rank-by", help="Rank the targets by their share of "
+                                "the eager forward (eager) or of the torch.compile'd one "
+                                "(compile: for a model you will run compiled)."),
     plan_file: Path = typer.Option(None, "--plan", help="Use this plan (from `autokernel "
                                    "profile --json`) instead of profiling again."),
     hours: float = typer.Option(8.0, "--hours", rich_help_panel=PANEL_BUDGET, help="Time "
@@ -222,12 +229,16 @@ def run(
     live: bool = typer.Option(None, "--live/--no-live", rich_help_panel=PANEL_OUTPUT,
                               help="Live dashboard, or plain log lines.",
                               show_default="live when stdout is a terminal"),
+    yes: bool = typer.Option(False, "--yes", help="Start even when, on the CPU, the model is "
+                             "too large for the night to finish a handful of experiments."),
 ) -> None:
     """Profile MODEL.py, then optimize its top kernels overnight in a workspace git repo."""
     device, dtype, agent = plain(device), plain(dtype), plain(agent)
     speedup_baseline, backend = plain(speedup_baseline), plain(backend)
     if not model_file.is_file():
         fail(f"model file not found: {model_file}")
+    if rank_by not in ("eager", "compile"):
+        fail(f"--rank-by must be eager or compile, not {rank_by!r}")
     _positive(hours, "--hours")
     _positive(kernel_minutes, "--kernel-minutes")
     _positive(bench_timeout, "--bench-timeout")
@@ -274,7 +285,7 @@ def run(
             console.print(f"[yellow]note: the plan was profiled on {plan.device}, the run uses "
                           f"{resolved_device}[/]")
     else:
-        plan = _profile_plan(model_file, class_name, dtype, resolved_device)
+        plan = _profile_plan(model_file, class_name, dtype, resolved_device, plain(rank_by))
     chosen = _select_targets(plan, top, only_types, skip_types)
     if not chosen:
         why = plan.message or "no target is left after --only/--skip"
@@ -305,9 +316,30 @@ def run(
         seed=seed,
         backend=backend,
     )
+    if resolved_device == "cpu":
+        _check_cpu_night(plan, chosen, config, yes)
     workspace, state = create_workspace(root, run_tag, model_file, class_name, plan, chosen,
                                          config, agent_options)
     _drive(workspace, plan, state, config, agent_impl, agent_note, live)
+
+
+def _check_cpu_night(plan: Plan, chosen: list[int], config: LoopConfig, yes: bool) -> None:
+    """Say what a CPU night will get through; refuse, unless --yes, one that would finish fewer
+    than a handful of experiments (a GPU-sized model in the Triton interpreter)."""
+    from autokernel.loop.cpu_estimate import estimate
+    from autokernel.text import format_duration
+
+    night = estimate(plan, chosen, config.hours, config.bench_timeout_s)
+    warning = night.warning()
+    if not warning:
+        console.print(f"on the CPU an experiment takes about "
+                      f"{format_duration(night.mean_seconds)} in the Triton interpreter: about "
+                      f"{night.experiments:.0f} in {config.hours:g} h", highlight=False)
+        return
+    if not yes:
+        fail(f"{warning}; run it on a GPU, try a smaller model such as "
+             "examples/models/tiny_llama.py, or pass --yes to start anyway")
+    console.print(f"[yellow]warning: {warning}; starting anyway (--yes)[/]", highlight=False)
 
 
 def create_workspace(root: Path, run_tag: str, model_file: Path, class_name: str, plan: Plan,
@@ -394,6 +426,7 @@ def resume(
     except (OSError, ValueError, KeyError, TypeError) as exc:
         fail(f"{directory} is not a readable autokernel run: {exc}")
 
+    _check_resumable(directory, state, hours, given=(agent, max_cost, max_llm_calls))
     resolved_device = device_or_fail(config.device)
     config.device = resolved_device
     options = {k: v for k, v in (("max_cost", max_cost), ("max_llm_calls", max_llm_calls))
@@ -404,6 +437,28 @@ def resume(
     state.finished = False
     state.sessions += 1
     _drive(workspace, plan, state, config, agent_impl, agent_note, live, new_hours=hours)
+
+
+def _check_resumable(directory: Path, state: RunState, hours: float | None,
+                     given: tuple[Any, ...]) -> None:
+    """A finished run resumed with nothing new would stop at once: say how to give it more
+    time instead (exit 0). A new --hours must exceed the time the run has used."""
+    from autokernel.loop.summary import more_hours
+    from autokernel.text import format_duration
+
+    used = format_duration(state.run_seconds)
+    if hours is not None and hours * 3600.0 <= state.run_seconds:
+        fail(f"--hours {hours:g} is not more than the {used} this run has used already; give "
+             "it more")
+    if not state.finished or hours is not None or any(v is not None for v in given):
+        return
+    budget = f"{state.hours:g} h" if state.hours else "no limit"
+    console.print(f"{directory} is finished ({state.stop_reason or 'every target is done'}); "
+                  f"it used {used} of {budget}. To give it more time:", highlight=False)
+    console.print(f"  autokernel resume {directory} --hours "
+                  f"{more_hours(state.hours or state.run_seconds / 3600.0)}",
+                  highlight=False, soft_wrap=True)
+    raise typer.Exit(0)
 
 
 def register(app: typer.Typer) -> None:

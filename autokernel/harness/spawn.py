@@ -271,10 +271,12 @@ def _run_forked(server: ForkServer, stdin_for: Callable[[int], bytes], env: dict
             stdin.write(payload)
     except BrokenPipeError:
         pass
-    returncode = worker.wait(timeout_s)
+    try:
+        returncode = worker.wait(timeout_s)
+    finally:  # also on a second Ctrl-C, which aborts the wait: the worker must not outlive it
+        # The whole tree: a worker that timed out, or anything it left behind.
+        kill_process_tree(worker.pid, marker)
     timed_out = returncode is None
-    # The whole tree: a worker that timed out, or anything it left behind.
-    kill_process_tree(worker.pid, marker)
     if timed_out:
         returncode = worker.wait(30)
     result.join(timeout=10)

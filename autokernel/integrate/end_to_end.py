@@ -26,13 +26,14 @@ figures of the Triton interpreter and say nothing about a GPU.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
-from autokernel.integrate.compiled_path import compiled_path_lines
-from autokernel.text import error_summary, format_latency
+from autokernel.harness.timing import iqr, median
+from autokernel.text import count_of, error_summary, format_latency, markdown_cell
 
 if TYPE_CHECKING:
     import torch
@@ -89,8 +90,9 @@ Contestants = dict[str, Callable[[], Any]]
 
 
 def time_wall(contestants: Contestants, device: torch.device, rounds: int | None,
-              budget_s: float) -> dict[str, Any]:
-    """Wall time per synchronized forward, interleaved rounds (the `timing.wall` section)."""
+              budget_s: float, raw: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """Wall time per synchronized forward, interleaved rounds (the `timing.wall` section).
+    `raw`, when given, receives each contestant's per-round times (round r at index r)."""
     from autokernel.harness.timing import (
         host_seconds, make_flush_buffer, rounds_for, time_synchronous_calls,
     )
@@ -100,10 +102,56 @@ def time_wall(contestants: Contestants, device: torch.device, rounds: int | None
         rounds = rounds_for(budget_s, round_s, device, quick=False)
     samples = time_synchronous_calls(list(contestants.items()), rounds, device,
                                      make_flush_buffer(device))
+    if raw is not None:
+        raw.update({name: list(s.latency_us) for name, s in samples.items()})
     timings = {name: Timing(name, s.median_us, s.iqr_us, len(s.latency_us))
                for name, s in samples.items()}
     return {"protocol": WALL_PROTOCOL, "rounds": rounds,
             "contestants": {name: t.to_dict() for name, t in timings.items()}}
+
+
+HOST_ROUNDS = 10
+HOST_PROTOCOL = ("host time of one forward while the GPU is held busy by a spin kernel queued "
+                 "first (so every launch only enqueues): the Python and launch cost a forward "
+                 "pays on the host, whatever the GPU does; median over rounds")
+
+
+def time_host(contestants: Contestants, device: torch.device, rounds: int = HOST_ROUNDS,
+              raw: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """Host time per forward (a GPU only): each call queued behind a spin long enough to
+    outlast its launches, timed on the host clock from call to return. A sample whose spin
+    ended before the call returned (the host fell behind) is dropped."""
+    import torch
+
+    from autokernel.harness.timing import MAX_SPIN_US, Spinner, host_seconds
+
+    spinner = Spinner()
+    spinner.calibrate()
+    hold = {name: min(MAX_SPIN_US, 3e6 * host_seconds(fn, device) + 200.0)
+            for name, fn in contestants.items()}
+    samples: dict[str, list[float]] = {name: [] for name in contestants}
+    dropped = 0
+    names = list(contestants)
+    for r in range(rounds):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            torch.cuda.synchronize(device)
+            spinner.hold(hold[name])
+            gate = torch.cuda.Event()
+            gate.record()
+            began = time.perf_counter()
+            contestants[name]()
+            elapsed = time.perf_counter() - began
+            ahead = not gate.query()
+            torch.cuda.synchronize(device)
+            if ahead:
+                samples[name].append(elapsed * 1e6)
+            else:
+                dropped += 1
+    if raw is not None:
+        raw.update(samples)
+    return {"protocol": HOST_PROTOCOL, "rounds": rounds, "dropped": dropped,
+            "contestants": {name: Timing(name, median(v), iqr(v), len(v)).to_dict()
+                            for name, v in samples.items() if v}}
 
 
 def capture_forward(forward: Callable[[], Any], device: torch.device) -> Callable[[], None]:
@@ -141,8 +189,9 @@ def capture_all(contestants: Contestants, device: torch.device
 
 
 def time_device(contestants: Contestants, device: torch.device, rounds: int | None,
-                budget_s: float) -> dict[str, Any]:
-    """Device time per forward of every contestant (the `timing.device` section)."""
+                budget_s: float, raw: dict[str, list[float]] | None = None) -> dict[str, Any]:
+    """Device time per forward of every contestant (the `timing.device` section). `raw`, when
+    given, receives each contestant's per-round times (round r at index r)."""
     from autokernel.harness.timing import DeviceTimer, make_flush_buffer, rounds_for
 
     notes: list[str] = []
@@ -166,6 +215,8 @@ def time_device(contestants: Contestants, device: torch.device, rounds: int | No
     if rounds is None:
         rounds = rounds_for(budget_s, round_s, device, quick=False)
     timed = timer.run(rounds)
+    if raw is not None:
+        raw.update({name: list(s.latency_us) for name, s in timed.samples.items()})
     if timed.synchronizing:
         notes.append(f"{', '.join(LABELS.get(n, n) for n in timed.synchronizing)} wait for the "
                      "GPU inside the forward: timed alone, that wait included")
@@ -337,23 +388,38 @@ def _ratios(speedup: dict[str, Any]) -> str:
     return ", ".join(parts) + (f" (noise ±{noise * 100:.1f}%)" if noise is not None else "")
 
 
-def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[str]:
+def timing_table(result: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """The timed contestants as a table: its headers and one row per contestant (none when
+    nothing was timed). The terminal fits it to its width (autokernel.tables)."""
+    device, wall = figure(result, DEVICE), figure(result, WALL)
+    device_times = (device or {}).get("contestants", {})
+    wall_times = (wall or {}).get("contestants", {})
+    def rounds(timed: dict[str, Any] | None) -> str:
+        count = (timed or {}).get("rounds")
+        return f" ({count_of(count, 'round')})" if isinstance(count, int) else ""
+
+    headers = ["", f"device time per forward{rounds(device)}",
+               f"wall time per synchronized forward{rounds(wall)}"]
+    rows = [[label, _cell(device_times.get(name)), _cell(wall_times.get(name))]
+            for name, label in LABELS.items() if name in device_times or name in wall_times]
+    return headers, rows
+
+
+def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True,
+                     table: bool = True) -> list[str]:
     """The end-to-end figures, each printed once (verify's output, and the report's section).
-    `cpu_note=False` where the caller says the CPU caveat itself."""
+    `cpu_note=False` where the caller says the CPU caveat itself; `table=False` where the
+    caller shows `timing_table` itself."""
     timing = result.get("timing", {})
     device, wall = figure(result, DEVICE), figure(result, WALL)
     device_times = (device or {}).get("contestants", {})
     wall_times = (wall or {}).get("contestants", {})
     lines = []
-    if device_times or wall_times:
-        rounds = (f"{(device or {}).get('rounds', '–')} / {(wall or {}).get('rounds', '–')} "
-                  "rounds")
-        lines.append(f"{'':<22} {'device time per forward':<26} "
-                     f"{'wall time per synchronized forward':<36} {rounds}")
-    for name, label in LABELS.items():
-        if name in device_times or name in wall_times:
-            lines.append(f"{label:<22} {_cell(device_times.get(name)):<26} "
-                         f"{_cell(wall_times.get(name))}")
+    headers, rows = timing_table(result)
+    if rows and table:
+        lines.append(f"{headers[0]:<22} {headers[1]:<26} {headers[2]}")
+        lines += [f"{label:<22} {device_cell:<26} {wall_cell}"
+                  for label, device_cell, wall_cell in rows]
     for name, error in timing.get("errors", {}).items():
         lines.append(f"{LABELS.get(name, name):<22} failed: {error}")
     device_ratios = _ratios(speedup_figure(result, DEVICE))
@@ -370,7 +436,7 @@ def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[s
         bound = (f"; host-bound here: eager's device time is {share:.0%} of its wall time"
                  if share is not None and share < HOST_BOUND_DEVICE_SHARE
                  and timing.get("meaningful", True) else "")
-        # verify times the eager pair before it compiles anything (see verify._time_models)
+        # verify times the eager configurations before it compiles anything (in_context.py)
         order = ("; eager and patched eager timed before torch.compile ran in the process"
                  if (wall or {}).get("compiled_rounds") is not None else "")
         lines.append(f"wall time per synchronized forward (host launch included{bound}{order}): "
@@ -382,7 +448,7 @@ def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[s
         lines.append("patched torch.compile: the kernels step aside while torch.compile traces "
                      "(Inductor compiles the original ops); patch(model, under_compile="
                      "\"kernels\") puts them in the graph as custom ops")
-    lines += compiled_path_lines(result.get("compiled_path") or {})
+    lines += selection_lines(result)
     amdahl = result.get("amdahl", {})
     if amdahl.get("estimate_vs_eager") is not None:
         lines.append(f"Amdahl estimate (plan shares × kernel device-time speedups vs eager): "
@@ -394,4 +460,121 @@ def end_to_end_lines(result: dict[str, Any], *, cpu_note: bool = True) -> list[s
         lines.append(host_line)
     if cpu_note and not timing.get("meaningful", True):
         lines.append(CPU_TIMING_NOTE)
+    return lines
+
+
+# ---------------------------------------------------------------------------------------------
+# In-context selection and the delivery
+
+
+def _paired_text(paired: dict[str, Any] | None) -> str:
+    if not paired:
+        return "–"
+    return f"{paired['estimate']:.3f}× ({paired['low']:.3f}–{paired['high']:.3f})"
+
+
+def _ratio_text(summary: dict[str, Any], key: str, figure: str) -> str:
+    """A paired figure of an ablation summary, or, with too few rounds to pair (the CPU), the
+    ratio of medians."""
+    paired = (summary.get(key) or {}).get(figure)
+    if paired:
+        return _paired_text(paired)
+    anchor, chosen = (summary.get("anchor_us") or {}).get(figure), \
+        (summary.get("chosen_us") or {}).get(figure)
+    if key == "chosen_vs_none" and anchor and chosen:
+        return f"{anchor / chosen:.3f}× (medians)"
+    return "–"
+
+
+def _kernels_text(tags: list[str]) -> str:
+    return ", ".join(tags) if tags else "no kernel"
+
+
+def selection_lines(result: dict[str, Any]) -> list[str]:
+    """verify's account of in-context selection (a line per kernel and mode) and the delivery;
+    empty for a verify.json from before it."""
+    rows = result.get("ablation")
+    if rows is None:
+        return []
+    lines = []
+    for mode, summary in (result.get("ablations") or {}).items():
+        figure = summary.get("primary", WALL)
+        all_in = _ratio_text(summary, "all_vs_none", figure)
+        if not summary.get("judged", True):
+            reason = next((r["reason"] for r in rows if r["mode"] == mode), "")
+            every = _ratio_text(summary, "chosen_vs_none", figure)  # chosen: all of them
+            lines.append(f"in-context selection, {mode}: {reason}; every kernel vs none, "
+                         f"{figure} time {every}")
+            continue
+        vs_none = _ratio_text(summary, "chosen_vs_none", figure)
+        lines.append(f"in-context selection, {mode} (judged by {figure} time, paired rounds): "
+                     f"kept {_kernels_text(summary['chosen'])}: {vs_none} vs no kernel "
+                     f"(all kernels: {all_in}; {count_of(summary['batches'], 'batch')})")
+        for row in (r for r in rows if r["mode"] == mode):
+            host_with, host_without = row["with_us"].get("host"), row["without_us"].get("host")
+            host = (f" host {host_with - host_without:+.1f} µs/forward;"
+                    if host_with is not None and host_without is not None else "")
+            lines.append(f"  {row['kernel']:<22} {row['decision']:<3} wall "
+                         f"{_paired_text(row['speedup'].get(WALL)):<22} device "
+                         f"{_paired_text(row['speedup'].get(DEVICE)):<22}{host} {row['reason']}")
+        for config, error in (summary.get("errors") or {}).items():
+            lines.append(f"  {config} failed: {error}")
+    deliveries = result.get("deliveries") or []
+    if len(deliveries) > 1:
+        lines.append("deliveries: wall time per synchronized forward; device time of the same "
+                     "kernels' configuration")
+        for row in deliveries:
+            kernels = row["delivery"]["kernels"]
+            name = row["delivery"]["mode"] + (f" + {count_of(len(kernels), 'kernel')}"
+                                              if kernels else "")
+            device = _cell(row.get("device")) if row.get("device") else "–"
+            lines.append(f"  {name:<28} wall {_cell(row['wall']):<26} device {device}")
+    chosen = result.get("delivery")
+    if chosen:
+        accuracy = chosen.get("accuracy") or {}
+        verdict = ("" if not accuracy else "; its output PASS" if accuracy.get("passed")
+                   else f"; its output FAIL ({accuracy.get('failure') or accuracy.get('rule')})")
+        against = []
+        for mode, entry in (chosen.get("vs") or {}).items():
+            paired = entry.get("paired")
+            against.append(f"{_paired_text(paired)} vs {mode}" if paired
+                           else f"{entry['ratio']:.3f}× vs {mode} (medians of two batches)")
+        versus = f"; wall time {', '.join(against)}" if against else ""
+        lines.append(f"delivered: {chosen['mode']} with {_kernels_text(chosen.get('kernels', []))}"
+                     f"{versus}: {chosen.get('why', '')}{verdict}; "
+                     "autokernel.load(DIR).optimize(model) gives it")
+    return lines
+
+
+def selection_markdown(result: dict[str, Any]) -> list[str]:
+    """report.md's in-context selection: a table row per kernel and mode (the model's time with
+    and without it, the paired speedups, the decision and why), then the deliveries."""
+    rows = result.get("ablation")
+    if not rows:
+        return []
+    lines = ["### In-context selection", "",
+             "Each kernel timed in the whole model, with it and without it, in the same "
+             "rounds; it stays in a mode only if removing it slows the model beyond the paired "
+             "noise (95% interval) and speeds up neither figure. Speedup > 1: the model is "
+             "faster with it.", "",
+             "| kernel | mode | decision | with it (wall) | without (wall) | speedup wall | "
+             "speedup device | host per forward | why |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        host_with, host_without = row["with_us"].get("host"), row["without_us"].get("host")
+        host = (f"{host_with - host_without:+.1f} µs" if host_with is not None
+                and host_without is not None else "–")
+        lines.append("| " + " | ".join(markdown_cell(cell) for cell in (
+            row["kernel"], row["mode"], row["decision"], format_latency(row["with_us"].get(WALL)),
+            format_latency(row["without_us"].get(WALL)), _paired_text(row["speedup"].get(WALL)),
+            _paired_text(row["speedup"].get(DEVICE)), host, row["reason"])) + " |")
+    deliveries = result.get("deliveries") or []
+    if deliveries:
+        lines += ["", "| delivery | kernels | wall per forward | device per forward |",
+                  "|---|---|---|---|"]
+        for row in deliveries:
+            kernels = ", ".join(row["delivery"]["kernels"]) or "none"
+            device = _cell(row.get("device")) if row.get("device") else "–"
+            lines.append(f"| {row['delivery']['mode']} | {markdown_cell(kernels)} | "
+                         f"{_cell(row['wall'])} | {device} |")
     return lines

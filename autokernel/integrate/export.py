@@ -15,8 +15,9 @@ The written module holds:
   `autokernel/ops/<type>.py`: schema, fake, backward and routes), as a string run with the
   inlined modules' names in scope;
 - the manifest (what each kernel may be used for) as Python literals;
-- `patch(model, device=None, ...)`, `kernels(device=None, compile_transparent=None)` and
-  `MANIFEST`. Each kernel becomes a triton_op or a custom_op by the same rule, in the same
+- `patch(model, device=None, ...)`, `optimize(model, device=None)`, `kernels(device=None,
+  compile_transparent=None)`, `MANIFEST`, and `SELECTION` and `DELIVERY`, verify's in-context
+  selection and delivery (patch routes the eager selection; optimize gives the delivery). Each kernel becomes a triton_op or a custom_op by the same rule, in the same
   inlined code (`triton_ops.py`), as in `autokernel verify` and `autokernel.load`.
 
 Nothing of the run machinery (the workspace, git, the harness, autokernel itself) is needed.
@@ -44,7 +45,7 @@ INLINED_MODULES = ("text.py", "interpreter_compat.py", "integrate/integration.py
                    "integrate/routing.py", "integrate/attention_chain.py",
                    "integrate/logits_chain.py",
                    "integrate/residual_norm.py", "integrate/function_routes.py",
-                   "integrate/patch.py")  # in dependency order: one namespace, plain names
+                   "integrate/patch.py", "integrate/delivery.py")  # in dependency order
 
 
 class ExportError(ValueError):
@@ -153,8 +154,10 @@ def _integrations() -> dict[str, Integration]:
 
 
 def patch(model: nn.Module, device: str | None = None, under_compile: str = "inductor",
-          compile_transparent: bool | None = None, left_out: tuple[str, ...] = ()) -> Patch:
-    """Route `model`'s matching modules and calls to this run's kernels, in place.
+          compile_transparent: bool | None = None, left_out: tuple[str, ...] = (),
+          only: tuple[str, ...] | None = None) -> Patch:
+    """Route `model`'s matching modules and calls to this run's kernels, in place: those
+    `autokernel verify` kept for eager mode (SELECTION), or the tags in `only`.
 
     Returns a Patch: `.report.lines()` says what was routed (and what fell back to PyTorch and
     why), and whether each kernel is compile-transparent (triton_op) or opaque (custom_op, and
@@ -162,7 +165,21 @@ def patch(model: nn.Module, device: str | None = None, under_compile: str = "ind
     are left to Inductor unless `under_compile="transparent"` (the triton_ops go into the
     graph) or `"kernels"` (every kernel does); `left_out` tags stay out of compiled graphs.
     """
-    return patch_model(model, kernels(device, compile_transparent), under_compile, left_out)
+    if only is None and SELECTION is not None:
+        only = tuple(SELECTION.get("eager", ()))
+    chosen = [k for k in kernels(device, compile_transparent) if only is None or k.tag in only]
+    return patch_model(model, chosen, under_compile, left_out)
+
+
+def optimize(model: nn.Module, device: str | None = None) -> Delivered:
+    """The fastest model `autokernel verify` measured (DELIVERY): `model` with the kernels it
+    kept, in the mode it chose (eager, a CUDA graph, torch.compile or reduce-overhead). Call the
+    result like the model; `.delivery` says what it is, `.patch.report` what was routed."""
+    if DELIVERY is None:
+        raise RuntimeError("this export was made before `autokernel verify` chose a delivery; "
+                           "run verify on the run and export again, or call patch(model)")
+    choice = Delivery(DELIVERY["mode"], tuple(DELIVERY["kernels"]))
+    return deliver(model, kernels(device), choice)
 '''
 
 
@@ -174,6 +191,7 @@ def module_text(run: FinishedRun) -> str:
     from autokernel.integrate.loader import manifest_entry, read_sources
 
     targets = run.require_finished()
+    selection = None if run.include_slower else run.selection()
     manifest = [manifest_entry(run, t) for t in targets]
     sources = read_sources(run, targets)
     package = Path(__file__).resolve().parents[1]
@@ -205,6 +223,7 @@ Exported {time.strftime("%Y-%m-%d %H:%M")}. Needs {needs}.
     p = this_module.patch(model)       # cuda by default; device="cpu" runs the Triton interpreter
     p.report.lines()                   # what was routed, what fell back to PyTorch and why
     p.unpatch()
+    fast = this_module.optimize(model) # the delivery verify measured fastest; call fast(...)
 
 Kernels:
 {summary}
@@ -221,6 +240,12 @@ from __future__ import annotations
     if has_cuda:
         parts.append(SHIM_REGISTRATION + "\n")
     parts.append(f"MANIFEST: list[dict[str, Any]] = {pprint.pformat(manifest, width=99)}\n\n")
+    # verify's in-context selection (kernels per mode) and delivery, None before verify
+    modes = {mode: list(tags) for mode, tags in selection.modes.items()} if selection else None
+    delivery = ({"mode": selection.delivery["mode"], "kernels": selection.delivery["kernels"]}
+                if selection and selection.delivery else None)
+    parts.append(f"SELECTION: dict[str, list[str]] | None = {modes!r}\n")
+    parts.append(f"DELIVERY: dict[str, Any] | None = {delivery!r}\n\n")
     parts.append("KERNEL_SOURCES: dict[str, str] = {}\n")
     for tag, source in sources.items():
         parts.append(f"KERNEL_SOURCES[{tag!r}] = {_string_literal(source)}\n\n")

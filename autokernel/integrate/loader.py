@@ -23,8 +23,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from torch import nn
 
+    from autokernel.integrate.delivery import Delivered, Delivery
     from autokernel.integrate.patch import Patch, RoutedKernel
     from autokernel.loop.state import RunState, TargetState
     from autokernel.profiling.model_loader import LoadedModel
@@ -44,7 +47,8 @@ class FinishedRun:
     plan: Plan
     state: RunState
     include_slower: bool = False
-    """Route every finished kernel, also those slower than eager PyTorch at their profiled shape."""
+    """Route every finished kernel: also those slower than eager PyTorch at their profiled shape,
+    and those in-context selection left out."""
 
     @property
     def results_path(self) -> Path:
@@ -88,18 +92,73 @@ class FinishedRun:
         best = target.best
         return best is None or best.speedup_vs_eager is None or best.speedup_vs_eager > 1.0
 
-    def require_finished(self) -> list[TargetState]:
+    def selection(self) -> Selection | None:
+        """verify's in-context selection for these kernels, or None (no verify.json, one from
+        before in-context selection, or one made for other kernels than the run's current)."""
+        from autokernel.integrate.verify_result import read_result
+
+        return selection_of(read_result(self.root), self.finished_targets())
+
+    def require_any_finished(self) -> list[TargetState]:
+        """Every finished target; a one-line RunError when there is none."""
         finished = self.finished_targets()
         if not finished:
             states = ", ".join(f"{t.tag} {t.status}" for t in self.state.targets) or "no targets"
             raise RunError(f"{self.root} has no finished target with a passing kernel yet "
                            f"({states}); continue it with `autokernel resume {self.root}`")
+        return finished
+
+    def require_finished(self) -> list[TargetState]:
+        """The targets whose kernels to load: every finished one with `include_slower`; else those
+        in-context selection kept in some mode, where verify has run on these kernels (maybe
+        none); else (not verified yet) those measured faster than eager PyTorch alone, with a
+        one-line RunError when there is none."""
+        finished = self.require_any_finished()
+        selection = None if self.include_slower else self.selection()
+        if selection is not None:
+            return [t for t in finished if t.tag in selection.tags]
         winners = [t for t in finished if self.beats_pytorch(t)]
         if not winners:
             raise RunError(f"none of the finished kernels of {self.root} beats eager PyTorch at "
                            f"its profiled shape ({', '.join(t.tag for t in finished)}); "
-                           "pass --all-kernels to splice them in anyway")
+                           f"`autokernel verify {self.root}` measures them in the model, "
+                           "--all-kernels splices them in anyway")
         return winners
+
+
+@dataclass(frozen=True)
+class Selection:
+    """What `autokernel verify` measured in the model: the kernels routed in each mode (eager,
+    compile) and the delivery it chose (mode and kernels)."""
+
+    modes: dict[str, tuple[str, ...]]
+    delivery: dict[str, Any] | None
+    reasons: dict[tuple[str, str], str] = field(default_factory=dict)  # (mode, tag) -> why out
+
+    @property
+    def tags(self) -> set[str]:
+        found = {tag for tags in self.modes.values() for tag in tags}
+        return found | set((self.delivery or {}).get("kernels", ()))
+
+    @property
+    def eager(self) -> tuple[str, ...]:
+        return self.modes.get("eager", ())
+
+
+def selection_of(verified: dict[str, Any] | None, finished: list[TargetState]
+                 ) -> Selection | None:
+    """The in-context selection saved in a verify.json, if it was made for `finished`'s kernels
+    (the same tags at the same best experiments)."""
+    if not verified or "selection" not in verified:
+        return None
+    made_for = {row["tag"]: row.get("best_experiment") for row in verified.get("kernels", [])}
+    current = {t.tag: (t.best.experiment if t.best else None) for t in finished}
+    if made_for != current:
+        return None
+    modes = {mode: tuple(tags) for mode, tags in verified["selection"].items()}
+    reasons = {(row["mode"], row["kernel"]): row["reason"] for row in verified.get("ablation", [])
+               if row.get("decision") == "out"}
+    return Selection(modes, verified.get("delivery"), reasons)
 
 
 def open_run(directory: str | Path, include_slower: bool = False) -> FinishedRun:
@@ -242,15 +301,44 @@ class LoadedKernels:
     kernels: list[RoutedKernel]
     manifest: list[dict[str, Any]] = field(default_factory=list)
     device: str = "cuda"
+    selection: Selection | None = None  # verify's in-context selection, when there is one
 
     def patch(self, model: nn.Module, under_compile: str = "inductor",
-              left_out: tuple[str, ...] = ()) -> Patch:
-        """Route `model` to the kernels; under torch.compile they step aside for Inductor
-        unless `under_compile="transparent"` (the triton_ops go into compiled graphs) or
-        `"kernels"` (every kernel does); see `patch_model`."""
+              left_out: tuple[str, ...] = (), only: Iterable[str] | None = None) -> Patch:
+        """Route `model` to the kernels, in place: those in-context selection kept for eager
+        mode when verify has measured them (`only` names others); under torch.compile they
+        step aside for Inductor unless `under_compile="transparent"` (the triton_ops go into
+        compiled graphs) or `"kernels"` (every kernel does); see `patch_model`."""
         from autokernel.integrate.patch import patch_model
 
-        return patch_model(model, self.kernels, under_compile, left_out)
+        selection = self.selection if only is None else None
+        if selection is not None:
+            only = selection.eager
+        chosen = self.kernels if only is None else [k for k in self.kernels
+                                                     if k.tag in set(only)]
+        patch = patch_model(model, chosen, under_compile, left_out)
+        if selection is not None:  # say why verify's other kernels are not in eager mode
+            for kernel in self.kernels:
+                if kernel.tag not in selection.eager:
+                    why = selection.reasons.get(("eager", kernel.tag), "not selected")
+                    patch.report.left_out[kernel.tag] = (
+                        f"verify's in-context selection left it out of eager mode ({why}); "
+                        "optimize(model) uses the delivery verify chose")
+        return patch
+
+    def optimize(self, model: nn.Module, delivery: Delivery | None = None) -> Delivered:
+        """The fastest model `autokernel verify` measured: `model` with the kernels it kept, in
+        the delivery mode it chose (eager, a CUDA graph, torch.compile or reduce-overhead).
+        Call the result like the model; `.delivery` says what it is, `.patch.report` what was
+        routed. `delivery` overrides verify's choice."""
+        from autokernel.integrate.delivery import Delivery, deliver
+
+        if delivery is None:
+            if self.selection is None or self.selection.delivery is None:
+                raise RunError(f"{self.root}: no in-context selection for these kernels yet; "
+                               f"run `autokernel verify {self.root}` first (or call patch)")
+            delivery = Delivery.from_dict(self.selection.delivery)
+        return deliver(model, self.kernels, delivery)
 
     def __repr__(self) -> str:
         tags = ", ".join(k.tag for k in self.kernels)
@@ -258,13 +346,16 @@ class LoadedKernels:
 
 
 def load_finished(run: FinishedRun, device: str | None = None,
-                  compile_transparent: bool | None = None) -> LoadedKernels:
+                  compile_transparent: bool | None = None,
+                  candidates: bool = False) -> LoadedKernels:
+    """The run's kernels, registered: those `require_finished` names, or with `candidates`
+    every finished one (what verify's in-context selection chooses from)."""
     import torch
 
     from autokernel.integrate.patch import KernelLoadError, build_kernels
     from autokernel.ops import get_integration, get_spec
 
-    targets = run.require_finished()
+    targets = run.require_any_finished() if candidates else run.require_finished()
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     manifest = [manifest_entry(run, t) for t in targets]
@@ -278,7 +369,8 @@ def load_finished(run: FinishedRun, device: str | None = None,
                                 MODULE_PREFIX, filenames, compile_transparent)
     except KernelLoadError as exc:
         raise RunError(str(exc)) from None
-    return LoadedKernels(run.root, kernels, manifest, device)
+    selection = None if candidates or run.include_slower else run.selection()
+    return LoadedKernels(run.root, kernels, manifest, device, selection)
 
 
 def load(
@@ -289,7 +381,10 @@ def load(
 
     `device`: "cuda" (default when a GPU is visible) or "cpu", which runs the kernels in the
     Triton interpreter (slow; for tests) and must be chosen before any Triton kernel is loaded.
-    Only kernels measured faster than eager PyTorch are included unless `all_kernels`.
+    Once `autokernel verify` has measured the kernels in the model, only those its in-context
+    selection kept are included, and `.patch(model)` routes its eager choice while
+    `.optimize(model)` gives its chosen delivery; before that, only kernels measured faster than
+    eager PyTorch alone. `all_kernels` includes (and `.patch` routes) every finished kernel.
     `compile_transparent`: None registers each kernel as a triton_op (torch.compile sees its
     Triton launches) where its host code traces, else as a custom_op; True/False force one.
     """

@@ -18,11 +18,11 @@ hollow. `progress_series` computes what is drawn, so tests check the data, not p
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from autokernel.loop.keep_figure import COMMITTED, KeepChain, number
 from autokernel.text import format_speedup
 
 if TYPE_CHECKING:
@@ -39,10 +39,14 @@ CAPTION = (
     "non-kept point is its paired speedup over the best at that time, with its 95% interval: "
     "the rule keeps only when the interval's low end clears the best by `--min-gain`, so a "
     "point above the line is a gain within the noise. Hollow points had no paired figure and "
-    "use the ratio of `objective_us`. The Targets table's vs baseline is another figure, the "
-    "ratio of two latencies at one shape, so the two can differ on noisy timings."
+    "use the ratio of `objective_us`. The Targets table's × baseline is the same figure. Eager "
+    "PyTorch and torch.compile are marked lines on the same scale (from the baseline's timing "
+    "at the primary shape); one far off the data is named at the panel's edge instead."
 )
-COMMITTED = ("baseline", "keep")
+# The y-axis follows the data; a reference line further than this factor beyond it would
+# squash the data (the CPU interpreter runs ~1000× slower than eager), so it is named instead.
+REFERENCE_REACH = 3.0
+LOG_SCALE_SPAN = 20.0  # data spanning more than this factor is drawn on a log axis
 
 
 @dataclass(frozen=True)
@@ -69,61 +73,44 @@ class ProgressSeries:
         return self.best_steps[-1][1] if self.best_steps else None
 
 
-def _number(row: Any, column: str) -> float | None:
-    value = row.get(column) if hasattr(row, "get") else None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) or math.isinf(number) else number
-
-
 def progress_series(rows: pd.DataFrame) -> ProgressSeries:
-    """The points and best line of one target's rows of results.tsv, in experiment order."""
+    """The points and best line of one target's rows of results.tsv, in experiment order, in
+    the keep rule's figure chained as `KeepChain` chains it (the report's table reads the same)."""
     points: list[ProgressPoint] = []
     steps: list[tuple[int, float]] = []
-    level: float | None = None  # the best kernel's figure, × the baseline
-    best_objective: float | None = None
+    chain = KeepChain()
     eager_level = compile_level = None
-    for _, row in rows.sort_values("experiment").iterrows():
+    for _, frame_row in rows.sort_values("experiment").iterrows():
+        row = frame_row.to_dict()
         experiment = int(row["experiment"])
         status = str(row.get("status", ""))
         phase = str(row.get("phase", "") or "")
-        passed = str(row.get("correctness", "")) == "PASS"
-        objective = _number(row, "objective_us") or _number(row, "latency_us")
-        vs_best = _number(row, "vs_best")
-        if not passed:
+        if phase == "nan":
+            phase = ""
+        vs_best = number(row, "vs_best")
+        before = chain.level(str(row.get("tag")))
+        level = chain.add(row)
+        if str(row.get("correctness", "")) != "PASS":
             points.append(ProgressPoint(experiment, status, phase, False, None))
             continue
         if status in COMMITTED:
-            if level is None:  # the baseline, or the first passing kernel after a failed one
-                level, paired = 1.0, True
-                eager_level = _inverse(_number(row, "speedup_vs_pytorch"))
-                compile_level = _inverse(_number(row, "speedup_vs_compile"))
-            elif vs_best is not None:
-                level, paired = level * vs_best, True
-            else:
-                ratio = best_objective / objective if best_objective and objective else 1.0
-                # An unpaired keep beat the best's recorded time by more than the margin; the
-                # guard only matters for rows whose figures were lost or edited by hand.
-                level, paired = level * max(ratio, 1.0), False
-            best_objective = objective
+            assert level is not None
+            if before is None:
+                eager_level = _inverse(number(row, "speedup_vs_pytorch"))
+                compile_level = _inverse(number(row, "speedup_vs_compile"))
+            paired = before is None or vs_best is not None
             points.append(ProgressPoint(experiment, status, phase, True, level, paired=paired))
             steps.append((experiment, level))
             continue
-        if level is None:
-            points.append(ProgressPoint(experiment, status, phase, True, None))
-        elif vs_best is not None:
-            low, high = _number(row, "vs_best_lo"), _number(row, "vs_best_hi")
+        if level is not None and vs_best is not None and before is not None:
+            low, high = number(row, "vs_best_lo"), number(row, "vs_best_hi")
             points.append(ProgressPoint(
-                experiment, status, phase, True, level * vs_best,
-                low=level * low if low is not None else None,
-                high=level * high if high is not None else None))
-        elif best_objective and objective:
-            points.append(ProgressPoint(experiment, status, phase, True,
-                                        level * best_objective / objective, paired=False))
+                experiment, status, phase, True, level,
+                low=before * low if low is not None else None,
+                high=before * high if high is not None else None))
         else:
-            points.append(ProgressPoint(experiment, status, phase, True, None))
+            points.append(ProgressPoint(experiment, status, phase, True, level,
+                                        paired=level is None))
     if steps and points:
         steps.append((points[-1].experiment, steps[-1][1]))  # carried to the last experiment
     return ProgressSeries(points, steps, eager_level, compile_level)
@@ -134,77 +121,121 @@ def _inverse(speedup: float | None) -> float | None:
 
 
 def plot_progress(report: RunReport, path: Path) -> Path:
-    """One panel per target: the keep rule's figure against experiment number."""
+    """progress.png: `progress_figure`, saved at `path`."""
+    progress_figure(report).savefig(path)
+    return path
+
+
+def progress_figure(report: RunReport) -> Any:
+    """One panel per target: the keep rule's figure against experiment number, one legend for
+    the figure (a matplotlib Figure)."""
     import matplotlib
 
     matplotlib.use("Agg", force=False)
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
     frame = report.frame
     targets = report.targets or []
-    figure = Figure(figsize=(10, 2.6 * max(1, len(targets)) + 0.6), dpi=120)
-    axes = figure.subplots(max(1, len(targets)), 1, squeeze=False)[:, 0]
+    panels = max(1, len(targets))
+    figure = Figure(figsize=(10, 2.6 * panels + 1.2), dpi=120)
+    axes = figure.subplots(panels, 1, squeeze=False)[:, 0]
+    legend: dict[str, Any] = {}
     for axis, target in zip(axes, targets):
         series = progress_series(frame[frame["tag"] == target.tag])
-        if not series.points:  # a target the run has not reached (Ctrl-C): nothing to draw
-            axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): not started yet",
-                           fontsize=9, loc="left")
-            axis.set_yticks([])
-            axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-            continue
-        placed = [p for p in series.points if p.level is not None]
-        kept = [p for p in placed if p.status in COMMITTED]
-        others = [p for p in placed if p.status not in COMMITTED]
-        failed = [p for p in series.points if not p.passed]
-        if series.best_steps:
-            xs, ys = zip(*series.best_steps)
-            axis.step(xs, ys, where="post", color="tab:green", linewidth=1.2, label=LINE_LABEL)
-        for paired, face in ((True, "0.55"), (False, "none")):
-            group = [p for p in others if p.paired is paired]
-            if not group:
-                continue
-            with_interval = [p for p in group if p.low is not None and p.high is not None]
-            if with_interval:
-                axis.vlines([p.experiment for p in with_interval],
-                            [p.low for p in with_interval], [p.high for p in with_interval],
-                            color="0.75", linewidth=0.8)
-            axis.scatter([p.experiment for p in group], [p.level for p in group], s=14,
-                         facecolors=face, edgecolors="0.45",
-                         label="not kept (bar: 95% interval)" if paired
-                         else "not kept, unpaired (objective_us ratio)")
-        if kept:
-            axis.scatter([p.experiment for p in kept], [p.level for p in kept], s=46, marker="*",
-                         color="tab:green", zorder=3, label="kept (baseline, keeps)")
-        references = [(series.eager_level, "tab:blue", "--", "eager PyTorch (baseline's timing)"),
-                      (series.compile_level, "tab:purple", ":", "torch.compile")]
-        for level, color, style, label in references:
-            if level is not None:
-                axis.axhline(level, color=color, linestyle=style, linewidth=1, label=label)
-        values = [p.level for p in placed] + [v for v, *_ in references if v is not None]
-        values += [p.low for p in others if p.low is not None]
-        low = min(values) if values else 1.0
-        high = max(values) if values else 1.0
-        if low > 0 and high / low > 20:  # e.g. the CPU interpreter's figures next to eager
-            axis.set_yscale("log")
-        if failed:
-            axis.scatter([p.experiment for p in failed], [low] * len(failed), marker="x", s=18,
-                         color="tab:red", label="failed (at the floor)")
-        best = series.best_level
-        axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): best "
-                       f"{'–' if best is None else f'{best:.2f}×'} the baseline by the keep "
-                       f"rule's figure; {format_speedup(target.speedup_vs_eager)} eager at the "
-                       "primary shape", fontsize=9, loc="left")
-        axis.set_ylabel(Y_LABEL, fontsize=8)
-        axis.xaxis.set_major_locator(MaxNLocator(integer=True))
-        axis.grid(alpha=0.3)
-        if axis.get_legend_handles_labels()[0]:  # matplotlib warns on a legend of nothing
-            axis.legend(fontsize=7, loc="best")
+        _draw_panel(axis, target, series, legend)
     axes[-1].set_xlabel("experiment")
     title = f"autokernel {report.run_tag}"
     if not report.timing_meaningful:
         title += " (CPU interpreter: timings not meaningful)"
     figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    figure.savefig(path)
-    return path
+    if legend:  # once for the figure, below the panels, never over the data
+        figure.legend(list(legend.values()), list(legend), loc="lower center",
+                      ncol=min(3, len(legend)), fontsize=7, frameon=False)
+    height = 2.6 * panels + 1.2  # inches: half an inch for the legend, a third for the title
+    figure.tight_layout(rect=(0, 0.5 / height if legend else 0, 1, 1 - 0.35 / height))
+    return figure
+
+
+def _draw_panel(axis: Any, target: Any, series: ProgressSeries, legend: dict[str, Any]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    def remember(handle: Any, label: str) -> None:
+        legend.setdefault(label, handle)
+
+    axis.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if not series.points:  # a target the run has not reached (Ctrl-C): nothing to draw
+        axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): not started yet",
+                       fontsize=9, loc="left")
+        axis.set_yticks([])
+        axis.set_xticks([])
+        return
+    placed = [p for p in series.points if p.level is not None]
+    kept = [p for p in placed if p.status in COMMITTED]
+    others = [p for p in placed if p.status not in COMMITTED]
+    failed = [p for p in series.points if not p.passed]
+    if series.best_steps:
+        xs, ys = zip(*series.best_steps)
+        (line,) = axis.step(xs, ys, where="post", color="tab:green", linewidth=1.4)
+        remember(line, LINE_LABEL)
+    for paired, face in ((True, "0.45"), (False, "none")):
+        group = [p for p in others if p.paired is paired]
+        if not group:
+            continue
+        with_interval = [p for p in group if p.low is not None and p.high is not None]
+        if with_interval:
+            bars = axis.errorbar(
+                [p.experiment for p in with_interval], [p.level for p in with_interval],
+                yerr=[[p.level - p.low for p in with_interval],  # type: ignore[operator]
+                      [p.high - p.level for p in with_interval]],  # type: ignore[operator]
+                fmt="none", ecolor="0.3", elinewidth=1.2, capsize=3, zorder=2)
+            remember(bars, "95% interval of a paired speedup")
+        dots = axis.scatter([p.experiment for p in group], [p.level for p in group], s=16,
+                            facecolors=face, edgecolors="0.3", zorder=3)
+        remember(dots, "not kept" if paired else "not kept, unpaired (objective_us ratio)")
+    if kept:
+        stars = axis.scatter([p.experiment for p in kept], [p.level for p in kept], s=52,
+                             marker="*", color="tab:green", zorder=4)
+        remember(stars, "kept (baseline, keeps)")
+    values = [p.level for p in placed] + [p.low for p in others if p.low is not None]
+    values += [p.high for p in others if p.high is not None]
+    low = min(values) if values else 1.0
+    high = max(values) if values else 1.0
+    if low > 0 and high / low > LOG_SCALE_SPAN:
+        axis.set_yscale("log")
+    if failed:
+        crosses = axis.scatter([p.experiment for p in failed], [low] * len(failed), marker="x",
+                               s=18, color="tab:red", zorder=3)
+        remember(crosses, "failed (drawn at the panel's floor)")
+    _reference_lines(axis, series, low, high, remember)
+    experiments = [p.experiment for p in series.points]
+    axis.set_xlim(min(experiments) - 0.5, max(max(experiments), min(experiments) + 1) + 0.5)
+    best = series.best_level
+    axis.set_title(f"{target.tag} ({target.shape} {target.dtype}): best "
+                   f"{'–' if best is None else format_speedup(best)} the baseline by the keep "
+                   f"rule's figure; {format_speedup(target.speedup_vs_eager)} eager at the "
+                   "primary shape", fontsize=9, loc="left")
+    axis.set_ylabel(Y_LABEL, fontsize=8)
+    axis.grid(alpha=0.3)
+
+
+def _reference_lines(axis: Any, series: ProgressSeries, low: float, high: float,
+                     remember: Any) -> None:
+    """Eager and torch.compile as marked lines when they are near the data; named at the
+    panel's top or bottom left corner when they are far off it, so they never squash it (the
+    data starts at the baseline, low on the left, and rises to the right)."""
+    references = [(series.eager_level, "tab:blue", "--", "eager PyTorch"),
+                  (series.compile_level, "tab:purple", ":", "torch.compile")]
+    floor, ceiling = low / REFERENCE_REACH, high * REFERENCE_REACH
+    for level, color, style, label in references:
+        if level is None:
+            continue
+        if floor <= level <= ceiling:
+            line = axis.axhline(level, color=color, linestyle=style, linewidth=1.2)
+            remember(line, f"{label} (baseline's timing)")
+            continue
+        above = level > ceiling
+        ratio = level / high if above else low / level
+        axis.annotate(f"{label}: {ratio:,.0f}× {'above' if above else 'below'} the data "
+                      f"{'↑' if above else '↓'}", xy=(0.01, 0.97 if above else 0.03),
+                      xycoords="axes fraction", ha="left", va="top" if above else "bottom",
+                      fontsize=7, color=color)

@@ -6,10 +6,12 @@ stop reason and the time spent; end to end, the figures `autokernel verify` save
 `report.md` and `progress.png` in the workspace; `print_summary` shows the same on the terminal,
 and `autokernel run` prints it when the loop ends.
 
-Every per-experiment figure is read from results.tsv as written (the speedups are the harness's,
-measured against eager and compiled stock PyTorch at the same shape; never against row 0). The
-state supplies what results.tsv does not hold: which experiment is each target's best, the stop
-reason and each target's own clock. Experiments are counted once: one row per experiment.
+Every per-experiment figure is read from results.tsv as written. A target's progress is the keep
+rule's own figure, chained over its keeps (`autokernel.loop.keep_figure`), the same figure as
+progress.png, the log lines and the commit messages; its speedups over eager and compiled stock
+PyTorch are the best row's, at the primary shape. The state supplies what results.tsv does not
+hold: which experiment is each target's best, the stop reason and each target's own clock.
+Experiments are counted once: one row per experiment.
 """
 
 from __future__ import annotations
@@ -20,8 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from autokernel.device import CPU_TIMING_NOTE
+from autokernel.loop.dashboard import status_text
 from autokernel.loop.results import FAILED_STATUSES
-from autokernel.text import count_of, format_duration, format_latency, format_speedup
+from autokernel.tables import ABBREVIATIONS, Column, fit_table
+from autokernel.text import (count_of, format_duration, format_latency, format_speedup,
+                             markdown_cell)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -74,7 +79,9 @@ class TargetReport:
     best_us: float | None
     best_description: str
     best_commit: str
-    improvement: float | None  # baseline latency / best latency
+    # The best kernel × the baseline in the keep rule's figure (its paired speedups chained
+    # over the keeps), as progress.png plots it.
+    vs_baseline: float | None
     speedup_vs_eager: float | None
     speedup_vs_compile: float | None
     pct_peak: float | None
@@ -117,6 +124,15 @@ class RunReport:
         return sum(t.baseline_experiment is not None for t in self.targets)
 
     @property
+    def not_started(self) -> list[TargetReport]:
+        return [t for t in self.targets if _not_started(t)]
+
+    @property
+    def complete(self) -> bool:
+        """Finished with every target done or skipped: none left waiting for time."""
+        return self.finished and not self.not_started
+
+    @property
     def experiments_per_hour(self) -> float | None:
         return self.experiments / self.run_seconds * 3600 if self.run_seconds > 0 else None
 
@@ -140,6 +156,7 @@ class RunReport:
 def build_report(run: FinishedRun) -> RunReport:
     """The figures of a run, finished or still going (targets not done show their progress)."""
     from autokernel.integrate.loader import RunError
+    from autokernel.integrate.progress_plot import progress_series
     from autokernel.integrate.verify_result import read_result
 
     if not run.results_path.is_file():
@@ -175,7 +192,7 @@ def build_report(run: FinishedRun) -> RunReport:
             best_us=best_us,
             best_description=str(best["description"]) if best is not None else "",
             best_commit=str(best["commit"]) if best is not None else "",
-            improvement=base_us / best_us if base_us and best_us else None,
+            vs_baseline=progress_series(rows).best_level if not rows.empty else None,
             speedup_vs_eager=_number(best["speedup_vs_pytorch"]) if best is not None else None,
             speedup_vs_compile=_number(best["speedup_vs_compile"]) if best is not None else None,
             pct_peak=_number(best["pct_peak"]) if best is not None else None,
@@ -226,13 +243,22 @@ def _peak(t: TargetReport) -> str:
     return f"{_pct(t.pct_peak)} ({_pct(t.pct_peak_measured)} measured)"
 
 
-# Why "vs baseline" here and the best line of progress.png can disagree (0.83× against 1.02× for
-# one kept kernel on a noisy CPU run): said wherever the primary-shape figures are printed.
-KEEP_RULE_FIGURE = ("The keep rule, and progress.png, use another figure: paired and "
-                    "call-weighted over the timed shapes, so on noisy timings a kept kernel can "
-                    "read below 1× its baseline here")
-TABLE_COLUMNS = ("target", "share", "baseline", "best", "vs baseline", "vs eager",
-                 "vs compile", "% of peak", "experiments", "keeps", "failed", "stop", "time")
+# The table, as report.md and the terminal show it (the terminal abbreviates the headers when
+# they do not fit, with their legend below: autokernel.tables).
+TABLE_COLUMNS = (
+    Column("target"), Column("share", justify="right", drop=1),
+    Column("best"),
+    Column("× baseline (keep rule)", "×base", justify="right", legend=ABBREVIATIONS["×base"]),
+    Column("× eager", "×eager", justify="right"), Column("× compile", "×compile", justify="right"),
+    Column("% of peak", "%peak", justify="right", drop=2),
+    Column("experiments", "exp", justify="right"), Column("kept", justify="right"),
+    Column("failed", justify="right", drop=1), Column("time", justify="right", drop=2),
+    Column("stop", wrap=True),
+)
+# Said once under the table, wherever it is shown.
+FIGURES_NOTE = ("× baseline is the keep rule's figure (paired, call-weighted speedups chained "
+                "over the keeps, as in progress.png); × eager, × compile and % of peak are the "
+                "best kernel's at its primary profiled shape, as in results.tsv")
 
 
 def _not_started(t: TargetReport) -> bool:
@@ -241,71 +267,80 @@ def _not_started(t: TargetReport) -> bool:
 
 
 def _table_row(t: TargetReport) -> list[str]:
-    stop = t.stop_rule or (t.status if t.status != "done" else "–")
+    stop = t.stop_rule or (status_text(t.status) if t.status != "done" else "–")
     if _not_started(t):
         stop = "not started yet"
-    return [t.tag, f"{t.share * 100:.1f}%", format_latency(t.baseline_us),
-            format_latency(t.best_us) + (f" (exp {t.best_experiment})"
-                                         if t.best_experiment is not None else ""),
-            format_speedup(t.improvement), format_speedup(t.speedup_vs_eager),
+    return [t.tag, f"{t.share * 100:.1f}%",
+            f"exp {t.best_experiment}" if t.best_experiment is not None else "–",
+            format_speedup(t.vs_baseline), format_speedup(t.speedup_vs_eager),
             format_speedup(t.speedup_vs_compile), _peak(t),
-            str(t.experiments), str(t.keeps), str(t.failed), stop, format_duration(t.seconds)]
+            str(t.experiments), str(t.keeps), str(t.failed), format_duration(t.seconds), stop]
+
+
+def _run_state(report: RunReport, with_stop_reason: bool) -> str:
+    """'finished (every target is done)' only when no target is left waiting; otherwise what
+    stopped the run and what was not reached."""
+    reason = f" ({report.stop_reason})" if report.stop_reason and with_stop_reason else ""
+    if report.complete:
+        return f"finished{reason}"
+    waiting = report.not_started
+    if not report.finished:
+        return f"not finished{reason}"
+    return (f"stopped{reason} with {count_of(len(waiting), 'target')} not started "
+            f"({', '.join(t.tag for t in waiting)})")
 
 
 def _headline(report: RunReport, *, with_stop_reason: bool = True) -> str:
     rate = report.experiments_per_hour
     where = report.gpu or report.device
-    state = "finished" if report.finished else "not finished"
     text = (f"{report.model} ({report.class_name}), {report.dtype} on {where}, "
             f"agent {report.agent}: {count_of(report.experiments, 'experiment')}"
             # Each target's count leaves its baseline out: say how many there are, so the
             # per-target counts add up to this one.
             f" ({count_of(report.baselines, 'baseline')}) in "
             f"{format_duration(report.run_seconds)}"
-            + (f" ({rate:.0f}/h)" if rate else "") + f"; {state}")
-    if report.stop_reason and with_stop_reason:
-        text += f" ({report.stop_reason})"
+            + (f", {rate:.0f} an hour" if rate else "")
+            + f"; {_run_state(report, with_stop_reason)}")
     if report.cost_usd:
         text += f"; LLM cost ${report.cost_usd:.2f}"
     return text
 
 
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    lines = ["| " + " | ".join(markdown_cell(h) for h in header) + " |",
+             "|" + "|".join("---" for _ in header) + "|"]
+    return lines + ["| " + " | ".join(markdown_cell(c) for c in row) + " |" for row in rows]
 
 
 def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
-    from autokernel.integrate.end_to_end import end_to_end_lines
+    from autokernel.integrate.end_to_end import end_to_end_lines, selection_markdown
     from autokernel.integrate.verify_result import routed_where
 
-    lines = [f"# autokernel report: {report.run_tag}", "", _headline(report) + ".", ""]
+    lines = [f"# autokernel report: {markdown_cell(report.run_tag)}", "",
+             markdown_cell(_headline(report)) + ".", ""]
     if not report.timing_meaningful:
-        lines += [f"> {CPU_TIMING_NOTE}.", ""]
-    lines += [
-        "## Targets", "",
-        "Latencies at each target's primary profiled shape; speedups are the best kernel's "
-        "against its baseline and against eager and `torch.compile` stock PyTorch at the same "
-        "shape and dtype, timed by the harness (interleaved, median). " + KEEP_RULE_FIGURE
-        + ".", "",
-        "| " + " | ".join(TABLE_COLUMNS) + " |",
-        "|" + "|".join("---" for _ in TABLE_COLUMNS) + "|",
-    ]
-    lines += ["| " + " | ".join(_table_row(t)) + " |" for t in report.targets]
-    lines += ["", "## End to end", ""]
+        lines += [f"> {markdown_cell(CPU_TIMING_NOTE)}.", ""]
+    lines += ["## Targets", ""]
+    lines += _md_table([c.header for c in TABLE_COLUMNS], [_table_row(t) for t in report.targets])
+    lines += ["", markdown_cell(FIGURES_NOTE) + ".", "", "## End to end", ""]
     if report.verify:
         v = report.verify
         accuracy = v["accuracy"]
-        lines.append(f"From `verify.json` ({v.get('created', '')}, {v['dtype']} on "
-                     f"{v.get('gpu') or v['device']}): output "
-                     f"{'PASS' if accuracy['passed'] else 'FAIL'} (relative error vs the "
-                     f"{accuracy['oracle']} oracle: original {accuracy['error_original']:.2e}, "
-                     f"patched {accuracy['error_patched']:.2e}); "
-                     f"{v['routed_calls_per_forward']} kernel calls routed per forward.")
+        lines.append(markdown_cell(
+            f"From verify.json ({v.get('created', '')}, {v['dtype']} on "
+            f"{v.get('gpu') or v['device']}): output "
+            f"{'PASS' if accuracy['passed'] else 'FAIL'} (relative error vs the "
+            f"{accuracy['oracle']} oracle: original {accuracy['error_original']:.2e}, "
+            f"patched {accuracy['error_patched']:.2e}); "
+            f"{count_of(v['routed_calls_per_forward'], 'kernel call')} routed per forward."))
         if report.stale_verify:
-            lines += ["", f"> **Stale:** {report.stale_verify}."]
-        lines += ["", "```"] + end_to_end_lines(v, cpu_note=False) + ["```"]
-        lines += ["", "| kernel | routed | calls/forward | backward |", "|---|---|---|---|"]
-        for row in v["kernels"]:
-            lines.append(f"| {row['tag']} | {routed_where(row)} | {row['calls_per_forward']} | "
-                         f"{row['backward_description']} |")
+            lines += ["", f"> **Stale:** {markdown_cell(report.stale_verify)}."]
+        lines += ["", "```"] + end_to_end_lines(v, cpu_note=False) + ["```", ""]
+        lines += _md_table(["kernel", "routed", "calls/forward", "backward"],
+                           [[row["tag"], routed_where(row), str(row["calls_per_forward"]),
+                             row["backward_description"]] for row in v["kernels"]])
+        selection = selection_markdown(v)
+        lines += [""] + selection if selection else []
     else:
         lines.append(f"Not verified yet: run `autokernel verify {report.root}`.")
     from autokernel.integrate.progress_plot import CAPTION
@@ -313,19 +348,22 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
     lines += ["", "## Progress", "", f"![progress]({plot_name})", "", CAPTION, "",
               "## Details", ""]
     for t in report.targets:
-        lines.append(f"### {t.tag}")
+        lines.append(f"### {markdown_cell(t.tag)}")
         lines.append("")
-        lines.append(f"- {t.kernel_type} at {t.shape} {t.dtype}, {t.share * 100:.1f}% of the "
-                     f"model's time; status {t.status}")
+        lines.append(markdown_cell(f"- {t.kernel_type} at {t.shape} {t.dtype}, "
+                                   f"{t.share * 100:.1f}% of the model's time; "
+                                   f"{status_text(t.status)}"))
         if t.best_experiment is not None:
-            lines.append(f"- best: experiment {t.best_experiment} (commit {t.best_commit[:12]}),"
-                         f" {t.best_description}")
+            latency = (f"; {format_latency(t.best_us)} at {t.shape}, the primary shape "
+                       "(results.tsv's latency_us)" if t.best_us is not None else "")
+            lines.append(markdown_cell(f"- best: experiment {t.best_experiment} (commit "
+                                       f"{t.best_commit[:12]}), {t.best_description}{latency}"))
         if t.kernel_file:
             lines.append(f"- kernel: `{t.kernel_file}`")
         if t.kept:
-            lines.append("- kept: " + "; ".join(f"{n}: {d}" for n, d in t.kept))
+            lines.append("- kept: " + "; ".join(markdown_cell(f"{n}: {d}") for n, d in t.kept))
         if t.stop_reason:
-            lines.append(f"- stopped: {t.stop_reason}")
+            lines.append(f"- stopped: {markdown_cell(t.stop_reason)}")
         lines.append("")
     return "\n".join(lines) + "\n"
 
@@ -344,56 +382,22 @@ def write_report(report: RunReport) -> tuple[Path, Path]:
     return text, plot
 
 
-def _target_line(t: TargetReport) -> str:
-    if _not_started(t):
-        return f"{t.tag} ({t.share * 100:.1f}% of the model): not started yet"
-    best = (f"best exp {t.best_experiment}: {format_speedup(t.speedup_vs_eager)} eager, "
-            f"{format_speedup(t.speedup_vs_compile)} compile, "
-            f"{format_speedup(t.improvement)} baseline"
-            if t.best_experiment is not None else "no passing kernel")
-    peak = f", {_peak(t)} of peak" if _peak(t) != "–" else ""
-    stop = f"; stopped: {t.stop_reason}" if t.stop_reason else f"; {t.status}"
-    return (f"{t.tag} ({t.share * 100:.1f}% of the model): {best}{peak}; "
-            f"{count_of(t.experiments, 'experiment')}, {t.keeps} kept, {t.failed} failed; "
-            f"{format_duration(t.seconds)}{stop}")
-
-
-WIDE_CONSOLE = 150  # the full table fits; narrower terminals get one line per target
-
-
-PRIMARY_SHAPE_NOTE = ("per target, at its primary profiled shape (results.tsv's latency_us and "
-                      "speedups; progress.png plots the keep rule's paired, call-weighted "
-                      "figure):")
-
-
 def print_summary(report: RunReport, console: Console, *, with_stop_reason: bool = True,
                   with_cpu_note: bool = True) -> None:
-    """The report on the terminal: headline, per-target figures, end-to-end figures.
-    `with_stop_reason=False` / `with_cpu_note=False` where the caller has said why the run
-    stopped / that its figures are CPU figures already."""
-    from rich.table import Table
-
-    from autokernel.integrate.end_to_end import end_to_end_lines
+    """The report on the terminal: headline, the Targets table fitted to the console's width,
+    end-to-end figures. `with_stop_reason=False` / `with_cpu_note=False` where the caller has
+    said why the run stopped / that its figures are CPU figures already."""
+    from autokernel.integrate.verify_result import print_end_to_end
 
     console.print(_headline(report, with_stop_reason=with_stop_reason), highlight=False)
     if with_cpu_note and not report.timing_meaningful:
         console.print(f"[yellow]{CPU_TIMING_NOTE}[/]")
-    console.print(PRIMARY_SHAPE_NOTE, highlight=False)
-    if console.width >= WIDE_CONSOLE:
-        table = Table(title_justify="left")
-        for column in TABLE_COLUMNS:
-            table.add_column(column, no_wrap=column in ("target", "best"))
-        for t in report.targets:
-            table.add_row(*_table_row(t))
-        console.print(table)
-    else:
-        for t in report.targets:
-            console.print(f"  {_target_line(t)}", highlight=False)
+    console.print(fit_table(TABLE_COLUMNS, [_table_row(t) for t in report.targets],
+                            console.width, notes=[FIGURES_NOTE + "."]))
     if report.verify:
         if report.stale_verify:
             console.print(f"[yellow]stale: {report.stale_verify}[/]")
-        for line in end_to_end_lines(report.verify, cpu_note=False):
-            console.print(line, highlight=False)
+        print_end_to_end(report.verify, console, cpu_note=False)
     else:
         console.print(f"end to end: not verified yet (autokernel verify {report.root})",
                       highlight=False)
@@ -410,7 +414,8 @@ def report_at_end_of_run(root: Path, console: Console) -> None:
         report = build_report(open_run(root))
         text, plot = write_report(report)
     except Exception as exc:  # the run itself is done and saved; say why the report is missing
-        console.print(f"[yellow]report not written: {type(exc).__name__}: {exc}[/]")
+        console.print(f"[yellow]report not written: {exc}[/]", highlight=False)
         return
     print_summary(report, console)
-    console.print(f"report: {text}  ·  plot: {plot}", highlight=False)
+    for line in (f"report: {text}", f"plot: {plot}"):  # a path a line: never broken
+        console.print(line, highlight=False, soft_wrap=True)

@@ -31,7 +31,7 @@ from autokernel.integrate.custom_ops import (  # `autokernel export` inlines tha
 )
 from autokernel.integrate.triton_ops import TRITON_OP
 from autokernel.integrate.integration import Integration
-from autokernel.text import count_of  # inlined first by `autokernel export`
+from autokernel.text import count_of, scope_name  # inlined first by `autokernel export`
 
 DTYPES: dict[str, torch.dtype] = {
     "fp16": torch.float16, "bf16": torch.bfloat16, "fp32": torch.float32, "fp64": torch.float64,
@@ -148,7 +148,7 @@ class RouteStats:
         if self.functions:
             parts.append(", ".join(self.functions))
         if self.functional:
-            parts.append("calls in " + (", ".join(p or "<model>" for p in self.scopes)
+            parts.append("calls in " + (", ".join(scope_name(p) for p in self.scopes)
                                         or "nothing"))
         where = " and ".join(parts)
         text = f"{self.tag}: {where}, {count_of(self.calls, 'call')} routed"
@@ -167,6 +167,9 @@ class RouteStats:
 @dataclass
 class PatchReport:
     kernels: dict[str, RouteStats]
+    # Kernels of the run not routed at all in this mode, and why (verify's in-context selection
+    # left them out): tag -> reason.
+    left_out: dict[str, str] = field(default_factory=dict)
 
     def reset_counts(self) -> None:
         for stats in self.kernels.values():
@@ -180,7 +183,8 @@ class PatchReport:
         return {tag: stats.to_dict() for tag, stats in self.kernels.items()}
 
     def lines(self) -> list[str]:
-        return [stats.summary() for stats in self.kernels.values()]
+        return [stats.summary() for stats in self.kernels.values()] + [
+            f"{tag}: not routed: {why}" for tag, why in self.left_out.items()]
 
 
 # ---------------------------------------------------------------------------------------------

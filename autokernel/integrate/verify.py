@@ -15,17 +15,23 @@
    in this dtype", whatever the depth. A broken kernel is off by O(1), far outside. The same rule
    checks the parameter gradients of a random projection of the outputs, through each kernel's
    backward.
-3. Latency: eager, torch.compile, patched eager and patched torch.compile, each timed twice
-   (`end_to_end.py`): device time per forward (CUDA-graph replays timed by the harness's
-   device-time protocol; plain forwards queued ahead where a forward cannot be captured) and
-   wall time per synchronized forward (host launch included). Two figures, reported side by
-   side and never mixed: the device-time speedup is the one compared with the Amdahl estimate
-   from the plan's shares and the kernels' device-time speedups (a disagreement larger than the
-   combined relative IQR is called out); the wall time says what an eager caller waiting for
-   each forward pays, which in a host-bound forward is mostly launch cost. Timing runs before
-   the oracle and the gradient check, and the eager pair's wall time before anything is
-   compiled: on an H200 each of those slowed the eager forwards after it, by up to 2x for
-   the patched model's Python routing (docs/benchmarks/route-cost-h200/).
+3. In-context selection and the deliveries (`in_context.py`, `ablation.py`, `delivery.py`): in
+   eager mode, then under torch.compile, the model is timed with each kernel in and out
+   (device time per forward from CUDA-graph replays, wall time per synchronized forward, in
+   paired rounds), and only the kernels whose removal measurably slows the model stay in. Then
+   the deliveries (patched eager, a CUDA graph, torch.compile and reduce-overhead, each with
+   its mode's kernels) are timed, and the fastest in wall time is the delivered model that
+   `autokernel.load(DIR).optimize(model)` and the export's `optimize` give. The classic
+   figures (eager, torch.compile, patched eager and patched torch.compile: "patched" with the
+   selected kernels) come from the same batches. The device-time speedup is the one compared
+   with the Amdahl estimate from the plan's shares and the kernels' device-time speedups (a
+   disagreement larger than the combined relative IQR is called out); the wall time says what
+   a caller waiting for each forward pays, which in a host-bound forward is mostly launch
+   cost. Timing runs before the oracle and the gradient check, and the eager configurations
+   before anything is compiled: on an H200 each of those slowed the eager forwards after it,
+   by up to 2x for the patched model's Python routing (docs/benchmarks/route-cost-h200/).
+   The accuracy and gradient checks run with every kernel routed (the strictest case); the
+   chosen delivery's own output is checked against the oracle too.
 
 Everything lands in `verify.json` in the workspace (which `autokernel report` reads). Verify never
 ends in a traceback: a patched model whose forward raises is a FAIL with the reason; what stops
@@ -40,7 +46,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from autokernel.integrate.compiled_path import settle
 from autokernel.integrate.accuracy import (  # noqa: F401 - verify's API, re-exported
     ERROR_FLOOR,
     ERROR_GROWTH,
@@ -60,6 +65,7 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
     DEVICE,
     SCHEMA,
     WALL,
+    WALL_PROTOCOL,
     Timing,
     amdahl_check,
     combined_amdahl,
@@ -71,6 +77,8 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
     time_device,
     time_wall,
 )
+from autokernel.integrate.ablation import FORCED, NOT_JUDGED_CPU
+from autokernel.integrate.in_context import Setup, measure_in_context
 from autokernel.integrate.verify_result import (  # noqa: F401 - verify's API, re-exported
     VERIFY_FILE,
     print_result,
@@ -78,13 +86,8 @@ from autokernel.integrate.verify_result import (  # noqa: F401 - verify's API, r
     routed_where,
     save_result,
 )
-from autokernel.text import count_of, error_summary
+from autokernel.text import count_of, error_summary, scope_name
 from autokernel.versions import software_versions
-
-# How verify patches its model: under torch.compile the compile-transparent kernels (triton_ops)
-# go into the graph and the opaque ones (custom_ops) step aside for Inductor; then
-# `compiled_path.settle` leaves out kernels until patched+compile is not slower than compile.
-PATCH_UNDER_COMPILE = "transparent"
 
 if TYPE_CHECKING:
     from torch import nn
@@ -92,7 +95,6 @@ if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
     from autokernel.integrate.patch import PatchReport
 
-WARMUP_CALLS = 3  # on a GPU; one on the CPU, where timings mean nothing anyway
 DEFAULT_BUDGET_S = 20.0
 
 
@@ -179,6 +181,22 @@ def _fresh_model(run: FinishedRun, device: str, like: nn.Module, log: VerifyLog,
     return model
 
 
+def _sharing_copy(run: FinishedRun, device: str, like: nn.Module) -> nn.Module:
+    """Another build of the run's model whose parameters and buffers are `like`'s own tensors
+    (no second copy of the weights): one per configuration that in-context selection times."""
+    from autokernel.integrate.loader import load_run_model
+
+    model = load_run_model(run, device, check_forward=False).model
+    model.load_state_dict(like.state_dict(), assign=True)
+    return model
+
+
+def selection_is_judged(run: FinishedRun, device: str) -> bool:
+    """Does in-context selection leave out the kernels that do not make the model faster? Not
+    on the CPU (the interpreter's timings say nothing) and not with --all-kernels."""
+    return device == "cuda" and not run.include_slower
+
+
 def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[str, Any]:
     import torch
 
@@ -188,11 +206,10 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
 
     started = time.perf_counter()
     device = options.device
-    loaded_kernels = load_finished(run, device)  # RunError: no finished target
-    slower = [t.tag for t in run.finished_targets() if not run.beats_pytorch(t)]
-    if slower:
-        log.note(f"left out, slower than eager PyTorch at their profiled shape: "
-                 f"{', '.join(slower)} (--all-kernels splices them in too)")
+    loaded_kernels = load_finished(run, device, candidates=True)  # RunError: none finished
+    judged = selection_is_judged(run, device)
+    if run.include_slower:
+        log.note("--all-kernels: every finished kernel is routed, whatever it does to the model")
     loaded = load_run_model(run, device)  # RunError: the model no longer loads
     model, inputs, dtype = loaded.model, loaded.inputs, loaded.dtype
     dtype_label = dtype_name(dtype)
@@ -201,7 +218,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
 
     patched = _fresh_model(run, device, model, log, "patched")
     try:
-        patch = loaded_kernels.patch(patched, under_compile=PATCH_UNDER_COMPILE)
+        patch = loaded_kernels.patch(patched, under_compile="kernels")
     except Exception as exc:
         raise RunError(f"splicing the kernels into the model failed: {one_line(exc)}") from None
     with torch.no_grad():
@@ -222,7 +239,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     for tag, stats in patch.report.kernels.items():
         if stats.calls == 0:
             why = ("; ".join(f"{r} ×{n}" for r, n in stats.fallbacks.items())
-                   or "; ".join(f"{p or '<model>'}: {r}" for p, r in stats.skipped.items())
+                   or "; ".join(f"{scope_name(p)}: {r}" for p, r in stats.skipped.items())
                    or "no module or call of the model matches what the kernel implements")
             log.note(f"{tag} is not used by the model's forward ({why}); its share is left "
                      "out of the Amdahl estimate")
@@ -230,7 +247,15 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     # Timed before the oracle and the gradient check: on an H200, after the fp32 oracle's
     # forward the same eager forwards took +280 µs (eager) and +770 µs (patched) of wall time
     # in this process (docs/benchmarks/route-cost-h200/).
-    timing = _time_models(model, patched, inputs, options, log)
+    setup = Setup(kernels=loaded_kernels, model=model, inputs=inputs,
+                  device=torch.device(device),
+                  copy_model=lambda: _sharing_copy(run, device, model), rounds=options.iters,
+                  budget_s=options.budget_s, compile=options.compile,
+                  compile_backend=options.compile_backend, judged=judged,
+                  forced_reason=FORCED if run.include_slower else NOT_JUDGED_CPU,
+                  emit=log.emit, note=log.note)
+    measured = measure_in_context(setup)
+    timing = _timing(measured, options)
 
     oracle_type = oracle_dtype(dtype)
     oracle_inputs = cast_inputs(inputs, oracle_type)
@@ -244,9 +269,14 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
         log.note(f"the {oracle_name} oracle failed ({one_line(exc)}); the patched model is "
                  "judged against the original instead")
         oracle_model, oracle_out, oracle_name = None, original_out, "original model"
+    floor = ERROR_FLOOR.get(dtype_label, 1e-6)
     accuracy = agreement(output_tensors(original_out), output_tensors(patched_out),
-                         output_tensors(oracle_out), ERROR_FLOOR.get(dtype_label, 1e-6),
-                         oracle_name)
+                         output_tensors(oracle_out), floor, oracle_name)
+    delivery = measured["delivery"]
+    if delivery is not None:
+        delivery["accuracy"] = _delivery_accuracy(run, device, model, loaded_kernels, delivery,
+                                                  inputs, original_out, oracle_out, floor,
+                                                  oracle_name, options, log)
 
     gradients: dict[str, Any] = {"checked": False}
     if options.gradients:
@@ -256,65 +286,95 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
 
     patch.report.reset_counts()
     rows = _kernel_rows(run, loaded_kernels.manifest, patch.report, calls)
+    eager_rows = {r["kernel"]: r for r in measured["ablation"] if r["mode"] == "eager"}
+    for row in rows:
+        row["selected"] = {mode: row["tag"] in tags
+                           for mode, tags in measured["selection"].items()}
+        row["host_us_per_call"] = _host_per_call(eager_rows.get(row["tag"]),
+                                                 row["calls_per_forward"])
     speedup = {which: speedups(timing[which]["contestants"]) for which in (DEVICE, WALL)}
-    compiled_path: dict[str, Any] = {}
-    if options.compile:
-        compiled_path, patch = _settle_compiled_path(loaded_kernels, patch, model, patched,
-                                                     inputs, options, rows, speedup, timing)
+    eager_choice = set(measured["selection"].get("eager", []))
     parts = [{"tag": r["tag"], "share": r["share"], "kernel_speedup": r["speedup_vs_eager"]}
-             for r in rows if r["calls_per_forward"] > 0]
-    measured = speedup[DEVICE]
-    amdahl = amdahl_check(parts, measured.get("vs_eager"), measured.get("noise"),
+             for r in rows if r["calls_per_forward"] > 0 and r["tag"] in eager_choice]
+    amdahl = amdahl_check(parts, speedup[DEVICE].get("vs_eager"), speedup[DEVICE].get("noise"),
                           timing["meaningful"])
     if run.plan.device != device:
         amdahl["message"] += (f" (the plan's shares were profiled on {run.plan.device}, this "
                               f"check ran on {device})")
 
-    passed = accuracy.passed and gradients.get("passed", True) is not False
+    passed = (accuracy.passed and gradients.get("passed", True) is not False
+              and (delivery is None or delivery["accuracy"].get("passed", True) is not False))
     result = _result(run, options, dtype_label, rows, sum(calls.values()), accuracy.to_dict(),
                      gradients, timing, passed, log)
     result.update(speedup=speedup, amdahl=amdahl, host=host_cost(run, rows),
-                  compiled_path=compiled_path)
+                  ablation=measured["ablation"], ablations=measured["ablations"],
+                  selection=measured["selection"], deliveries=measured["deliveries"],
+                  delivery=delivery)
     patch.unpatch()
     result["seconds"] = round(time.perf_counter() - started, 1)
     save_result(run.root, result)
     return result
 
 
-def _settle_compiled_path(loaded_kernels: Any, patch: Any, model: nn.Module, patched: nn.Module,
-                          inputs: Any, options: VerifyOptions, rows: list[dict[str, Any]],
-                          speedup: dict[str, Any], timing: dict[str, Any]
-                          ) -> tuple[dict[str, Any], Any]:
-    """`compiled_path.settle` on this model: returns its record and the patch now in place."""
+def _host_per_call(row: dict[str, Any] | None, calls: int) -> float | None:
+    """The host time a kernel's routed calls add per call, over the PyTorch code they replace:
+    the model's host time per forward with it minus without it (the ablation's row, GPU held
+    busy), over its calls per forward."""
+    if row is None or not calls:
+        return None
+    with_us, without_us = row["with_us"].get("host"), row["without_us"].get("host")
+    if with_us is None or without_us is None:
+        return None
+    return (with_us - without_us) / calls
+
+
+def _timing(measured: dict[str, Any], options: VerifyOptions) -> dict[str, Any]:
+    """verify.json's `timing` section: the classic four contestants per figure, how they were
+    timed, compile seconds and errors."""
+    methods = measured["methods"].get("eager", {})
+    meaningful = options.device == "cuda"
+    device_meta = {k: methods.get(k) for k in ("method", "protocol") if methods.get(k)}
+    return {
+        "meaningful": meaningful,
+        DEVICE: {**device_meta, "rounds": methods.get("device_rounds"),
+                 "contestants": measured["classic"][DEVICE],
+                 "notes": list(methods.get("notes") or [])},
+        WALL: {"protocol": WALL_PROTOCOL, "rounds": methods.get("wall_rounds"),
+               "contestants": measured["classic"][WALL],
+               "compiled_rounds": measured["methods"].get("compile", {}).get("wall_rounds")},
+        "compile_backend": options.compile_backend if options.compile else None,
+        "compile_seconds": measured["compile_seconds"],
+        "under_compile": "kernels" if options.compile else None,
+        "errors": measured["errors"],
+        "delivery_rounds": measured["delivery_rounds"],
+    }
+
+
+def _delivery_accuracy(run: FinishedRun, device: str, like: nn.Module, loaded_kernels: Any,
+                       delivery: dict[str, Any], inputs: Any, original_out: Any,
+                       oracle_out: Any, floor: float, oracle_name: str, options: VerifyOptions,
+                       log: VerifyLog) -> dict[str, Any]:
+    """The chosen delivery made the way `optimize(model)` makes it (`delivery.deliver`, on a
+    fresh copy of the model), its output judged against the oracle by the same rule."""
     import torch
 
+    from autokernel.integrate.delivery import Delivery, deliver
     from autokernel.profiling.model_loader import call_forward
 
-    stats = patch.report.kernels
-    in_graph = [tag for tag, s in stats.items() if s.in_compiled_graphs and s.calls]
-    opaque = {tag: s.compile_path for tag, s in stats.items() if not s.in_compiled_graphs}
-    current = {"patch": patch}
-
-    def retime(left_out: list[str]) -> float | None:
-        current["patch"].unpatch()
-        current["patch"] = loaded_kernels.patch(patched, PATCH_UNDER_COMPILE, tuple(left_out))
-        torch._dynamo.reset()  # both contestants compile afresh, alike
-        device = torch.device(options.device)
-        contestants = {name: (lambda c=torch.compile(target, backend=options.compile_backend):
-                              call_forward(c, inputs))
-                       for name, target in (("compile", model), ("patched_compile", patched))}
+    copy = _sharing_copy(run, device, like)
+    choice = Delivery.from_dict(delivery)
+    try:
         with torch.no_grad():
-            for fn in contestants.values():
-                for _ in range(WARMUP_CALLS):
-                    fn()
-            torch.cuda.synchronize()
-            timed = time_device(contestants, device, options.iters, options.budget_s / 2)
-        return speedups(timed["contestants"]).get("patched_compile_vs_compile")
-
-    record = settle(speedup[DEVICE].get("patched_compile_vs_compile"), in_graph, opaque,
-                    {r["tag"]: r["speedup_vs_compile"] for r in rows},
-                    bool(timing["meaningful"]), retime)
-    return record, current["patch"]
+            made = deliver(copy, loaded_kernels.kernels, choice, options.compile_backend)
+            out = call_forward(made.model, inputs)
+        made.patch.unpatch()
+    except Exception as exc:
+        failure = f"the delivered model ({choice.label}) raised {one_line(exc)}"
+        log.note(failure)
+        return {"passed": False, "failure": failure}
+    check = agreement(output_tensors(original_out), output_tensors(out),
+                      output_tensors(oracle_out), floor, oracle_name)
+    return check.to_dict()
 
 
 def _result(run: FinishedRun, options: VerifyOptions, dtype_label: str,
@@ -409,87 +469,3 @@ def _gradient_check(model: nn.Module, patched: nn.Module, oracle_model: nn.Modul
                      "against the original model's")
     check = agreement(original, routed, exact, GRADIENT_FLOOR.get(dtype_label, 1e-5), name)
     return {"checked": True, "parameters": len(exact), **check.to_dict()}
-
-
-def _time_models(model: nn.Module, patched: nn.Module, inputs: Any, options: VerifyOptions,
-                 log: VerifyLog) -> dict[str, Any]:
-    """Device time and wall time per forward of each contestant, in three passes with a third
-    of the time budget each: the eager contestants' wall time first, before anything is
-    compiled, then every contestant's device time, then the compiled ones' wall time.
-
-    Why the eager wall time comes first, before torch.compile is even called: on an H200, with
-    torch.compile objects made and not yet run (or run after a while), eager forwards of
-    examples/models/prenorm_decoder took up to +350 µs and the patched ones, whose routing is
-    Python, up to +1060 µs of wall time (docs/benchmarks/route-cost-h200.md). An eager user's
-    process compiles nothing."""
-    import torch
-
-    from autokernel.profiling.model_loader import call_forward
-
-    device = torch.device(options.device)
-    eager_functions: dict[str, Callable[[], Any]] = {
-        "eager": lambda: call_forward(model, inputs),
-        "patched": lambda: call_forward(patched, inputs),
-    }
-    compiled_functions: dict[str, Callable[[], Any]] = {}
-    compile_seconds: dict[str, float] = {}
-    errors: dict[str, str] = {}
-    ready: dict[str, Callable[[], Any]] = {}
-    empty: dict[str, Any] = {"contestants": {}}
-    figures: dict[str, dict[str, Any]] = {DEVICE: dict(empty), WALL: dict(empty)}
-    budget_s = options.budget_s / 3
-
-    def warm(functions: dict[str, Callable[[], Any]]) -> None:
-        for name, fn in functions.items():
-            begin = time.perf_counter()
-            try:
-                for _ in range(WARMUP_CALLS if device.type == "cuda" else 1):
-                    fn()
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
-            except Exception as exc:  # a compiler failure is a finding, not a crash of verify
-                errors[name] = one_line(exc)
-                log.note(f"{name} failed and is left out of the timing: {errors[name]}")
-                continue
-            if "compile" in name:
-                compile_seconds[name] = round(time.perf_counter() - begin, 2)
-            ready[name] = fn
-
-    def timed(which: str, measure: Callable[..., dict[str, Any]],
-              contestants: dict[str, Callable[[], Any]]) -> dict[str, Any]:
-        try:
-            return measure(contestants, device, options.iters, budget_s)
-        except Exception as exc:  # a contestant that ran once and then failed
-            errors[f"{which} timing"] = one_line(exc)
-            log.note(f"{which} timing failed: {errors[f'{which} timing']}")
-            return {"contestants": {}}
-
-    with torch.no_grad():
-        warm(eager_functions)
-        log.emit(f"timing {', '.join(ready)}: wall time per synchronized forward (interleaved "
-                 "rounds, harness protocol), before anything is compiled in this process")
-        figures[WALL] = timed(WALL, time_wall, dict(ready))
-        if options.compile:  # made only now: an uncalled torch.compile object slows eager too
-            for name, target in (("compile", model), ("patched_compile", patched)):
-                compiled = torch.compile(target, backend=options.compile_backend)
-                compiled_functions[name] = (lambda c=compiled: call_forward(c, inputs))
-        warm(compiled_functions)
-        log.emit(f"timing {', '.join(ready)}: device time per forward"
-                 + (", then the compiled ones' wall time" if compiled_functions else ""))
-        figures[DEVICE] = timed(DEVICE, time_device, ready)
-        compiled_ready = {name: fn for name, fn in ready.items() if name in compiled_functions}
-        if compiled_ready:
-            compiled_wall = timed(WALL, time_wall, compiled_ready)
-            figures[WALL].setdefault("contestants", {}).update(
-                compiled_wall.get("contestants", {}))
-            figures[WALL]["compiled_rounds"] = compiled_wall.get("rounds")
-    meaningful = device.type == "cuda"  # a CPU caveat is printed once, by end_to_end_lines
-    return {
-        "meaningful": meaningful,
-        DEVICE: figures[DEVICE],
-        WALL: figures[WALL],
-        "compile_backend": options.compile_backend if options.compile else None,
-        "compile_seconds": compile_seconds,
-        "under_compile": PATCH_UNDER_COMPILE if options.compile else None,
-        "errors": errors,
-    }

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from autokernel.files import atomic_write_text
 from autokernel.integrate.accuracy import ERROR_GROWTH
-from autokernel.integrate.end_to_end import end_to_end_lines
-from autokernel.text import count_of, format_speedup
+from autokernel.integrate.end_to_end import end_to_end_lines, timing_table
+from autokernel.tables import Column, fit_table
+from autokernel.text import count_of, format_speedup, scope_name
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -23,8 +24,16 @@ VERIFY_FILE = "verify.json"
 # The per-kernel speedup is the run's best kept figure: call-weighted over the shapes the harness
 # timed, so it can differ from results.tsv's speedup_vs_pytorch (the primary shape's alone).
 KERNEL_SPEEDUP_COLUMN = "kernel speedup (device, call-weighted)"
-KERNEL_COLUMNS = ("kernel", "routed", "calls/fwd", "left to PyTorch", KERNEL_SPEEDUP_COLUMN,
-                  "share", "backward")
+# Fitted to the terminal by autokernel.tables: names and figures whole, empty columns dropped.
+KERNEL_TABLE = (
+    Column("kernel"), Column("routed", wrap=True), Column("calls/fwd", justify="right"),
+    Column("left to PyTorch", wrap=True),
+    Column(KERNEL_SPEEDUP_COLUMN, "kernel ×eager", justify="right",
+           legend="the kernel's device-time speedup over eager PyTorch, call-weighted over "
+                  "its timed shapes"),
+    Column("share", justify="right"), Column("backward"),
+)
+KERNEL_COLUMNS = tuple(column.header for column in KERNEL_TABLE)
 
 
 def save_result(root: Path, result: dict[str, Any]) -> Path:
@@ -52,14 +61,14 @@ def routed_where(row: dict[str, Any]) -> str:
         parts.append(count_of(len(row["modules"]), "module"))
     parts += row.get("functions", [])
     if row.get("scopes"):
-        parts.append(", ".join(p or "<model>" for p in row["scopes"]))
+        parts.append("calls in " + ", ".join(scope_name(p) for p in row["scopes"]))
     return "; ".join(parts) or "–"
 
 
 def _left_to_pytorch(row: dict[str, Any]) -> str:
     """The calls a kernel handed back to PyTorch, and the places it was not spliced into."""
     fallbacks = "; ".join(f"{r} ×{n}" for r, n in row["fallbacks"].items()) or "–"
-    skipped = "; ".join(f"{p or '<model>'}: {why}" for p, why in row["skipped"].items())
+    skipped = "; ".join(f"{scope_name(p)}: {why}" for p, why in row["skipped"].items())
     if not skipped:
         return fallbacks
     return f"{fallbacks} (skipped {skipped})" if fallbacks != "–" else f"skipped {skipped}"
@@ -71,17 +80,11 @@ def _kernel_speedup(row: dict[str, Any]) -> str:
 
 def print_result(result: dict[str, Any], console: Console) -> None:
     """The kernels table, the accuracy and gradient verdicts and the end-to-end figures."""
-    from rich.table import Table
-
-    table = Table(title=f"verify {result['run']}: {result['dtype']} on "
-                        f"{result['gpu'] or result['device']}", title_justify="left")
-    for column in KERNEL_COLUMNS:
-        table.add_column(column)
-    for row in result["kernels"]:
-        table.add_row(row["tag"], routed_where(row), str(row["calls_per_forward"]),
-                      _left_to_pytorch(row), _kernel_speedup(row), f"{row['share'] * 100:.1f}%",
-                      row["backward"])
-    console.print(table)
+    rows = [[row["tag"], routed_where(row), str(row["calls_per_forward"]), _left_to_pytorch(row),
+             _kernel_speedup(row), f"{row['share'] * 100:.1f}%", row["backward"]]
+            for row in result["kernels"]]
+    console.print(fit_table(KERNEL_TABLE, rows, console.width, title=f"verify {result['run']}: "
+                            f"{result['dtype']} on {result['gpu'] or result['device']}"))
     saved = f"saved {Path(result['directory']) / VERIFY_FILE}"
     if result.get("failure"):
         console.print(f"[bold red]FAIL[/]: {result['failure']}", highlight=False)
@@ -103,6 +106,17 @@ def print_result(result: dict[str, Any], console: Console) -> None:
                       f"relative error original {gradients['error_original']:.2e}, patched "
                       f"{gradients['error_patched']:.2e} (bound {gradients['bound']:.2e}): "
                       f"{verdict}")
-    for line in end_to_end_lines(result):
-        console.print(line, highlight=False)
+    print_end_to_end(result, console)
     console.print(saved, highlight=False)
+
+
+def print_end_to_end(result: dict[str, Any], console: Console, *, cpu_note: bool = True) -> None:
+    """The end-to-end figures on the terminal: the timing table fitted to its width, then the
+    ratio lines (`end_to_end_lines`)."""
+    headers, rows = timing_table(result)
+    if rows:
+        columns = [Column(headers[0] or "model"), Column(headers[1], wrap=True),
+                   Column(headers[2], wrap=True)]
+        console.print(fit_table(columns, rows, console.width))
+    for line in end_to_end_lines(result, cpu_note=cpu_note, table=False):
+        console.print(line, highlight=False)

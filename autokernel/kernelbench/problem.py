@@ -103,8 +103,7 @@ def profile_stage(job: ProblemJob) -> Plan:
     import torch
 
     from autokernel.profiling.model_loader import ModelLoadError, load_model_file
-    from autokernel.profiling.profiler import profile_model
-    from autokernel.profiling.ranking import build_plan
+    from autokernel.profiling.session import profile_plan
 
     try:
         loaded = load_model_file(job.problem, class_name=CLASS_NAME, dtype=job.dtype,
@@ -112,14 +111,14 @@ def profile_stage(job: ProblemJob) -> Plan:
     except ModelLoadError as exc:
         raise StageFailure("load", str(exc)) from None
     try:
-        record = profile_model(loaded)
+        _, plan = profile_plan(loaded, model=job.problem, class_name=CLASS_NAME)
     except Exception as exc:
         traceback.print_exc()
         raise StageFailure("profile", one_line(exc)) from None
     del loaded  # the harness and verify need the device memory
     if job.device == "cuda":
         torch.cuda.empty_cache()
-    return build_plan(record, model=job.problem, class_name=CLASS_NAME)
+    return plan
 
 
 def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunState:
@@ -165,21 +164,17 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
     return state
 
 
-def open_verified_run(job: ProblemJob, notes: list[str]) -> FinishedRun:
-    """The run as verify sees it; when no finished kernel beat eager PyTorch, every finished
-    kernel instead (a benchmark judges what the agent wrote, not only what would ship)."""
+def open_verified_run(job: ProblemJob) -> FinishedRun:
+    """The run as verify sees it: every finished kernel is a candidate, and verify's in-context
+    selection routes only those that make the model faster (all of them with --all-kernels)."""
     from autokernel.integrate.loader import RunError, open_run
 
     run = open_run(job.workspace, include_slower=job.all_kernels)
     try:
-        run.require_finished()
-        return run
+        run.require_any_finished()
     except RunError as exc:
-        if not run.finished_targets():
-            raise StageFailure("verify", str(exc), status=NO_KERNEL) from None
-    notes.append("no finished kernel beat eager PyTorch at its profiled shape: verified with "
-                 "every finished kernel")
-    return open_run(job.workspace, include_slower=True)
+        raise StageFailure("verify", str(exc), status=NO_KERNEL) from None
+    return run
 
 
 def verify_stage(job: ProblemJob, record: dict[str, Any], emit: Callable[[str], None]
@@ -187,7 +182,7 @@ def verify_stage(job: ProblemJob, record: dict[str, Any], emit: Callable[[str], 
     from autokernel.integrate.loader import RunError
     from autokernel.integrate.verify import VerifyLog, VerifyOptions, verify_run
 
-    run = open_verified_run(job, record["notes"])
+    run = open_verified_run(job)
     cuda = job.device == "cuda"
     options = VerifyOptions(device=job.device, iters=None if cuda else VERIFY_CPU_ROUNDS,
                             compile=cuda, budget_s=job.verify_budget_s)
@@ -219,7 +214,8 @@ def target_rows(state: RunState, plan: Plan, verified: dict[str, Any] | None
             "keeps": target.keeps, "kernel": bool(target.kernel_file),
             "speedup_vs_eager": best.speedup_vs_eager if best else None,
             "speedup_vs_compile": best.speedup_vs_compile if best else None,
-            "spliced": routed is not None,
+            # routed in the delivered eager model: verify kept it there
+            "spliced": routed is not None and routed.get("selected", {}).get("eager", True),
             "calls_per_forward": routed["calls_per_forward"] if routed else None,
         })
     return rows
@@ -244,6 +240,11 @@ def fill_from_verify(record: dict[str, Any], verified: dict[str, Any]) -> None:
         "wall_speedup_vs_compile": wall.get("vs_compile"),
         "timing_meaningful": verified.get("timing", {}).get("meaningful", False),
         "gpu": verified.get("gpu"),
+        # what in-context selection kept (speedup_vs_* are the model with these kernels) and
+        # the delivery verify chose
+        "selection": verified.get("selection"),
+        "delivery": {k: v for k, v in (verified.get("delivery") or {}).items()
+                     if k in ("mode", "kernels", "why")} or None,
     })
     if not verified["accuracy"]["passed"]:
         accuracy = verified["accuracy"]

@@ -37,8 +37,10 @@ from autokernel.kernelbench.problem import (
     ProblemJob,
     new_record,
 )
+from autokernel.kernelbench.progress import Phase, read_phase
 
 LOGS_DIR = "logs"
+WATCH_INTERVAL_S = 3.0  # how often a running problem's log is read for its phase
 # Profiling a large model, torch.compile of four contestants in verify and a harness run that
 # outlives the loop's clock all come on top of the loop's budget.
 HARD_LIMIT_GRACE_S = 900.0
@@ -120,8 +122,25 @@ def _stop_child(child: subprocess.Popen) -> None:
     child.wait()
 
 
-def run_one(job: ProblemJob, log: Path, limit_s: float) -> dict[str, Any]:
-    """Run `job` in a child process; its record, or one saying why there is none."""
+def _wait(child: subprocess.Popen, log: Path, limit_s: float,
+          watch: Callable[[Phase], None] | None) -> int:
+    """The child's exit status; `watch` gets the problem's phase every few seconds meanwhile.
+    Raises subprocess.TimeoutExpired past `limit_s`."""
+    deadline = time.monotonic() + limit_s
+    while True:
+        try:
+            return child.wait(timeout=min(WATCH_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+        except subprocess.TimeoutExpired:
+            if time.monotonic() >= deadline:
+                raise
+            if watch is not None:
+                watch(read_phase(log))
+
+
+def run_one(job: ProblemJob, log: Path, limit_s: float,
+            watch: Callable[[Phase], None] | None = None) -> dict[str, Any]:
+    """Run `job` in a child process; its record, or one saying why there is none. `watch` is
+    told the problem's phase (from its log) every few seconds while it runs."""
     job_path = log.with_suffix(".job.json")
     job.save(job_path)
     result_path = Path(job.result_path)
@@ -141,7 +160,7 @@ def run_one(job: ProblemJob, log: Path, limit_s: float) -> dict[str, Any]:
             start_new_session=True,
         )
         try:
-            code = child.wait(timeout=limit_s)
+            code = _wait(child, log, limit_s, watch)
         except subprocess.TimeoutExpired:
             _stop_child(child)
             record = new_record(job)
@@ -170,8 +189,10 @@ def run_one(job: ProblemJob, log: Path, limit_s: float) -> dict[str, Any]:
 def run_suite(problems: list[Path], out: Path, template: ProblemJob,
               on_record: Callable[[int, dict[str, Any], list[dict[str, Any]]], None],
               on_start: Callable[[int, Path], None] = lambda i, p: None,
-              finished: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Run every problem in turn; call `on_record(i, record, records so far)` after each.
+              finished: dict[str, dict[str, Any]] | None = None,
+              on_phase: Callable[[int, Phase], None] | None = None) -> list[dict[str, Any]]:
+    """Run every problem in turn; call `on_record(i, record, records so far)` after each, and
+    `on_phase(i, phase)` every few seconds while one runs.
 
     `template` carries the shared settings; problem, workspace and result path are filled in
     per problem. A problem named in `finished` (a resumed set) keeps that record and does not
@@ -195,7 +216,9 @@ def run_suite(problems: list[Path], out: Path, template: ProblemJob,
         on_start(i, path)
         interrupted = None
         try:
-            record = run_one(job, logs / f"{name}.log", hard_limit_s(template.minutes))
+            record = run_one(job, logs / f"{name}.log", hard_limit_s(template.minutes),
+                             watch=None if on_phase is None else
+                             (lambda phase, i=i: on_phase(i, phase)))
         except SuiteInterrupted as stop:
             record, interrupted = stop.record, stop
         record.update(problem=name, log=str(logs / f"{name}.log"))

@@ -11,7 +11,7 @@ from typing import Any
 from autokernel.device import CPU_TIMING_NOTE
 from autokernel.kernelbench.problem import DONE, NO_TARGET
 from autokernel.kernelbench.scoring import THRESHOLDS, fast_p_table
-from autokernel.text import count_of, format_speedup
+from autokernel.text import count_of, format_ratio, format_speedup, markdown_cell
 
 TABLE_STEM = "results"
 TSV_COLUMNS = ("problem", "status", "correctness", "speedup_vs_eager", "speedup_vs_compile",
@@ -29,6 +29,9 @@ FIGURES_NOTE = (
     "the profiled shape.")
 OLDER_RECORD = "wall only (a record from before device times were kept)"
 BASELINE_LABELS = {"eager": "eager", "compile": "torch.compile"}
+# A problem given to the set that has not run (the set was interrupted before it): a row of the
+# table all the same, so the table counts every problem given.
+NOT_RUN = "not run"
 CPU_NOTE = f"{CPU_TIMING_NOTE}; torch.compile was not timed"
 
 
@@ -42,6 +45,20 @@ def with_figures(record: dict[str, Any]) -> dict[str, Any]:
             "wall_speedup_vs_eager": record.get("speedup_vs_eager"),
             "wall_speedup_vs_compile": record.get("speedup_vs_compile"),
             "speedup_vs_eager": None, "speedup_vs_compile": None, "compile_vs_eager": None}
+
+
+def with_problems_not_run(records: list[dict[str, Any]], names: list[str] | None
+                          ) -> list[dict[str, Any]]:
+    """`records`, then a `NOT_RUN` row for each of `names` that has none, in `names`' order."""
+    if names is None:
+        return records
+    by_name = {r.get("problem"): r for r in records}
+    return [by_name.get(name) or {
+        "problem": name, "status": NOT_RUN, "correct": False, "correctness": "–",
+        "speedup_vs_eager": None, "speedup_vs_compile": None, "compile_vs_eager": None,
+        "speedup_figure": "", "wall_speedup_vs_eager": None, "wall_speedup_vs_compile": None,
+        "targets": [], "notes": [], "stage": None, "reason": "the set stopped before it",
+        "seconds": None} for name in names] + [r for r in records if r.get("problem") not in names]
 
 
 def target_summary(target: dict[str, Any], verified: bool) -> str:
@@ -83,14 +100,15 @@ def fast_p_rows(records: list[dict[str, Any]]) -> list[list[str]]:
 
 
 def _md_row(cells: list[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
+    return "| " + " | ".join(markdown_cell(c) for c in cells) + " |"
 
 
 def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     where = meta.get("gpu") or meta["device"]
+    not_run = sum(r.get("status") == NOT_RUN for r in records)
     lines = [
-        f"# autokernel kernelbench: {count_of(len(records), 'problem')}, {meta['dtype']} on "
-        f"{where}",
+        f"# autokernel kernelbench: {count_of(len(records), 'problem')}"
+        + (f" ({not_run} not run yet)" if not_run else "") + f", {meta['dtype']} on {where}",
         "",
         (f"{meta['minutes_per_problem']:g} min of optimization per problem, agent "
          f"{meta['agent']}; autokernel {meta['versions'].get('autokernel', '?')} at commit "
@@ -104,10 +122,10 @@ def markdown(records: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     records = [with_figures(r) for r in records]
     for r in records:
         lines.append(_md_row([r["problem"], r["status"], r["correctness"],
-                              format_speedup(r["speedup_vs_eager"]),
-                              format_speedup(r["speedup_vs_compile"]),
-                              format_speedup(r["wall_speedup_vs_eager"]),
-                              format_speedup(r["wall_speedup_vs_compile"]),
+                              format_ratio(r["speedup_vs_eager"]),
+                              format_ratio(r["speedup_vs_compile"]),
+                              format_ratio(r["wall_speedup_vs_eager"]),
+                              format_ratio(r["wall_speedup_vs_compile"]),
                               optimized_cell(r), reason_cell(r)]))
     lines += [
         "",
@@ -134,10 +152,11 @@ def tsv(records: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def write_tables(out: Path, records: list[dict[str, Any]], meta: dict[str, Any]
-                 ) -> dict[str, Path]:
-    """results.md, results.json and results.tsv in `out`; their paths by format."""
-    records = [with_figures(r) for r in records]
+def write_tables(out: Path, records: list[dict[str, Any]], meta: dict[str, Any],
+                 problems: list[str] | None = None) -> dict[str, Path]:
+    """results.md, results.json and results.tsv in `out`; their paths by format. `problems`:
+    every problem given, by name, so those not run yet are rows too."""
+    records = [with_figures(r) for r in with_problems_not_run(records, problems)]
     paths = {ext: out / f"{TABLE_STEM}.{ext}" for ext in ("md", "json", "tsv")}
     paths["md"].write_text(markdown(records, meta), encoding="utf-8")
     document = {"meta": meta, "fast_p": fast_p_table(records), "problems": records}

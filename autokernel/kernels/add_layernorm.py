@@ -108,7 +108,8 @@ def add_layernorm_single_pass_kernel(
     h = tl.where(col_in_range[None, :], h.to(tl.float32) - pivot[:, None], 0.0)
     mean = tl.sum(h, axis=1) / n_cols
     centered = tl.where(col_in_range[None, :], h - mean[:, None], 0.0)
-    rstd = tl.rsqrt(tl.sum(centered * centered, axis=1) / n_cols + eps)
+    # tl.cast: under torch.compile Inductor passes a Python float as fp64
+    rstd = tl.rsqrt(tl.sum(centered * centered, axis=1) / n_cols + tl.cast(eps, tl.float32))
     weight = tl.load(weight_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
     bias = tl.load(bias_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
     y = centered * rstd[:, None] * weight[None, :] + bias[None, :]
@@ -148,7 +149,7 @@ def add_layernorm_two_pass_kernel(
         mean += delta * (chunk_count / total)
         sum_sq_dev += tl.sum(centered * centered, axis=1) + delta * delta * (seen * chunk_count
                                                                               / total)
-    rstd = tl.rsqrt(sum_sq_dev / n_cols + eps)
+    rstd = tl.rsqrt(sum_sq_dev / n_cols + tl.cast(eps, tl.float32))
 
     for start in range(0, n_cols, BLOCK_N):
         col_in_range = start + cols < n_cols

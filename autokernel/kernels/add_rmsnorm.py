@@ -83,7 +83,8 @@ def add_rmsnorm_single_pass_kernel(
     tl.store(h_ptr + out_rows[:, None] + cols[None, :], h, mask=store_mask)
 
     h = h.to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(h * h, axis=1) / n_cols + eps)
+    # tl.cast: under torch.compile Inductor passes a Python float as fp64
+    rstd = tl.rsqrt(tl.sum(h * h, axis=1) / n_cols + tl.cast(eps, tl.float32))
     weight = tl.load(weight_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
     y = h * rstd[:, None] * weight[None, :]
     tl.store(y_ptr + out_rows[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty),
@@ -113,7 +114,7 @@ def add_rmsnorm_two_pass_kernel(
                  mask=row_in_range[:, None] & col_in_range[None, :])
         h = h.to(tl.float32)
         sum_sq += h * h
-    rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / n_cols + eps)
+    rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / n_cols + tl.cast(eps, tl.float32))
 
     for start in range(0, n_cols, BLOCK_N):
         col_in_range = start + cols < n_cols

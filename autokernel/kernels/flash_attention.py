@@ -186,6 +186,9 @@ def flash_attention_kernel(
     BLOCK_DK: tl.constexpr, BLOCK_DV: tl.constexpr,
     DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE_OFFSETS: tl.constexpr,
 ):
+    # Under torch.compile Inductor passes a Python float as fp64, which would make the online
+    # softmax state (and acc) fp64; it stays fp32.
+    qk_scale = tl.cast(qk_scale, tl.float32)
     # Program order: a query block's output slices side by side (they read the same Q and K
     # blocks, so the later ones find them in L2), query blocks last first, then heads.
     query_blocks = tl.cdiv(seq_len, BLOCK_M)

@@ -89,7 +89,8 @@ def layernorm_single_pass_kernel(
     shifted = tl.where(col_in_range[None, :], x - pivot[:, None], 0.0)
     mean = tl.sum(shifted, axis=1) / n_cols
     centered = tl.where(col_in_range[None, :], shifted - mean[:, None], 0.0)
-    rstd = tl.rsqrt(tl.sum(centered * centered, axis=1) / n_cols + eps)
+    # tl.cast: under torch.compile Inductor passes a Python float as fp64
+    rstd = tl.rsqrt(tl.sum(centered * centered, axis=1) / n_cols + tl.cast(eps, tl.float32))
 
     weight = tl.load(weight_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
     bias = tl.load(bias_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
@@ -125,7 +126,7 @@ def layernorm_welford_kernel(
         delta = chunk_mean - mean
         mean += delta * (chunk_count / total)
         sum_sq_dev += chunk_sum_sq_dev + delta * delta * (seen * chunk_count / total)
-    rstd = tl.rsqrt(sum_sq_dev / n_cols + eps)
+    rstd = tl.rsqrt(sum_sq_dev / n_cols + tl.cast(eps, tl.float32))
 
     for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
         col_in_range = start + cols < n_cols

@@ -97,7 +97,8 @@ def rmsnorm_single_pass_kernel(
 
     x = tl.load(x_ptr + x_rows[:, None] + cols[None, :], mask=col_in_range[None, :],
                 other=0.0).to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + eps)
+    # tl.cast: under torch.compile Inductor passes a Python float as fp64
+    rstd = tl.rsqrt(tl.sum(x * x, axis=1) / n_cols + tl.cast(eps, tl.float32))
     weight = tl.load(weight_ptr + cols, mask=col_in_range, other=0.0).to(tl.float32)
     y = x * rstd[:, None] * weight[None, :]
     tl.store(y_ptr + y_rows[:, None] + cols[None, :], y.to(y_ptr.dtype.element_ty),
@@ -118,7 +119,7 @@ def rmsnorm_two_pass_kernel(
         x = tl.load(x_ptr + x_rows[:, None] + (start + cols)[None, :],
                     mask=(start + cols < n_cols)[None, :], other=0.0).to(tl.float32)
         sum_sq += x * x
-    rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / n_cols + eps)
+    rstd = tl.rsqrt(tl.sum(sum_sq, axis=1) / n_cols + tl.cast(eps, tl.float32))
 
     for start in tl.range(0, n_cols, BLOCK_N, num_stages=NUM_STAGES):
         col_in_range = start + cols < n_cols
@@ -151,7 +152,7 @@ def rmsnorm_axis_kernel(
         x = tl.load(x_columns + rs.to(tl.int64)[:, None] * stride_x_norm, mask=mask,
                     other=0.0).to(tl.float32)
         sum_sq += x * x
-    rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_norm + eps)
+    rstd = tl.rsqrt(tl.sum(sum_sq, axis=0) / n_norm + tl.cast(eps, tl.float32))
 
     for start in range(0, n_norm, BLOCK_R):
         rs = start + offsets

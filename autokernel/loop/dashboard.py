@@ -13,9 +13,13 @@ import sys
 import threading
 import time
 from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from autokernel.text import count_of, format_duration, format_latency, format_speedup
+from autokernel.loop.keep_figure import KeepChain, decision_text, paired_cell
+from autokernel.loop.results import sanitize
+from autokernel.tables import ABBREVIATIONS, Column, fit_table
+from autokernel.text import count_of, format_duration, format_speedup
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,8 +42,13 @@ class Dashboard(Protocol):
     def target_finished(self, state: RunState, target: TargetState) -> None: ...
 
 
-def _fmt(value: float | None, pattern: str, empty: str = "–") -> str:
-    return empty if value is None else pattern.format(value)
+# A target's status in state.json, as the dashboard and the run's first lines say it.
+STATUS_WORDS = {"pending": "not started", "active": "in progress", "done": "done",
+                "finishing": "finishing", "reopening": "reopening"}
+
+
+def status_text(status: str) -> str:
+    return STATUS_WORDS.get(status, status)
 
 
 def _time_left(seconds: float | None) -> str:
@@ -62,20 +71,16 @@ def phase_text(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
     return f"search, {not_kept_in_a_row} not kept in a row"
 
 
-def row_summary(row: ResultRow, not_kept_in_a_row: int | None = None) -> str:
-    """One line about an experiment: number, target, verdict and phase, figures, what was tried.
-    `not_kept_in_a_row` is the target's plateau count after this experiment."""
-    figures = []
-    if row.latency_us is not None:
-        figures.append(f"{row.latency_us:.1f} µs")
-    if row.objective_us is not None and row.latency_us is not None and (
-            abs(row.objective_us - row.latency_us) > 1e-9 * row.latency_us):
-        figures.append(f"{row.objective_us:.1f} µs weighted over the timed shapes")
-    if row.speedup_vs_pytorch is not None:
-        figures.append(f"{format_speedup(row.speedup_vs_pytorch)} eager")
-    if row.speedup_vs_compile is not None:
-        figures.append(f"{format_speedup(row.speedup_vs_compile)} compile")
-    detail = ", ".join(figures) or (row.reason[:80] if row.reason else row.correctness)
+def row_summary(row: ResultRow, not_kept_in_a_row: int | None = None,
+                best_level: float | None = None) -> str:
+    """One line about an experiment: number, target, verdict and phase, the keep rule's figure
+    (`decision_text`), what was tried. `not_kept_in_a_row` is the target's plateau count after
+    this experiment; `best_level` its best kernel × the baseline after a keep."""
+    detail = decision_text(row)
+    if row.status != "baseline" and row.correctness != "PASS":
+        detail = sanitize(detail, 100)
+    if row.status == "keep" and best_level is not None:
+        detail += f"; best now {format_speedup(best_level)} the baseline"
     phase = phase_text(row, not_kept_in_a_row)
     verdict = row.status.upper() + (f" [{phase}]" if phase else "")
     return f"exp {row.experiment} {row.tag} {verdict}: {detail} — {row.description}"
@@ -88,21 +93,27 @@ def best_figures(target: TargetState) -> tuple[float | None, float | None, float
     return best.get("latency_us"), best.get("speedup_vs_eager"), best.get("speedup_vs_compile")
 
 
-def target_summary(target: TargetState) -> str:
+def target_summary(target: TargetState, best_level: float | None = None) -> str:
+    """'12 experiments, 3 kept; best (exp 9) 1.52× the baseline (keep rule), 2.9× eager and
+    1.1× compile at the primary shape'."""
     _, eager, compiled = best_figures(target)
-    parts = [f"{count_of(target.experiments, 'experiment')}, {target.keeps} kept"]
-    if eager is not None:
-        parts.append(f"best {format_speedup(eager)} eager")
-    if compiled is not None:
-        parts.append(f"{format_speedup(compiled)} compile")
-    return ", ".join(parts)
+    text = f"{count_of(target.experiments, 'experiment')}, {target.keeps} kept"
+    if best_level is not None:
+        which = f" (exp {target.best.experiment})" if target.best is not None else ""
+        text += f"; best{which} {format_speedup(best_level)} the baseline (keep rule)"
+    at_shape = [f"{format_speedup(value)} {label}" for value, label
+                in ((eager, "eager"), (compiled, "compile")) if value is not None]
+    if at_shape:
+        text += f", {' and '.join(at_shape)} at the primary shape"
+    return text
 
 
 class PlainDashboard:
     """Log lines with a timestamp, for pipes, files and CI."""
 
-    def __init__(self, stream: Any = None) -> None:
+    def __init__(self, stream: Any = None, history: Iterable[Any] = ()) -> None:
         self.stream = stream
+        self.chain = KeepChain.of_rows(history)  # results.tsv so far (a resumed run's)
 
     def _print(self, text: str) -> None:
         stream = self.stream or sys.stdout
@@ -126,17 +137,42 @@ class PlainDashboard:
         self._print(f"target {target.tag}{visit}{budget}")
 
     def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
-        self._print(row_summary(row, target.consecutive_reverts))
+        self.chain.add(row)
+        self._print(row_summary(row, target.consecutive_reverts, self.chain.level(target.tag)))
 
     def target_finished(self, state: RunState, target: TargetState) -> None:
-        self._print(f"finished {target.tag}: {target_summary(target)} ({target.stop_reason})")
+        self._print(f"finished {target.tag}: "
+                    f"{target_summary(target, self.chain.level(target.tag))}; moved on: "
+                    f"{target.stop_reason}")
+
+
+# The live view's tables: figures and names never split, headers abbreviated on a narrow
+# terminal with their legend below (autokernel.tables).
+TARGET_COLUMNS = (
+    Column("target"), Column("status"),
+    Column("experiments", "exp", justify="right"), Column("kept", justify="right"),
+    Column("× baseline", "×base", justify="right", legend=ABBREVIATIONS["×base"]),
+    Column("× eager", "×eager", justify="right",
+           legend="the best kernel over eager PyTorch at the primary shape"),
+    Column("× compile", "×compile", justify="right",
+           legend="the best kernel over torch.compile at the primary shape"),
+    Column("% of peak", "%peak", justify="right"), Column("time", justify="right"),
+    Column("stop", wrap=True),
+)
+RECENT_COLUMNS = (
+    Column("exp", justify="right", keep_empty=True), Column("target"), Column("verdict"),
+    # explore: not counted by the plateau rule; search N: the Nth counted non-keep in a row
+    Column("phase"),
+    Column("× best (95% CI)", "×best", legend=ABBREVIATIONS["×best"]),
+    Column("what", wrap=True),
+)
 
 
 class LiveDashboard:
     """A rich Live view, redrawn on every event and a few times a second."""
 
     def __init__(self, console: Console, *, title: str, device: str, agent: str,
-                 timing_note: str = "", last_rows: int = 8) -> None:
+                 timing_note: str = "", last_rows: int = 8, history: Iterable[Any] = ()) -> None:
         self.console = console
         self.title = title
         self.device = device
@@ -146,6 +182,7 @@ class LiveDashboard:
         self.rows: deque[tuple[ResultRow, int]] = deque(maxlen=last_rows)
         self.messages: deque[str] = deque(maxlen=3)
         self.state: RunState | None = None
+        self.chain = KeepChain.of_rows(history)
         self._live: Any = None
         self._session_start = time.monotonic()
         self._session_experiments = 0
@@ -176,6 +213,7 @@ class LiveDashboard:
     def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
         with self._lock:
             self.state = state
+            self.chain.add(row)
             self.rows.append((row, target.consecutive_reverts))
             self._session_experiments += 1
 
@@ -189,13 +227,12 @@ class LiveDashboard:
 
     def _render(self) -> Any:
         from rich.console import Group
-        from rich.panel import Panel
-        from rich.table import Table
         from rich.text import Text
 
         state = self.state
         if state is None:
             return Text("starting…")
+        width = self.console.width
         elapsed = time.monotonic() - self._session_start
         rate = self._session_experiments / elapsed * 3600 if elapsed > 30 else None
         current = state.targets[state.current].tag if state.current is not None else "–"
@@ -204,71 +241,55 @@ class LiveDashboard:
             f"   device {self.device}   agent {self.agent}   target ",
             (current, "bold cyan"),
             f"   experiments {state.next_experiment}",
-            f" ({rate:.0f}/h)" if rate is not None else "",
+            f" ({rate:.0f} an hour)" if rate is not None else "",
             "   time left ",
             (_time_left(state.remaining_seconds), "bold"),
         )
-        from rich import box
-
-        # Fixed-width figures that never wrap, and the free text last: the view stays one line
-        # per target and per experiment on an 80-column terminal.
-        targets = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True,
-                        padding=(0, 1), collapse_padding=True)
-        targets.add_column("target", no_wrap=True, overflow="ellipsis", min_width=10)
-        widths = {"status": 7, "exp/kept": 8, "best": 8, "×eager": 7, "×compile": 8,
-                  "%peak": 5, "time": 7}
-        for column, width in widths.items():
-            targets.add_column(column, no_wrap=True, min_width=width,
-                               justify="left" if column == "status" else "right")
-        targets.add_column("stop", no_wrap=True, overflow="ellipsis", ratio=1)
+        target_rows, styles = [], []
         for position, t in enumerate(state.targets):
             best = t.best
-            latency, eager, compiled = best_figures(t)  # as results.tsv and the report
-            style = "bold cyan" if state.current == position else None
-            targets.add_row(
-                t.tag, t.status, f"{t.experiments}/{t.keeps}",
-                format_latency(latency),
+            _, eager, compiled = best_figures(t)  # as results.tsv and the report
+            level = self.chain.level(t.tag)
+            target_rows.append([
+                t.tag, status_text(t.status), str(t.experiments), str(t.keeps),
+                format_speedup(level) if level is not None else "–",
                 format_speedup(eager) if eager else "–",
                 format_speedup(compiled) if compiled else "–",
-                _fmt(best.pct_peak_best_known if best else None, "{:.0f}"),
+                f"{best.pct_peak_best_known:.0f}%" if best and best.pct_peak_best_known
+                is not None else "–",
                 format_duration(t.seconds), t.stop_rule or "",
-                style=style,
-            )
-        recent = Table(box=box.SIMPLE_HEAD, show_edge=False, pad_edge=False, expand=True,
-                       padding=(0, 1), collapse_padding=True)
-        recent.add_column("exp", no_wrap=True, justify="right", min_width=3)
-        recent.add_column("target", no_wrap=True, overflow="ellipsis", max_width=18)
-        recent.add_column("verdict", no_wrap=True, min_width=8)
-        # explore: not counted by the plateau rule; search N: the Nth counted non-keep in a row
-        recent.add_column("phase", no_wrap=True, min_width=7)
-        recent.add_column("latency", no_wrap=True, justify="right", min_width=8)
-        recent.add_column("×eager", no_wrap=True, justify="right", min_width=7)
-        recent.add_column("what", no_wrap=True, overflow="ellipsis", ratio=1)
+            ])
+            styles.append("bold cyan" if state.current == position else None)
         colors = {"keep": "green", "baseline": "blue", "revert": "white"}
+        recent_rows = []
         for row, not_kept_in_a_row in self.rows:
             counted = row.phase == "search" and row.status not in ("keep", "baseline")
-            recent.add_row(
+            figure = paired_cell(row) if row.status != "baseline" else ""
+            what = row.description if row.status in colors else \
+                f"{row.description} ({sanitize(row.reason, 100)})"
+            recent_rows.append([
                 str(row.experiment), row.tag,
                 Text(row.status, style=colors.get(row.status, "red")),
-                f"search {not_kept_in_a_row}" if counted else row.phase,
-                format_latency(row.latency_us),
-                format_speedup(row.speedup_vs_pytorch) if row.speedup_vs_pytorch else "–",
-                row.description if row.status in colors else f"{row.description} ({row.reason})",
-            )
+                f"search {not_kept_in_a_row}" if counted else row.phase, figure, what,
+            ])
         parts: list[Any] = [header]
         if self.timing_note:
             parts.append(Text(self.timing_note, style="yellow"))
-        parts += [targets, Panel(recent, title="last experiments", title_align="left")]
+        parts.append(fit_table(TARGET_COLUMNS, target_rows, width, row_styles=styles))
+        parts.append(Text(""))
+        parts.append(fit_table(RECENT_COLUMNS, recent_rows, width, title="last experiments"))
         parts += [Text(m, style="dim") for m in self.messages]
         parts.append(Text("Ctrl-C: stop after this experiment (twice: abort it)", style="dim"))
         return Group(*parts)
 
 
 def make_dashboard(console: Console, *, title: str, device: str, agent: str,
-                   timing_note: str = "", live: bool | None = None) -> Dashboard:
-    """The live view when the console is a terminal (or `live` says so), else log lines."""
+                   timing_note: str = "", live: bool | None = None,
+                   history: Iterable[Any] = ()) -> Dashboard:
+    """The live view when the console is a terminal (or `live` says so), else log lines.
+    `history`: the run's results.tsv rows so far, for a resumed run's figures."""
     use_live = console.is_terminal if live is None else live
     if use_live:
         return LiveDashboard(console, title=title, device=device, agent=agent,
-                             timing_note=timing_note)
-    return PlainDashboard(stream=console.file)
+                             timing_note=timing_note, history=history)
+    return PlainDashboard(stream=console.file, history=history)

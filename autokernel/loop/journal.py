@@ -24,10 +24,11 @@ from autokernel.harness.result import BenchResult
 from autokernel.loop.attempts import record_attempt
 from autokernel.loop.config import LoopConfig
 from autokernel.loop.context import Briefing
-from autokernel.loop.dashboard import Dashboard
+from autokernel.loop.dashboard import Dashboard, target_summary
 from autokernel.loop.judge import Judge
 from autokernel.loop.lessons import record_lesson
-from autokernel.loop.measure import measure, speedups_text
+from autokernel.loop.keep_figure import KeepChain
+from autokernel.loop.measure import measure
 from autokernel.loop.results import (COMMITTED_STATUSES, COUNTED_PHASE, ResultRow, ResultsLog,
                                      sanitize)
 from autokernel.loop.rows import commit_message, fields_of_flight, result_row, tunables_of
@@ -132,7 +133,7 @@ class Journal:
             if self.ws.read_kernel() != flight.source:
                 self.ws.write_kernel(flight.source)
             flight.commit = self.ws.commit_paths(
-                commit_message(target, flight, result, weights), [KERNEL_FILE])
+                commit_message(target, flight, result), [KERNEL_FILE])
             flight.phase = "committed"
             self.save()
         seconds = flight.seconds_before + (self.clock() - started)
@@ -218,10 +219,12 @@ class Journal:
             (self.ws.root / relative).write_text(self.ws.read_kernel(), encoding="utf-8")
             target.kernel_file = relative
             paths.append(relative)
-        summary = speedups_text(best) if best is not None and best.passed else "no passing kernel"
-        exp = f"best exp {best.experiment}, " if best is not None and best.passed else ""
+        summary = "no passing kernel"
+        if best is not None and best.passed:
+            level = KeepChain.of_rows(r for r in self.results.rows() if r["tag"] == target.tag)
+            summary = target_summary(target, level.level(target.tag))
         commit = self.ws.commit_paths(
-            sanitize(f"finish {target.tag}: {exp}{summary} — {target.stop_reason}", 300),
+            sanitize(f"finish {target.tag}: {summary} — {target.stop_reason}", 300),
             paths or [KERNEL_FILE],
         )
         self.state.head = commit

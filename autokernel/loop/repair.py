@@ -35,7 +35,9 @@ def repair(journal: Journal) -> None:
     flight = state.in_flight
     if flight is not None:  # an experiment that still needs its harness run
         journal.dashboard.message(
-            f"resuming experiment {flight.experiment} at phase {flight.phase}"
+            f"resuming experiment {flight.experiment}, which the interruption left "
+            + ("before the harness judged it: judging it now" if flight.phase == "written"
+               else "judged but not recorded: recording its verdict")
         )
         journal.continue_in_flight()
 

@@ -10,7 +10,8 @@ from typing import Any
 from autokernel.agents.base import Attempt, Proposal
 from autokernel.harness.result import BenchResult
 from autokernel.kernelfile import KernelFileError, parse_kernel_source
-from autokernel.loop.measure import measure, speedups_text
+from autokernel.loop.keep_figure import decision_text
+from autokernel.loop.measure import measure
 from autokernel.loop.results import COLUMNS, ResultRow, sanitize
 from autokernel.loop.state import InFlight, TargetState
 from autokernel.profiling.plan import Target
@@ -53,16 +54,26 @@ def tunables_of(source: str) -> dict[str, Any]:
         return {}
 
 
-def commit_message(target: TargetState, flight: InFlight, result: BenchResult,
-                   weights: Weights) -> str:
-    """"exp 7 01_softmax: BLOCK 256 — 41.2 µs (1.18× best, 2.9× eager)"."""
-    new = measure(result, flight.experiment, "", weights)
-    figures = speedups_text(new, None if flight.baseline else target.best)
+def commit_message(target: TargetState, flight: InFlight, result: BenchResult) -> str:
+    """"exp 7 01_softmax: BLOCK 256 — keep: 1.134× the best (95% CI 1.052–1.308×)": the keep
+    rule's own figure (`keep_figure.decision_text`); the baseline's latency and speedups at its
+    primary shape, labelled."""
+    vs_best = flight.vs_best or [None, None, None]
+    primary = result.timings[0].shape if result.timings else []
+    figures = decision_text({
+        "status": flight.verdict, "correctness": result.status.value,
+        "reason": flight.verdict_reason, "vs_best": vs_best[0], "vs_best_lo": vs_best[1],
+        "vs_best_hi": vs_best[2], "latency_us": result.latency_us,
+        "shape": "x".join(str(d) for d in primary),
+        "speedup_vs_pytorch": result.speedup_vs_eager,
+        "speedup_vs_compile": result.speedup_vs_compile,
+    })
     if not result.passed:
         figures = f"{result.status.value}: {result.reason}"
+    verdict = "" if flight.baseline else f"{flight.verdict}: "
     note = " [cpu interpreter timing]" if not result.timing_meaningful else ""
     return sanitize(f"exp {flight.experiment} {target.tag}: {flight.description} — "
-                    f"{figures}{note}", 400)
+                    f"{verdict}{figures}{note}", 400)
 
 
 def result_row(target: TargetState, plan_target: Target, experiment: int, fields: dict[str, Any],

@@ -37,6 +37,7 @@ from autokernel.ops.rowwise import (
 from autokernel.ops.spec import (
     AdversarialCase, Inputs, OpSpec, Shape, element_size, rows_and_width, sample,
 )
+from autokernel.profiling.graph_norms import add_norm_pattern
 from autokernel.profiling.residual_add import NormAfterAdd, residual_add_pattern
 from autokernel.profiling.site_routes import eps_mismatch
 
@@ -145,6 +146,7 @@ SPEC = OpSpec(
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
     patterns=(residual_add_pattern("add_layernorm", NORM),),
+    graph_patterns=(add_norm_pattern("add_layernorm", "layernorm"),),
     site_route=NORM.site_route,
     param_mismatch=eps_mismatch,
     outputs=2,

@@ -26,6 +26,7 @@ from autokernel.profiling.callsites import (
     _shape, _significant_unclaimed, _span,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_losses import find_cross_entropy, loss_notes_route
 from autokernel.profiling.site_routes import CALL, unrouted_loss_arguments
 
 DIMS = ("M", "V")
@@ -248,6 +249,9 @@ def _find_log_softmax_nll(ctx: Context) -> None:
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
     """F.cross_entropy is intercepted when the kernels take its arguments; log_softmax then
     nll_loss is not routed."""
+    why = loss_notes_route(dict(site.notes))
+    if why:
+        return why
     if site.aten_op != "aten::cross_entropy_loss":
         return "no: log_softmax + nll_loss (only F.cross_entropy is routed)"
     return unrouted_loss_arguments(dict(site.notes)) or CALL
@@ -293,6 +297,7 @@ SPEC = OpSpec(
     # F.cross_entropy rounds its loss to fp16/bf16 (relative 2^-11 / 2^-8), so the half-precision
     # tolerances stay at the defaults that both must meet.
     patterns=(_find_log_softmax_nll,),
+    graph_patterns=(find_cross_entropy,),
     site_route=_site_route,
     notes="mean over rows whose target is not -100, returned as a float32 scalar; "
     "FLOPs = 4·M·V (max, subtract, exp, sum); bytes = read logits + int64 targets, write 4 B.",

@@ -41,6 +41,7 @@ from autokernel.profiling.callsites import (
     _maybe_last_dim, _numel, _shape, _significant_unclaimed, _span,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_attention import attention_route, find_explicit_attention, find_sdpa
 from autokernel.profiling.site_routes import CALL, CHAIN
 
 # "large" multiplies q and k by this, so logits (q·k/sqrt(D)) are ~N(0, 9²) and softmax rows are
@@ -301,6 +302,9 @@ UNROUTED_SDPA = {"mask": "attn_mask", "kv_heads": "k/v heads differ from q's",
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
     """Explicit attention is deferred whole; SDPA is intercepted unless it has what the kernels
     do not take."""
+    notes, params = dict(site.notes), dict(site.params)
+    if "form" in notes:  # found in the data-flow graph, which says what verify cannot take
+        return attention_route(notes, params) or (CHAIN if notes["form"] == "chain" else CALL)
     if site.aten_op.startswith("softmax(QK^T)V"):
         return CHAIN
     notes, params = dict(site.notes), dict(site.params)
@@ -390,6 +394,7 @@ SPEC = OpSpec(
     # before the PV product (what every FlashAttention does), ~1/5 of the tolerance; fp32 with
     # ieee dots sits at ~1/5 of 1e-4 at the "large" distribution's sharp softmax.
     patterns=(_find_explicit_attention,),
+    graph_patterns=(find_sdpa, find_explicit_attention),
     site_route=_site_route,
     param_mismatch=_scale_mismatch,
     tolerances=dict(DEFAULT_TOLERANCES),

@@ -43,6 +43,7 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.gated_mlp import activation_mismatch, find_gated_mlp, gated_mlp_route
+from autokernel.profiling.graph_mlp import find_gated_mlp as find_gated_mlp_in_graph
 
 # "large" multiplies x by this, so the gate is ~N(0, 20²) and its tails pass ±88, where exp
 # overflows fp32 (a careless silu returns NaN). w_up and w_down are divided by it, so up and the
@@ -296,6 +297,7 @@ SPEC = OpSpec(
     bench_shapes=((2048, 4096, 11008), (4096, 4096, 14336), (16, 4096, 11008)),
     adversarial=ADVERSARIAL,
     patterns=(find_gated_mlp,),
+    graph_patterns=(find_gated_mlp_in_graph,),
     site_route=gated_mlp_route,
     param_mismatch=activation_mismatch,
     # Defaults hold at every width thanks to the fan-in scaling (module docstring). The largest

@@ -13,11 +13,13 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
 from autokernel.integrate.custom_ops import saved_inputs
-from autokernel.integrate.integration import CallRoute, Integration
+from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _refusal,
+    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _close, _only_argument,
+    _positional_arity, _probe_inputs, _probe_passes, _refusal,
 )
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
@@ -26,7 +28,10 @@ from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
 from autokernel.profiling.callsites import Context, Extracted, _arg, _numel, _shape
+from autokernel.profiling.canonical import gelu_of, region
 from autokernel.profiling.events import OpCall
+from autokernel.profiling.graph_match import GraphContext, whole_forward
+from autokernel.profiling.site_routes import CALL, MODULE
 
 DIMS = ("M", "N")
 APPROXIMATIONS = ("none", "tanh")
@@ -120,6 +125,50 @@ def _gelu_call_shape(op: OpCall, ctx: Context) -> Extracted:
     return {"M": _numel(x) // x[-1], "N": x[-1]}, params
 
 
+WRITTEN_OUT = "gelu(written out)"
+
+
+def _find_gelu_in_graph(gctx: GraphContext) -> None:
+    """F.gelu / nn.GELU with its `approximate` (which torch.profiler drops), and the erf and
+    tanh formulas written out (`canonical.gelu_of`), outermost call first."""
+    for node in reversed(gctx.graph.nodes):
+        if node.op not in ("gelu", "mul", "div") or gctx.is_claimed(node) or not node.outputs:
+            continue
+        found = gelu_of(gctx, node.outputs[0])
+        if found is None:
+            continue
+        nodes = region(gctx, node.outputs[0], {found.x})
+        x = gctx.shape(found.x)
+        if not nodes or not x or not x[-1]:
+            continue
+        label = WRITTEN_OUT if found.spelled_out else "aten::gelu"
+        params: dict[str, Any] = {"approximate": found.approximate}
+        if found.spelled_out and whole_forward(gctx, nodes):
+            # a GELU module's whole forward (minGPT's NewGELU), or the model's (KernelBench 88)
+            params["module"] = True
+        site = gctx.site("gelu", nodes, label, {"M": _numel(x) // x[-1], "N": x[-1]}, params,
+                         gctx.dtype(found.x))
+        gctx.claim(nodes, "gelu", site)
+
+
+def _site_route(site: Any, module_type: str | None, modules: Mapping[str, Any]) -> str:
+    """F.gelu and nn.GELU are intercepted; a formula written out is routed when it is a
+    module's whole forward (after a probe, `_recognize_gelu_module`), not inline."""
+    if site.aten_op == WRITTEN_OUT:
+        if dict(site.notes).get("module"):
+            return MODULE
+        return "no: written out inline (F.gelu, nn.GELU and GELU modules are routed)"
+    return CALL
+
+
+def _approximation_mismatch(site_params: Mapping[str, Any], shape: list[int],
+                            verified: Mapping[str, Any]) -> str | None:
+    """The route leaves calls of the other approximation to PyTorch."""
+    mine = site_params.get("approximate", "none")
+    theirs = verified.get("approximate", "none")
+    return None if mine == theirs else f"no: approximate={mine} (verified: {theirs})"
+
+
 SPEC = OpSpec(
     name="gelu",
     dims=DIMS,
@@ -138,6 +187,9 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     # F.gelu and nn.GELU (which calls it) reach the profiler as aten::gelu.
     aten_ops={"aten::gelu": AtenRule(_gelu_call_shape)},
+    graph_patterns=(_find_gelu_in_graph,),
+    site_route=_site_route,
+    param_mismatch=_approximation_mismatch,
     notes="elementwise GELU of x[M, N] (exact erf form unless approximate='tanh'); FLOPs = 8·M·N; "
     "bytes = read x + write y.",
 )
@@ -181,11 +233,43 @@ def _gelu_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     return _call_kernel(kernel, x, approximate)
 
 
+def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
+    """A module of the model's own code (not torch.nn's) with no parameters or children whose
+    forward(x) computes GELU in the kernel's form: minGPT's NewGELU, HF's GELU classes, a
+    KernelBench model that is the formula. nn.GELU is the call route's (it calls F.gelu)."""
+    if type(module).__module__.startswith("torch.") or any(True for _ in module.parameters()) \
+            or any(True for _ in module.children()) or _positional_arity(module) != 1:
+        return None
+    approximate = kernel.params.get("approximate", "none")
+
+    def computes_gelu() -> bool:
+        # F.gelu is the oracle, not kernel.reference: an exported module carries reference.py's
+        # oracles only, and GELU's lives in this op entry (its probe failed in every export).
+        x = _probe_inputs((3, 8), torch.ones((), dtype=torch.float32,
+                                             device=kernel.op.device_type))
+        return _close(kernel, module.forward(x), F.gelu(x, approximate=approximate))
+
+    return {"approximate": approximate} if _probe_passes(computes_gelu) else None
+
+
+def _gelu_module_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                         ) -> Outcome:
+    x = _only_argument(args, kwargs)
+    if x is None or x.numel() == 0:
+        return None, "arguments"
+    why = _refusal(route.kernel, x)
+    if why:
+        return None, why
+    return _call_kernel(route.kernel, x, route.details["approximate"])
+
+
 INTEGRATION = Integration(
     schema="(Tensor x, str approximate) -> Tensor",
     fake=lambda x, approximate: torch.empty_like(x, memory_format=torch.contiguous_format),
     backward="analytic",
     gradient=_gelu_gradient,
     call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), _gelu_call),)},
+    # GELU written out as a module's whole forward (after a probe).
+    module_route=ModuleRoute(_recognize_gelu_module, _gelu_module_forward, whole_forward=True),
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), "none"),
 )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -29,6 +31,7 @@ from autokernel.profiling.callsites import (
     Context, Extracted, SiteKey, _arg, _has_tensor, _norm_width, _numel, _shape,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_norms import norm_pattern, norm_route
 from autokernel.profiling.site_routes import MODULE, UNKNOWN, eps_mismatch
 
 DIMS = ("M", "N")
@@ -190,7 +193,11 @@ LAYERNORM_MODULE = "torch.nn.modules.normalization.LayerNorm"  # a ModuleInfo's 
 
 
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
-    """nn.LayerNorm is routed as a module; F.layer_norm elsewhere is not."""
+    """nn.LayerNorm is routed as a module; F.layer_norm elsewhere is not, nor a LayerNorm
+    written out (verify's module route takes nn.LayerNorm only)."""
+    norm = dict(site.notes).get("norm")
+    if norm is not None and site.aten_op != "aten::layer_norm":  # written out, in the graph
+        return norm_route("layernorm")(site) or "no: written out (only nn.LayerNorm is routed)"
     if module_type is None:
         return UNKNOWN
     return MODULE if module_type == LAYERNORM_MODULE else "no: F.layer_norm outside nn.LayerNorm"
@@ -215,6 +222,7 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_layernorm_shape)
               for name in ("aten::layer_norm", "aten::native_layer_norm")},
+    graph_patterns=(norm_pattern("layernorm"),),
     site_route=_site_route,
     param_mismatch=eps_mismatch,
     notes="layernorm over the last dim with affine weight and bias (eps 1e-5 unless the model "
@@ -229,10 +237,11 @@ SPEC = OpSpec(
 
 
 def _recognize_layernorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
+    """nn.LayerNorm, over its last dim or over several (KernelBench's LayerNorm over (C, H, W)):
+    the profiler's rows are then the flattened normalized dims, which the kernel normalizes as
+    one row with the flattened weight and bias, the same numbers."""
     if not isinstance(module, nn.LayerNorm):
         return None
-    if len(module.normalized_shape) != 1:
-        return "normalizes over more than the last dim"
     return {}
 
 
@@ -241,11 +250,14 @@ def _layernorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, A
     if x is None or x.ndim == 0:
         return None, "arguments"
     module = route.module
-    width = x.shape[-1]
-    weight = _ones_or(module.weight, route, "weight", width, x, 1.0)
-    bias = _ones_or(module.bias, route, "bias", width, x, 0.0)
-    if tuple(module.normalized_shape) != (width,):
+    normalized = tuple(module.normalized_shape)
+    if x.ndim < len(normalized) or tuple(x.shape[x.ndim - len(normalized):]) != normalized:
         return None, "shape"
+    width = math.prod(normalized)
+    flat_weight = module.weight.reshape(width) if module.weight is not None else None
+    flat_bias = module.bias.reshape(width) if module.bias is not None else None
+    weight = _ones_or(flat_weight, route, "weight", width, x, 1.0)
+    bias = _ones_or(flat_bias, route, "bias", width, x, 0.0)
     why = _refusal(route.kernel, x, weight, bias) or _unverified(route.kernel, "eps", module.eps)
     if why:
         return None, why

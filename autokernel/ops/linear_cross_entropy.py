@@ -26,6 +26,7 @@ from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.logits_chain import LINEARS, defer_linear, is_lm_head
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
+from autokernel.profiling.graph_losses import find_lm_head_loss as find_lm_head_loss_in_graph
 from autokernel.profiling.lm_head_loss import find_lm_head_loss, lm_head_loss_route
 
 DIMS = ("N", "D", "V")
@@ -208,6 +209,7 @@ SPEC = OpSpec(
     bench_shapes=((4096, 2048, 32000), (4096, 2048, 128256), (8192, 4096, 128256)),
     adversarial=ADVERSARIAL,
     patterns=(find_lm_head_loss,),
+    graph_patterns=(find_lm_head_loss_in_graph,),
     site_route=lm_head_loss_route,
     # Defaults: a kernel sums the products in float32 as the oracle does, from the same rounded
     # inputs; the stock path rounds its logits and loss to fp16/bf16 and still meets them.

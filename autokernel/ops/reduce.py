@@ -8,18 +8,24 @@ Over a dim that is not the last, a shape (M, N, K) is out[M, K] = x[M, N, K].sum
 where the row holds one, as torch.amax). Each op is a target of its own (the role: "" for sum,
 "mean", "amax"), verified at that op and routed only for that op's calls. A kernel file's
 `kernel_fn(x)` and `kernel_fn(x, axis)` stay valid for sums: the op is a trailing argument, passed
-only when it is not "sum". torch.max(x, dim) is not a reduce: it returns the indices too.
+only when it is not "sum". torch.max(x, dim) returns the indices too: it is an amax where they
+go unused (`.values`, `[0]`), and verify routes such a call only where the caller's code proves
+they do (`_indices_unused`).
 """
 
 from __future__ import annotations
 
+import dis
 import math
+import sys
 from collections.abc import Mapping
+from types import CodeType, FrameType
 from typing import Any
 
 import torch
 
 from autokernel import reference
+from autokernel.integrate.attention_chain import NOT_MINE
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
@@ -44,6 +50,7 @@ from autokernel.profiling.callsites import (
     Extracted, _arg, _numel, _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import OpCall
+from autokernel.profiling.graph_match import GraphContext
 
 DIMS = ("M", "N")
 
@@ -253,6 +260,23 @@ def _rule(reduction: str) -> AtenRule:
                     role=None if reduction == "sum" else (lambda op, ctx: reduction))
 
 
+def _find_max_values(gctx: GraphContext) -> None:
+    """torch.max(x, dim).values and torch.max(x, dim)[0] are an amax, when the indices go
+    unused (an argmax is another op)."""
+    for node in gctx.graph.nodes:
+        if node.op != "max" or gctx.is_claimed(node) or len(node.outputs) != 2 or \
+                gctx.graph.users(node.outputs[1]):
+            continue
+        op = gctx.root_op(node)
+        extracted = _reduction_shape(op, "amax") if op is not None else None
+        if extracted is None:
+            continue
+        named, params = extracted
+        site = gctx.site("reduce", [node], "aten::max", named, params,
+                         gctx.dtype(node.outputs[0]), role="amax")
+        gctx.claim([node], "reduce", site)
+
+
 def _op_tolerances(params: Mapping[str, Any]) -> Mapping[torch.dtype, Tolerance] | None:
     op = params.get("op", "sum")
     if op == "amax":
@@ -308,6 +332,7 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     # A reduction inside another op (aten::mean's sum) is not one the model asked for.
     aten_ops={"aten::sum": _rule("sum"), "aten::mean": _rule("mean"), "aten::amax": _rule("amax")},
+    graph_patterns=(_find_max_values,),
     axis_dim="K",
     tolerances={
         **DEFAULT_TOLERANCES,
@@ -393,13 +418,108 @@ def _reduction_call(reduction: str) -> Any:
     return call
 
 
+_amax_call = _reduction_call("amax")
+# torch.max(input, dim, keepdim=False) -> (values, indices), as torch.Tensor.max(dim, keepdim).
+_MAX_SIGNATURE = (("input", "dim", "keepdim"), (_REQUIRED, _REQUIRED, False))
+MAX_FUNCTIONS = (torch.max, torch.Tensor.max)
+# Where the caller of a torch.max reads only its values: (code, offset of the call) → bool.
+_VALUES_ONLY: dict[tuple[CodeType, int], bool] = {}
+_INSTRUCTIONS: dict[CodeType, list[dis.Instruction]] = {}
+
+
+def _caller(start: FrameType | None) -> FrameType | None:
+    """The frame that called the torch function, above the torch-function modes handling it
+    (the Router's, and any mode under it); None when torch's own code called it (its use of
+    the result is not the model's to prove)."""
+    frame = start
+    while frame is not None and frame.f_code.co_name == "__torch_function__":
+        frame = frame.f_back
+    if frame is None or frame.f_globals.get("__name__", "").split(".")[0] == "torch":
+        return None
+    return frame
+
+
+def _reads_only_values(code: CodeType, offset: int) -> bool:
+    """Does the code, right after the call at `offset`, keep the values of the (values, indices)
+    it returns and drop the indices: `[0]`, `.values`, or `v, i = ...` with `i` never read?"""
+    if code not in _INSTRUCTIONS:
+        _INSTRUCTIONS[code] = list(dis.get_instructions(code))
+    instructions = _INSTRUCTIONS[code]
+    at = next((i for i, ins in enumerate(instructions) if ins.offset == offset), None)
+    if at is None:
+        return False
+    following = instructions[at + 1:at + 4]
+    if not following:
+        return False
+    first = following[0]
+    if first.opname == "LOAD_ATTR" and first.argval == "values":
+        return True
+    if first.opname in ("LOAD_CONST", "LOAD_SMALL_INT") and type(first.argval) is int and \
+            first.argval == 0 and len(following) > 1:
+        second = following[1]
+        return second.opname == "BINARY_SUBSCR" or (second.opname == "BINARY_OP" and
+                                                     second.argrepr.endswith("[]"))
+    if first.opname == "UNPACK_SEQUENCE" and first.argval == 2:
+        stores = following[1:]
+        if stores and stores[0].opname == "STORE_FAST_STORE_FAST":
+            names = tuple(stores[0].argval)
+        elif len(stores) == 2 and all(s.opname == "STORE_FAST" for s in stores):
+            names = (stores[0].argval, stores[1].argval)
+        else:
+            return False
+        indices = names[-1]
+        if indices in code.co_cellvars:  # a closure may read it
+            return False
+        return not any(ins.opname.startswith("LOAD_FAST") and
+                       (ins.argval == indices or (isinstance(ins.argval, tuple) and
+                                                  indices in ins.argval))
+                       for ins in instructions)
+    return False
+
+
+def _indices_unused() -> bool:
+    """Whether the model's code that called torch.max provably drops the indices (see
+    `_reads_only_values`); read from the caller's bytecode at the call, once per call site."""
+    frame = _caller(sys._getframe(2))
+    if frame is None:
+        return False
+    key = (frame.f_code, frame.f_lasti)
+    if key not in _VALUES_ONLY:
+        _VALUES_ONLY[key] = _reads_only_values(*key)
+    return _VALUES_ONLY[key]
+
+
+def _max_values_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                     kwargs: Mapping[str, Any], stats: RouteStats) -> Outcome:
+    """torch.max(x, dim)'s values from the amax kernel, where the caller drops the indices: a
+    kernel computes the values alone, so it takes the call only when the result the caller
+    reads is exactly what it returns. The result is torch.max's (values, indices) named tuple
+    with None for the indices nothing reads. (Its gradient is amax's: shared among tied
+    maxima where torch.max gives it to one.)"""
+    bound = _bind(args, kwargs, *_MAX_SIGNATURE)
+    if bound is None or not isinstance(bound["dim"], int) or isinstance(bound["dim"], bool):
+        return None, NOT_MINE  # torch.max(x), or the elementwise torch.max(x, other)
+    if torch.compiler.is_compiling():
+        return None, _refusal(kernel, bound["input"]) or "torch.max under torch.compile"
+    if not _indices_unused():
+        return None, "torch.max(x, dim): its indices may be read"
+    values, why = _amax_call(kernel, torch.amax, (bound["input"], bound["dim"], bound["keepdim"]),
+                             {}, stats)
+    if why is not None:
+        return None, why
+    return torch.return_types.max((values, None)), None
+
+
 INTEGRATION = Integration(
     schema="(Tensor x, int axis=-1, str op='sum') -> Tensor",
     fake=_fake_reduce,
     backward="analytic",
     gradient=_reduce_gradient,
-    # One role per reduction ("" is the sum's): a kernel takes only its own op's calls.
-    call_routes={("" if r == "sum" else r): (CallRoute(tuple(SIGNATURES[r]), _reduction_call(r)),)
+    # One role per reduction ("" is the sum's): a kernel takes only its own op's calls; the
+    # amax kernel also takes torch.max(x, dim) where its indices go unused.
+    call_routes={("" if r == "sum" else r): (CallRoute(tuple(SIGNATURES[r]), _reduction_call(r)),
+                                             *((CallRoute(MAX_FUNCTIONS, _max_values_call),)
+                                               if r == "amax" else ()))
                  for r in OPS},
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype),),
 )

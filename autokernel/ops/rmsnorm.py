@@ -42,6 +42,7 @@ from autokernel.profiling.callsites import (
     _numel, _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_norms import norm_pattern, norm_route
 from autokernel.profiling.site_routes import MODULE, UNKNOWN, eps_mismatch
 
 DIMS = ("M", "N")
@@ -271,6 +272,12 @@ RMSNORM_MODULE = "torch.nn.modules.normalization.RMSNorm"  # a ModuleInfo's type
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
     """nn.RMSNorm and a hand-written RMSNorm module (the pattern above) are routed as modules
     (the latter after a probe); F.rms_norm elsewhere is not."""
+    norm = dict(site.notes).get("norm")
+    if norm is not None:  # found in the data-flow graph
+        why = norm_route("rmsnorm")(site)
+        if why:
+            return why
+        return MODULE if norm == "module" else "no: F.rms_norm outside nn.RMSNorm"
     if site.aten_op.startswith("rmsnorm(") or module_type == RMSNORM_MODULE:
         return MODULE
     return UNKNOWN if module_type is None else "no: F.rms_norm outside nn.RMSNorm"
@@ -296,6 +303,7 @@ SPEC = OpSpec(
     aten_ops={name: AtenRule(_rmsnorm_shape)
               for name in ("aten::rms_norm", "aten::_fused_rms_norm")},
     patterns=(_find_handwritten_rmsnorm,),
+    graph_patterns=(norm_pattern("rmsnorm"),),
     site_route=_site_route,
     param_mismatch=eps_mismatch,
     axis_dim="K",

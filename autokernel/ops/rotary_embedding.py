@@ -26,6 +26,7 @@ from autokernel.profiling.callsites import (
     _significant_unclaimed, _span,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_rope import find_rotary, rotary_notes_route
 from autokernel.profiling.site_routes import FUNCTION, MODULE, UNKNOWN
 
 DIMS = ("B", "H", "S", "D")
@@ -274,6 +275,9 @@ def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, Mo
     """A rotary module is routed as a module; RoPE inside another module is routed if it is a
     function rope(x, cos, sin) or (q, k, cos, sin) the module calls, not if it is written inline
     (the profile cannot tell)."""
+    why = rotary_notes_route(dict(site.notes))
+    if why:
+        return why
     if module_type is None:
         return UNKNOWN
     return MODULE if is_rotary_module_name(module_type.rsplit(".", 1)[-1]) else FUNCTION
@@ -317,6 +321,7 @@ SPEC = OpSpec(
     adversarial=ADVERSARIAL,
     # Rotate-half first: the module rule then reuses its claim as the module's call.
     patterns=(_find_rotate_half, _find_rotary_modules),
+    graph_patterns=(find_rotary,),
     site_route=_site_route,
     notes="rotate-half layout (HF LLaMA), cos/sin [S, D] with equal halves, D even; "
     "FLOPs = 3·B·H·S·D; bytes = read x + write out + read cos and sin once.",

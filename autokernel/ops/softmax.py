@@ -38,6 +38,9 @@ from autokernel.profiling.callsites import (
     Context, Extracted, SiteKey, _arg, _over_axis, _shape, _single_axis,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.canonical import region
+from autokernel.profiling.graph_attention import softmax_of
+from autokernel.profiling.graph_match import GraphContext
 from autokernel.profiling.site_routes import CALL
 
 DIMS = ("M", "N")
@@ -177,8 +180,31 @@ def _softmax_shape(op: OpCall, ctx: Context) -> Extracted:
     return _over_axis(x, axis)
 
 
+WRITTEN_OUT = "softmax(written out)"
+
+
+def _find_written_softmax(gctx: GraphContext) -> None:
+    """exp(x - max(x)) / sum(..) written out, over any one dim (`graph_attention.softmax_of`);
+    F.softmax is the single-op rule's."""
+    for node in gctx.graph.nodes:
+        if node.op not in ("div", "mul", "exp") or gctx.is_claimed(node) or not node.outputs:
+            continue
+        found = softmax_of(gctx, node.outputs[0])
+        if found is None:
+            continue
+        x, dim = found
+        nodes = region(gctx, node.outputs[0], {x})
+        if not nodes:
+            continue
+        named, params = _over_axis(gctx.shape(x), dim)
+        site = gctx.site("softmax", nodes, WRITTEN_OUT, named, params, gctx.dtype(x))
+        gctx.claim(nodes, "softmax", site)
+
+
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
     """The router intercepts softmax; a site whose profile names its dim is not over the last."""
+    if site.aten_op == WRITTEN_OUT:
+        return "no: written out (only torch, F and Tensor softmax are routed)"
     return "no: not over the last dim" if "dim" in dict(site.params) else CALL
 
 
@@ -200,6 +226,7 @@ SPEC = OpSpec(
     axis_dim="K",
     adversarial=ADVERSARIAL,
     aten_ops={name: AtenRule(_softmax_shape) for name in ("aten::softmax", "aten::_softmax")},
+    graph_patterns=(_find_written_softmax,),
     site_route=_site_route,
     notes="softmax over the last dim (or over dim 1 of x[M, N, K]); FLOPs = 5·M·N·K (max, "
     "subtract, exp, sum, scale); "

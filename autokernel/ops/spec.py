@@ -134,6 +134,11 @@ class OpSpec:
     type, run in this order. A type with patterns must be named in
     autokernel/profiling/patterns.PATTERN_ORDER, which says when they run relative to the other
     types' (an earlier pattern claims its ops first)."""
+    graph_patterns: tuple[Callable[..., None], ...] = ()
+    """Patterns over the recorded data-flow graph, (profiling.graph_match.GraphContext) -> None,
+    that claim calls as calls of this type whatever their spelling; run in
+    autokernel/profiling/patterns.GRAPH_PATTERN_ORDER on profiles that recorded a graph (the
+    `patterns` above run on those that did not)."""
     site_route: Callable[..., str] | None = None
     """(profiling.callsites.SiteKey, the type of the module the site was called in or None, the
     profile's {path: ModuleInfo}) -> how verify would splice a kernel in at this call site, in

@@ -224,11 +224,13 @@ Extractor = Callable[[OpCall, "Context"], Extracted]
 
 @dataclass
 class Claim:
-    """A pattern's verdict on a root op call: part of call `call` of `kernel_type` at `site`."""
+    """A pattern's verdict on a root op call: part of call `call` of `kernel_type` at `site`;
+    for "other" (part of an op no pattern recognized), `site` is None and `label` says what."""
 
     kernel_type: str
     call: tuple[str, int]
-    site: SiteKey
+    site: SiteKey | None
+    label: str = ""
 
 
 @dataclass
@@ -319,6 +321,11 @@ class Context:
               site: SiteKey) -> None:
         for op in ops:
             self.claims[op.id] = Claim(kernel_type, call, site)
+
+    def label_other(self, ops: Sequence[OpCall], label: str) -> None:
+        """The ops are "other" under `label`, whatever a single-op rule would make of them."""
+        for op in ops:
+            self.claims[op.id] = Claim(OTHER, ("op", op.id), None, label)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,7 +1,10 @@
 """Which kernel type each unit of measured time belongs to, and at what shape.
 
 Classification goes by op and module structure; kernel names are a last resort for kernels the
-profiler could not tie to an op. In order:
+profiler could not tie to an op. When the profile recorded the forward's data-flow graph
+(`recorder.py`), step 1 is the graph patterns instead (`OpSpec.graph_patterns`, run in
+`patterns.GRAPH_PATTERN_ORDER`: ops recognized by what they compute, `graph_match.py`), then the
+pieces of ops no pattern recognized are labeled "other" (`graph_fragments.py`). In order:
 
 1. Patterns that span several ops claim them as ONE call of one kernel type (each op entry's
    `OpSpec.patterns`, run in `patterns.PATTERN_ORDER`):
@@ -48,54 +51,81 @@ from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's AP
     MATMUL_ROLES, OTHER, Attribution, Context, SiteKey, _dtype, input_parameters, registry_dims,
     to_registry_shape,
 )
-from autokernel.profiling.events import OpCall, RecordedProfile
+from autokernel.profiling.events import OpCall, RecordedProfile, collection_paused
 from autokernel.profiling.op_rules import (  # noqa: F401 - the classifier's API
     OpRule, classify_kernel_name, op_rules,
 )
-from autokernel.profiling.patterns import patterns
+from autokernel.profiling.graph_fragments import label_fragments
+from autokernel.profiling.graph_match import GraphContext
+from autokernel.profiling.patterns import graph_patterns, patterns
 
 
 # ---------------------------------------------------------------------------------------------
 # Classifying every row
 
 
-def _launch_stack(ctx: Context, op_id: int) -> list[OpCall]:
-    """The op that launched a row and its enclosing op calls, outermost first."""
-    stack = []
+Found = tuple[str, OpCall, SiteKey]
+
+
+def _classify_op(ctx: Context, op: OpCall, is_root: bool) -> Found | None:
+    """The kernel type, op and site of one op's own rule, or None."""
+    rule = op_rules().get(op.name)
+    if rule is None or (rule.root_only and not is_root):
+        return None
+    extracted = rule.extract(op, ctx)
+    if extracted is None:
+        if rule.root_only:
+            return None  # e.g. a small sum: not a target
+        named, params = None, {}
+    else:
+        named, params = extracted
+    role = rule.role(op, ctx) if rule.role is not None else ""
+    site = ctx.site(rule.kernel_type, ctx.module_path(op), op.name, named, params,
+                    _dtype(op, ctx.record.dtype), role)
+    return rule.kernel_type, op, site
+
+
+def _classify_by_op(ctx: Context, op_id: int, found: dict[int, Found | None]) -> Found | None:
+    """The outermost op in the launch stack of `op_id` that a kernel type's rule takes.
+
+    `found` remembers each op's answer: an op's is its parent's when that one has one (the
+    outermost wins), else its own rule's. A recurrent forward's 100k ops then cost one rule
+    lookup each, not one per op above them.
+    """
+    ops = ctx.record.ops
+    chain = []
     current: int | None = op_id
-    while current is not None and current in ctx.record.ops:
-        stack.append(ctx.record.ops[current])
-        current = ctx.record.ops[current].parent
-    stack.reverse()
-    return stack
-
-
-def _classify_by_op(ctx: Context, stack: list[OpCall]) -> tuple[str, OpCall, SiteKey] | None:
-    for depth, op in enumerate(stack):
-        rule = op_rules().get(op.name)
-        if rule is None or (rule.root_only and depth > 0):
-            continue
-        extracted = rule.extract(op, ctx)
-        if extracted is None:
-            if rule.root_only:
-                continue  # e.g. a small sum: not a target
-            named, params = None, {}
-        else:
-            named, params = extracted
-        role = rule.role(op, ctx) if rule.role is not None else ""
-        site = ctx.site(rule.kernel_type, ctx.module_path(op), op.name, named, params,
-                        _dtype(op, ctx.record.dtype), role)
-        return rule.kernel_type, op, site
-    return None
+    while current is not None and current in ops and current not in found:
+        chain.append(current)
+        current = ops[current].parent
+    answer = found.get(current) if current is not None else None
+    for op_id in reversed(chain):  # outermost first
+        if answer is None:
+            op = ops[op_id]
+            answer = _classify_op(ctx, op, op.parent is None or op.parent not in ops)
+        found[op_id] = answer
+    return answer
 
 
 def classify_profile(record: RecordedProfile) -> list[Attribution]:
     """Classify every timed row of the profile; their times add up to the profile's total."""
+    with collection_paused():
+        return _classify(record)
+
+
+def _classify(record: RecordedProfile) -> list[Attribution]:
     ctx = Context.build(record)
-    for find in patterns():
-        find(ctx)
+    if record.graph is not None and record.graph.nodes:
+        gctx = GraphContext.build(record.graph, ctx)
+        for find in graph_patterns():
+            find(gctx)
+        label_fragments(gctx)
+    else:
+        for find in patterns():
+            find(ctx)
 
     memo: dict[int, tuple[str, tuple[str, int], SiteKey | None, str]] = {}
+    found: dict[int, Found | None] = {}
     attributions: list[Attribution] = []
     for index, row in enumerate(record.rows):
         if row.op is None or row.op not in record.ops:
@@ -112,18 +142,17 @@ def classify_profile(record: RecordedProfile) -> list[Attribution]:
             continue
         if row.op not in memo:
             root = ctx.root_of.get(row.op, row.op)
-            stack = _launch_stack(ctx, row.op)
             if root in ctx.claims:
                 claim = ctx.claims[root]
                 memo[row.op] = (claim.kernel_type, claim.call, claim.site,
-                                claim.site.aten_op)
+                                claim.label if claim.site is None else claim.site.aten_op)
             else:
-                found = _classify_by_op(ctx, stack)
-                if found is not None:
-                    kernel_type, op, site = found
+                taken = _classify_by_op(ctx, row.op, found)
+                if taken is not None:
+                    kernel_type, op, site = taken
                     memo[row.op] = (kernel_type, ("op", op.id), site, op.name)
                 else:
-                    memo[row.op] = (OTHER, ("op", root), None, stack[0].name)
+                    memo[row.op] = (OTHER, ("op", root), None, record.ops[root].name)
         kernel_type, call, site, label = memo[row.op]
         attributions.append(Attribution(kernel_type, row.time_us, call, site, label))
     return attributions

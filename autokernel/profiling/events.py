@@ -11,6 +11,8 @@ The model of a profile:
 - `ModuleCall`: one call of a submodule's forward (`path` is its qualified name, "" for the model).
 - `ModuleInfo`: what the classifier needs to know about a module: its class, its own parameters'
   shapes and scalar attributes such as `eps`.
+- `Graph`: the forward's data flow, call by call (`graph.py`); an `OpCall.node` names the call
+  whose profiler range the op ran in.
 - `TimedRow`: one unit of measured time, counted exactly once: a device kernel (or memcpy/memset) on
   a GPU, the self time of one op call on the CPU. `op` is the op call that launched it, the
   innermost one; None when the profiler could not tell.
@@ -20,10 +22,29 @@ Everything here is plain Python (no torch import), so it loads fast and round-tr
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+
+from autokernel.profiling.graph import Graph
+
+
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block. Reading or classifying a forward of
+    100k ops makes several objects per op, and each gen-2 collection meanwhile walks all of them
+    (half the time of a read); none of them forms a cycle."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 @dataclass
@@ -35,6 +56,7 @@ class OpCall:
     shapes: list[list[int]] = field(default_factory=list)  # one per input; [] for non-tensors
     dtypes: list[str] = field(default_factory=list)  # as the profiler spells them: "c10::Half"
     args: list[Any] = field(default_factory=list)  # scalar / scalar-list inputs, None elsewhere
+    node: int | None = None  # the model's torch call (graph node index) it ran in, if recorded
 
 
 @dataclass
@@ -73,6 +95,10 @@ class RecordedProfile:
     gpu: str | None = None
     time_source: str = ""  # what a row's time is: "device kernels" or "cpu op self time"
     versions: dict[str, str] = field(default_factory=dict)
+    # The first profiled forward's data-flow graph (`graph.py`); None when it was not recorded
+    # (an older recording, or a model the recorder could not follow).
+    graph: Graph | None = None
+    warmup: int | None = None  # forwards run before profiling; None in older recordings
 
     @property
     def total_us(self) -> float:
@@ -82,6 +108,7 @@ class RecordedProfile:
         data = asdict(self)
         data["ops"] = [asdict(op) for op in self.ops.values()]
         data["module_calls"] = [asdict(call) for call in self.module_calls.values()]
+        data["graph"] = self.graph.to_dict() if self.graph is not None else None
         return data
 
     def save(self, path: str | Path) -> None:
@@ -102,6 +129,8 @@ class RecordedProfile:
             gpu=data.get("gpu"),
             time_source=data.get("time_source", ""),
             versions=dict(data.get("versions", {})),
+            graph=Graph.from_dict(data["graph"]) if data.get("graph") else None,
+            warmup=data.get("warmup"),
         )
 
     @classmethod

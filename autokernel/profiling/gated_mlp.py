@@ -20,6 +20,7 @@ from autokernel.profiling.callsites import (
     Context, SiteKey, _arg, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
+from autokernel.profiling.graph_mlp import gated_mlp_notes_route
 from autokernel.profiling.site_routes import LINEAR_TYPES, MODULE, UNKNOWN
 
 # act(gate(x)) * up(x) evaluates gate, act, up; up(x) * act(gate(x)) evaluates up, gate, act.
@@ -102,6 +103,9 @@ def is_gated_mlp_module(modules: Mapping[str, ModuleInfo], path: str) -> bool:
 def gated_mlp_route(site: SiteKey, module_type: str | None,
                     modules: Mapping[str, ModuleInfo]) -> str:
     """fused_mlp's `OpSpec.site_route`: verify routes the MLP module, not loose linears."""
+    why = gated_mlp_notes_route(dict(site.notes))
+    if why:
+        return why
     if module_type is None:
         return UNKNOWN
     if is_gated_mlp_module(modules, site.module):

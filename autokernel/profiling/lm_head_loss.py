@@ -87,6 +87,8 @@ def lm_head_loss_route(site: SiteKey, module_type: str | None,
     """linear_cross_entropy's `OpSpec.site_route`: deferred whole (`integrate/logits_chain.py`)
     when the loss is F.cross_entropy's mean over targets not -100 and the head has no bias."""
     notes = dict(site.notes)
+    if notes.get("head") == "matmul":
+        return "no: the head is h @ W.T, not F.linear"
     if "loss" in notes:
         return f"no: {notes['loss']} (only F.cross_entropy is routed)"
     if notes.get("bias"):

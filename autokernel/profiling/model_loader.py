@@ -15,6 +15,7 @@ import hashlib
 import importlib.util
 import inspect
 import sys
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -43,6 +44,9 @@ class LoadedModel:
     class_name: str
     device: str
     dtype: torch.dtype
+    # Wall seconds of the check forward the loader ran (None: it ran none); a slow one is
+    # warm-up enough for the profiler.
+    forward_seconds: float | None = None
 
     @property
     def dtype_name(self) -> str:
@@ -138,6 +142,20 @@ def _prepare(value: Any, dtype: torch.dtype, device: str) -> Any:
     return value
 
 
+def _cast(model: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """Floating parameters and buffers to `dtype`; complex ones (a rotary `freqs_cis`) keep
+    their dtype, where `model.to(dtype)` would cast them to real and drop the imaginary part."""
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.is_floating_point():
+                param.data = param.data.to(dtype)
+        for module in model.modules():
+            for name, buffer in list(module.named_buffers(recurse=False)):
+                if buffer.is_floating_point():
+                    setattr(module, name, buffer.to(dtype))  # stays a buffer, as persistent
+    return model
+
+
 def call_forward(model: nn.Module, inputs: Sequence[Any] | Mapping[str, Any]) -> Any:
     if isinstance(inputs, Mapping):
         return model(**inputs)
@@ -204,7 +222,7 @@ def load_model_file(
         )
 
     try:
-        model = model.to(device=device, dtype=torch_dtype).eval()
+        model = _cast(model.to(device=device), torch_dtype).eval()
     except (Exception, SystemExit) as exc:
         raise ModelLoadError(
             f"moving {class_name} to {device} failed: {error_summary(exc)}") from None
@@ -213,7 +231,9 @@ def load_model_file(
 
     if check_forward:
         try:
+            start = time.perf_counter()
             run_forward(loaded)
+            loaded.forward_seconds = time.perf_counter() - start
         except (Exception, SystemExit) as exc:
             raise ModelLoadError(
                 f"the inputs from get_inputs() do not fit {class_name}.forward in {file}: "

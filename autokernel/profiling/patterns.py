@@ -9,6 +9,7 @@ from collections.abc import Callable
 from functools import lru_cache
 
 from autokernel.profiling.callsites import Context
+from autokernel.profiling.graph_match import GraphContext
 
 # A pattern claims the ops it matches and later patterns skip claimed ops, so where two could
 # match the same ops the earlier one wins. Every pattern runs before any single-op rule
@@ -38,6 +39,30 @@ PATTERN_ORDER: tuple[str, ...] = (
 )
 # The recorded profiles in tests/test_profiler.py pin what this order produces.
 
+# The same for the graph patterns (`OpSpec.graph_patterns`), which match by data flow: a pattern
+# that takes a whole larger op runs before the patterns of the ops inside it.
+GRAPH_PATTERN_ORDER: tuple[str, ...] = (
+    # An LM head and its loss: before the loss alone and before any matmul.
+    "linear_cross_entropy",
+    # Attention takes its softmax, its products, its mask's side branch and GQA repeats.
+    "flash_attention",
+    # The gated MLP takes its activation (a SiLU or GELU written out) and its three linears.
+    "fused_mlp",
+    # A residual add + norm before the norm alone; a LayerNorm before an RMSNorm, since a
+    # LayerNorm written out holds an RMS of its centered input.
+    "add_layernorm",
+    "add_rmsnorm",
+    "layernorm",
+    "rmsnorm",
+    "rotary_embedding",
+    "cross_entropy",
+    # The pointwise and reduction ops that larger ops are made of come last, so that they only
+    # take what no larger op holds.
+    "softmax",
+    "gelu",
+    "reduce",
+)
+
 
 @lru_cache(maxsize=None)
 def patterns() -> tuple[Callable[[Context], None], ...]:
@@ -54,3 +79,17 @@ def patterns() -> tuple[Callable[[Context], None], ...]:
                          "autokernel/profiling/patterns.PATTERN_ORDER: add them where they "
                          "should run")
     return tuple(find for name in PATTERN_ORDER for find in specs[name].patterns)
+
+
+@lru_cache(maxsize=None)
+def graph_patterns() -> tuple[Callable[[GraphContext], None], ...]:
+    """Every op entry's `OpSpec.graph_patterns`, type by type in GRAPH_PATTERN_ORDER."""
+    from autokernel.ops import all_specs
+
+    specs = all_specs()
+    unordered = [name for name, spec in specs.items()
+                 if spec.graph_patterns and name not in GRAPH_PATTERN_ORDER]
+    if unordered:
+        raise ValueError(f"kernel types {unordered} declare graph patterns but are not in "
+                         "autokernel/profiling/patterns.GRAPH_PATTERN_ORDER")
+    return tuple(find for name in GRAPH_PATTERN_ORDER for find in specs[name].graph_patterns)

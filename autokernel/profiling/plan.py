@@ -11,6 +11,10 @@ from typing import Any
 # a ceiling of 1 / 1e-16 = 9007199254740992x is "no limit" said badly.
 NEGLIGIBLE_SHARE = 1e-9
 
+# What ranks a plan's targets, for the delivery mode: "eager" (the model as written) or "compile"
+# (the model under torch.compile, when the compiled model was profiled).
+RANK_BY = ("eager", "compile")
+
 
 def amdahl_speedup(share: float, kernel_speedup: float = 2.0) -> float:
     """End-to-end speedup when work that takes `share` of the time gets `kernel_speedup`x faster.
@@ -23,10 +27,10 @@ def amdahl_speedup(share: float, kernel_speedup: float = 2.0) -> float:
 
 
 def format_speedup(speedup: float | None, digits: int = 2) -> str:
-    """"1.50x", and "∞" for an unbounded one (None or inf: no time left outside the targets)."""
+    """"1.50×", and "∞" for an unbounded one (None or inf: no time left outside the targets)."""
     if speedup is None or speedup == float("inf"):
         return "∞"
-    return f"{speedup:.{digits}f}x"
+    return f"{speedup:.{digits}f}×"
 
 
 @dataclass
@@ -69,6 +73,10 @@ class Target:
     role: str = ""
     # Its call sites' routes in one cell: "module", "call", "part: call; no: why", "no: why".
     route: str = ""
+    # Under torch.compile (`compiled.py`): the share of the compiled forward's time its ops still
+    # take, and that time per forward; None when the compiled model was not profiled.
+    compile_share: float | None = None
+    compile_ms: float | None = None
 
     @property
     def label(self) -> str:
@@ -93,6 +101,14 @@ class Plan:
     time_source: str = ""  # "device kernels" (GPU) or "cpu op self time"
     warmup: int = 0
     versions: dict[str, str] = field(default_factory=dict)  # python, torch, triton, cuda
+    # What ranks the targets (RANK_BY): their share of the eager forward, or of the compiled one.
+    rank_by: str = "eager"
+    # The compiled forward's measured time and what of it is no target's; None: not profiled.
+    compile_ms: float | None = None
+    compile_other_share: float | None = None
+    # What a reader should know of how the plan was made: a compile that failed, graph breaks,
+    # a splice check that could not run.
+    notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from autokernel.profiling.cpu_record import record_from_cpu, scalar_arguments
+from autokernel.profiling.graph import CALL_PREFIX
 from autokernel.profiling.events import (
     ModuleCall,
     ModuleInfo,
@@ -130,7 +132,7 @@ def _is_cpu(evt: Any) -> bool:
 def _is_annotation(evt: Any) -> bool:
     return bool(getattr(evt, "is_user_annotation", False)) or (
         _activity(evt) in ("user_annotation", "gpu_user_annotation")
-    )
+    ) or evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
 
 
 def _is_op(evt: Any) -> bool:
@@ -140,7 +142,7 @@ def _is_op(evt: Any) -> bool:
     activity = _activity(evt)
     if activity is not None:
         return activity == "cpu_op"
-    return "::" in evt.name and not evt.name.startswith(SCOPE_PREFIX)
+    return "::" in evt.name and not evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
 
 
 def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
@@ -151,14 +153,6 @@ def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:
         return activity in DEVICE_WORK_ACTIVITIES
     # Older torch: no activity type, but GPU-side copies of annotation ranges share their names.
     return evt.name not in annotation_names
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return str(value)
 
 
 def _span(evt: Any) -> tuple[float, float]:
@@ -183,21 +177,26 @@ def record_from_events(
     ops: dict[int, OpCall] = {}
     op_of_event: dict[int, int] = {}  # id(FunctionEvent) -> OpCall id
     scope_of_event: dict[int, int] = {}  # id(annotation FunctionEvent) -> ModuleCall id
+    call_of_event: dict[int, int] = {}  # id(call range FunctionEvent) -> graph node index
     annotation_names: set[str] = set()
 
-    def enclosing(evt: Any) -> tuple[int | None, list[int]]:
-        """The innermost enclosing op call and the module calls around it, outermost first."""
+    def enclosing(evt: Any) -> tuple[int | None, list[int], int | None]:
+        """The innermost enclosing op call, the module calls around it (outermost first) and
+        the innermost model call (graph node) whose range holds it."""
         parent_op: int | None = None
+        graph_node: int | None = None
         scopes: list[int] = []
         node = getattr(evt, "cpu_parent", None)
         while node is not None:
             if id(node) in scope_of_event:
                 scopes.append(scope_of_event[id(node)])
+            elif graph_node is None and id(node) in call_of_event:
+                graph_node = call_of_event[id(node)]
             elif parent_op is None and id(node) in op_of_event:
                 parent_op = op_of_event[id(node)]
             node = getattr(node, "cpu_parent", None)
         scopes.reverse()
-        return parent_op, scopes
+        return parent_op, scopes, graph_node
 
     # Parents start before their children, so one pass in start order sees every parent first.
     for evt in cpu_events:
@@ -207,10 +206,12 @@ def record_from_events(
                 call = ModuleCall(id=len(module_calls) + 1, path=evt.name[len(SCOPE_PREFIX):])
                 module_calls[call.id] = call
                 scope_of_event[id(evt)] = call.id
+            elif evt.name.startswith(CALL_PREFIX):
+                call_of_event[id(evt)] = int(evt.name[len(CALL_PREFIX):])
             continue
         if not _is_op(evt):
             continue
-        parent, scopes = enclosing(evt)
+        parent, scopes, graph_node = enclosing(evt)
         op = OpCall(
             id=len(ops) + 1,
             name=evt.name,
@@ -218,7 +219,8 @@ def record_from_events(
             scopes=scopes,
             shapes=[list(s) for s in (getattr(evt, "input_shapes", None) or [])],
             dtypes=[str(d) for d in (getattr(evt, "input_dtypes", None) or [])],
-            args=_jsonable(list(getattr(evt, "concrete_inputs", None) or [])),
+            args=scalar_arguments(getattr(evt, "concrete_inputs", None)),
+            node=graph_node,
         )
         ops[op.id] = op
         op_of_event[id(evt)] = op.id
@@ -299,7 +301,7 @@ NATIVE_PROFILER_CHATTER = ("USDT:", "STAGE:")
 
 
 @contextlib.contextmanager
-def _without_profiler_chatter() -> Iterator[None]:
+def without_profiler_chatter() -> Iterator[None]:
     """Run the block with fd 2 in a temporary file, then pass on every line but kineto's."""
     sys.stderr.flush()
     saved = os.dup(2)
@@ -319,53 +321,102 @@ def _without_profiler_chatter() -> Iterator[None]:
                 sys.stderr.flush()
 
 
+# A forward slower than this is not repeated for warm-up or profiled again: a recurrent model's
+# CPU forward runs tens of thousands of ops, and each profiled one costs seconds to parse.
+SLOW_FORWARD_S = 0.5
+
+
 def profile_model(
     loaded: LoadedModel,
     warmup: int = 3,
     iters: int = 5,
     trace_path: str | Path | None = None,
+    record_graph: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> RecordedProfile:
-    """Warm up, profile `iters` forwards, and record every kernel with its op and module."""
+    """Warm up, profile `iters` forwards, and record every kernel with its op and module, and
+    the first profiled forward's data-flow graph (`recorder.py`).
+
+    A forward that takes longer than SLOW_FORWARD_S is not warmed up again (the loader ran one,
+    else one warm-up runs) and is profiled once: its timings are long enough to be stable, and the profiler's
+    events of a forward of tens of thousands of ops take seconds to read. `record.iterations`
+    and `record.warmup` say how many ran. `progress(what)` hears what it is doing, now and then
+    (the CLI shows it on a terminal).
+    """
+    import time
+
     import torch
-    from torch.profiler import ProfilerActivity, profile
+    # torch.autograd.profiler, not torch.profiler: the latter imports torch._inductor on start
+    # (seconds), only to read a CUDA-graph setting.
+    from torch.autograd.profiler import profile
+
+    from autokernel.profiling.recorder import GraphRecorder
 
     device = loaded.device
     model = loaded.model
 
-    def forward() -> None:
+    def tell(what: str) -> None:
+        if progress is not None:
+            progress(what)
+
+    def reading(done: int, total: int) -> None:
+        tell(f"reading the profile: {done:,} of {total:,} events")
+
+    def forward() -> float:
+        start = time.perf_counter()
         call_forward(model, loaded.inputs)
         if device == "cuda":
             torch.cuda.synchronize()
+        return time.perf_counter() - start
 
-    activities = [ProfilerActivity.CPU]
-    if device == "cuda":
-        activities.append(ProfilerActivity.CUDA)
+    recorder = GraphRecorder(model, loaded.inputs) if record_graph else None
+    warmed = 0
+    profiled = 0
     with torch.no_grad():
-        for _ in range(warmup):
-            forward()
+        # The loader's check forward warmed the model up already, if it was a slow one.
+        slow = loaded.forward_seconds is not None and loaded.forward_seconds > SLOW_FORWARD_S
+        while warmed < warmup and not slow:
+            warmed += 1
+            tell(f"warm-up forward {warmed} of {warmup}")
+            if forward() > SLOW_FORWARD_S:
+                break
         with module_scopes(model):
-            # acc_events: one cycle either way, and without it torch warns on stderr that
-            # events are cleared between cycles (a line users read as a fault).
-            prof = profile(activities=activities, record_shapes=True, acc_events=True)
+            # One start and stop; its events are read only when asked for (function_events),
+            # which a CPU profile never does.
+            prof = profile(use_cpu=True, use_device="cuda" if device == "cuda" else None,
+                           record_shapes=True, use_kineto=True)
             # Only the start and the stop are muted: the model's own warnings stay live.
-            with _without_profiler_chatter():
+            with without_profiler_chatter():
                 prof.__enter__()
             try:
-                for _ in range(iters):
-                    forward()
+                while profiled < iters:
+                    tell(f"profiled forward {profiled + 1} of {iters}")
+                    scope = (recorder.forward(record=profiled == 0) if recorder is not None
+                             else contextlib.nullcontext())
+                    with scope:
+                        seconds = forward()
+                    profiled += 1
+                    if seconds > SLOW_FORWARD_S:
+                        break
             finally:
-                with _without_profiler_chatter():
+                with without_profiler_chatter():
                     prof.__exit__(None, None, None)
     if trace_path is not None:
         prof.export_chrome_trace(str(trace_path))
 
-    record = record_from_events(
-        prof.events(),
-        device=device,
-        dtype=loaded.dtype_name,
-        iterations=iters,
-        modules=describe_modules(model),
-    )
+    # On the CPU every event is a CPU one, which we read faster than torch (cpu_record.py); a
+    # GPU profile needs torch's device-kernel links.
+    if device == "cpu":
+        record = record_from_cpu(prof.kineto_results, dtype=loaded.dtype_name,
+                                 iterations=profiled, modules=describe_modules(model),
+                                 scope_prefix=SCOPE_PREFIX, progress=reading)
+    else:
+        tell("reading the profile")
+        record = record_from_events(prof.function_events, device=device,
+                                    dtype=loaded.dtype_name, iterations=profiled,
+                                    modules=describe_modules(model))
+    record.warmup = warmed
+    record.graph = recorder.finish() if recorder is not None else None
     record.versions = software_versions()
     if device == "cuda":
         record.gpu = torch.cuda.get_device_name()

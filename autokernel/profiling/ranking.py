@@ -9,7 +9,7 @@ benchmarked at its own shapes.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,17 +24,25 @@ from autokernel.profiling.callsites import axis_dim
 from autokernel.profiling.events import ModuleInfo, RecordedProfile
 from autokernel.profiling.plan import (
     NEGLIGIBLE_SHARE,
+    RANK_BY,
     CallSite,
     Plan,
     Target,
     amdahl_speedup,
     format_speedup,
 )
-from autokernel.profiling.routable import site_route, target_route, unverified_param
+from autokernel.profiling.routable import NO_OP, site_route, target_route, unverified_param
 from autokernel.text import count_of
 
 OTHER_OPS_LISTED = 10
-NO_TARGET_MESSAGE = "no optimizable kernel: none of the measured time is in the 9 kernel types"
+
+
+def no_target_message() -> str:
+    """What the plan says when no time is in any kernel type: their number from the registry."""
+    from autokernel.ops import KERNEL_TYPES
+
+    return ("no optimizable kernel: none of the measured time is in the "
+            f"{count_of(len(KERNEL_TYPES), 'kernel type')}")
 
 
 @dataclass
@@ -122,15 +130,24 @@ def _join_roleless(sites: dict[tuple[str, str], dict[SiteKey, _Tally]]) -> None:
         if role:
             continue
         peers = [key for key in sites if key[0] == kernel_type and key[1]]
-        if not peers:
+        # Only calls with no op are roleless by ignorance: a sum's role is "" by design (reduce
+        # gives its mean and amax targets of their own), and it never joins them.
+        unknown = {site: tally for site, tally in sites[(kernel_type, role)].items()
+                   if site.aten_op == NO_OP}
+        if not peers or not unknown:
             continue
         largest = max(peers, key=lambda key: sum(t.time_us for t in sites[key].values()))
-        for site, tally in sites.pop((kernel_type, role)).items():
+        for site, tally in unknown.items():
             sites[largest][site] = tally
+            del sites[(kernel_type, role)][site]
+        if not sites[(kernel_type, role)]:
+            del sites[(kernel_type, role)]
 
 
-def _rank(targets: list[Target], other_share: float) -> None:
-    """Ranks and Amdahl figures, in place.
+def _rank(targets: list[Target], other_share: float,
+          share_of: Callable[[Target], float] = lambda t: t.share) -> None:
+    """Ranks and Amdahl figures from `share_of` each target (its eager share unless ranked by the
+    compiled one), in place.
 
     The ceiling's leftover time is summed from what lies below each target ("other", then the
     lower-ranked targets), not taken as 1 minus the summed shares above it: with no "other" time
@@ -139,12 +156,12 @@ def _rank(targets: list[Target], other_share: float) -> None:
     """
     left = [other_share] * len(targets)
     for index in range(len(targets) - 2, -1, -1):
-        left[index] = left[index + 1] + targets[index + 1].share
+        left[index] = left[index + 1] + share_of(targets[index + 1])
     cumulative = 0.0
     for rank, target in enumerate(targets, start=1):
-        cumulative += target.share
+        cumulative += share_of(target)
         target.rank = rank
-        target.amdahl_2x = amdahl_speedup(target.share)
+        target.amdahl_2x = amdahl_speedup(share_of(target))
         target.cumulative_2x = amdahl_speedup(cumulative)
         rest = left[rank - 1]
         target.cumulative_limit = 1.0 / rest if rest > NEGLIGIBLE_SHARE else None
@@ -195,7 +212,7 @@ def build_plan(
         message = "the profiled forward recorded no measurable time"
     elif not targets:
         top = ", ".join(f"{o['op']} {o['share']:.0%}" for o in other_ops[:3])
-        message = f"{NO_TARGET_MESSAGE} (top: {top})"
+        message = f"{no_target_message()} (top: {top})"
 
     return Plan(
         model=model,
@@ -211,9 +228,30 @@ def build_plan(
         iterations=record.iterations,
         message=message,
         time_source=record.time_source,
-        warmup=warmup,
+        warmup=record.warmup if record.warmup is not None else warmup,
         versions=dict(record.versions),
     )
+
+
+def rank_plan(plan: Plan, rank_by: str) -> None:
+    """Rank the targets by their eager share ("eager") or by their share under torch.compile
+    ("compile"), with the Amdahl figures of that forward; in place. Ranking by the compiled
+    shares needs them (`compiled.add_compiled_shares`)."""
+    if rank_by not in RANK_BY:
+        raise ValueError(f"rank_by must be one of {', '.join(RANK_BY)}, not {rank_by!r}")
+    if rank_by == "compile" and plan.compile_ms is None:
+        raise ValueError("ranking by the compiled shares needs a profile of the compiled model")
+    plan.rank_by = rank_by
+    if rank_by == "eager":
+        plan.targets.sort(key=lambda t: -t.time_ms)
+        _rank(plan.targets, plan.other_share)
+        return
+
+    def compiled(target: Target) -> float:
+        return target.compile_share or 0.0
+
+    plan.targets.sort(key=lambda t: (-compiled(t), -t.time_ms))
+    _rank(plan.targets, plan.compile_other_share or 0.0, compiled)
 
 
 def _shape_dims(kernel_type: str, shapes: list[list[int]]) -> list[str]:
@@ -243,32 +281,66 @@ def format_params(params: dict[str, Any]) -> str:
 
 
 def plan_rows(plan: Plan, top: int | None = None) -> list[list[str]]:
-    """The table people read, one row per target then "other" (shared by rich and markdown)."""
+    """The table people read, one row per target then "other" (shared by rich and markdown),
+    in `plan_columns(plan)`."""
+    compiled = plan.compile_ms is not None
     rows = []
     for t in plan.targets[:top]:
         shapes = format_shape(t.dims, t.bench_shape)
         if len(t.shapes) > 1:
             shapes += f" (+{len(t.shapes) - 1} more)"
-        rows.append([
-            str(t.rank), t.label, f"{t.share:.1%}", f"{t.time_ms:.3f}", str(t.calls),
+        row = [str(t.rank), t.label, f"{t.share:.1%}"]
+        if compiled:
+            row.append(_compiled_share(t.compile_share))
+        row += [
+            f"{t.time_ms:.3f}", str(t.calls),
             shapes, t.dtype, format_params(t.params), t.route or "?",
             format_speedup(t.amdahl_2x, 3), format_speedup(t.cumulative_2x, 3),
             format_speedup(t.cumulative_limit),
-        ])
+        ]
+        rows.append(row)
     hidden = plan.targets[top:] if top is not None else []
     blank = [""] * (len(PLAN_COLUMNS) - 4)
     if hidden:
-        rows.append(["", count_of(len(hidden), "more target"),
-                     f"{sum(t.share for t in hidden):.1%}",
-                     f"{sum(t.time_ms for t in hidden):.3f}", *blank])
-    rows.append(["", OTHER, f"{plan.other_share:.1%}", f"{plan.other_ms:.3f}", *blank])
+        row = ["", count_of(len(hidden), "more target"), f"{sum(t.share for t in hidden):.1%}"]
+        if compiled:
+            row.append(_compiled_share(sum(t.compile_share or 0.0 for t in hidden)))
+        rows.append(row + [f"{sum(t.time_ms for t in hidden):.3f}", *blank])
+    row = ["", OTHER, f"{plan.other_share:.1%}"]
+    if compiled:
+        row.append(_compiled_share(plan.compile_other_share))
+    rows.append(row + [f"{plan.other_ms:.3f}", *blank])
     return rows
 
 
+def _compiled_share(share: float | None) -> str:
+    return "?" if share is None else f"{share:.1%}"
+
+
 # "verify splices": how `autokernel verify` would route the target's kernel into the model
-# (autokernel.profiling.routable); "no: why" is a target it cannot use.
+# (autokernel.profiling.splice_check, else the op entries' rules in routable.py); "no: why" is a
+# target it cannot use.
 PLAN_COLUMNS = ["#", "kernel type", "share", "ms/fwd", "calls", "bench shape", "dtype", "params",
                 "verify splices", "2x e2e", "cum. 2x", "ceiling"]
+COMPILED_COLUMN = "compiled"  # the share of the torch.compile'd forward, after the eager share
+
+
+def plan_columns(plan: Plan) -> list[str]:
+    """PLAN_COLUMNS, with the compiled share beside the eager one when the plan has it."""
+    if plan.compile_ms is None:
+        return list(PLAN_COLUMNS)
+    return [*PLAN_COLUMNS[:3], COMPILED_COLUMN, *PLAN_COLUMNS[3:]]
+
+
+def ranking_line(plan: Plan) -> str:
+    """What ranks the targets and what the Amdahl columns are of, for the plan's header."""
+    if plan.rank_by == "compile":
+        return (f"ranked by share under torch.compile ({plan.compile_ms:.3f} ms/forward "
+                "compiled); 2x e2e, cum. 2x and ceiling are of the compiled forward")
+    if plan.compile_ms is not None:
+        return (f"ranked by eager share; compiled: the share of the torch.compile'd forward "
+                f"({plan.compile_ms:.3f} ms/forward) its ops still take")
+    return "ranked by eager share"
 
 
 def format_markdown(plan: Plan, top: int | None = None) -> str:
@@ -280,8 +352,10 @@ def format_markdown(plan: Plan, top: int | None = None) -> str:
         f"{plan.total_ms:.3f} ms of {plan.time_source or 'measured time'} per forward "
         f"({plan.iterations} profiled forwards after {plan.warmup} warm-up). {versions}",
         "",
-        "| " + " | ".join(PLAN_COLUMNS) + " |",
-        "|" + "|".join("---" for _ in PLAN_COLUMNS) + "|",
+        _sentence(ranking_line(plan)),
+        "",
+        "| " + " | ".join(plan_columns(plan)) + " |",
+        "|" + "|".join("---" for _ in plan_columns(plan)) + "|",
     ]
     for row in plan_rows(plan, top):
         lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
@@ -294,7 +368,13 @@ def format_markdown(plan: Plan, top: int | None = None) -> str:
             f"`{o['op'][:60]}` {o['share']:.1%}" for o in plan.other_ops[:5])]
     if plan.message:
         lines += ["", f"**{plan.message}**"]
+    for note in plan.notes:
+        lines += ["", f"Note: {note}"]
     return "\n".join(lines) + "\n"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
 
 
 def _unrouted_sites(target: Target) -> str:

@@ -24,7 +24,7 @@ from typing import Any
 from autokernel.profiling.callsites import Context, SiteKey, _arg, _dtype, _numel, _shape
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.op_rules import op_rules
-from autokernel.profiling.site_routes import CHAIN
+from autokernel.profiling.graph_norms import fused_norm_route
 
 
 @dataclass(frozen=True)
@@ -39,11 +39,9 @@ class NormAfterAdd:
     def site_route(self, site: SiteKey, module_type: str | None,
                    modules: Mapping[str, ModuleInfo]) -> str:
         """The fused type's `OpSpec.site_route`: verify defers the add into the norm module it
-        feeds (`integrate/residual_norm.py`), and taps no norm outside a module."""
-        norm = dict(site.notes).get("norm", "module")
-        if norm == "module":
-            return CHAIN
-        return f"no: {norm} outside nn.{self.module_type.rsplit('.', 1)[-1]}"
+        feeds (`integrate/residual_norm.py`), and taps no norm outside a module; nor does it
+        defer an in-place add (`h += r`)."""
+        return fused_norm_route(site, self.function, self.module_type)
 
 
 RESIDUAL_ADDS = ("aten::add",)  # out of place only: `h += r` is not deferred by verify

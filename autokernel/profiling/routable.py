@@ -62,12 +62,19 @@ def unverified_param(kernel_type: str, site_params: Mapping[str, Any], shape: li
 
 
 def target_route(routes: Iterable[str]) -> str:
-    """One cell for a target: its sites' answer, "part: ..." when only some can be routed."""
+    """One cell for a target: its sites' answer, "part: ..." when only some can be routed (a
+    site of which only some calls are, "part: call; no: why", counts as both)."""
     distinct = list(dict.fromkeys(routes))
     if not distinct:
         return ""
     refused = [r for r in distinct if r.startswith("no")]
     taken = [r for r in distinct if not r.startswith("no")]
+    for route in [r for r in taken if r.startswith("part: ") and "; no" in r]:
+        word, _, why = route.removeprefix("part: ").partition("; ")
+        taken[taken.index(route)] = word
+        refused.append(why)
+    taken = list(dict.fromkeys(taken))
+    refused = list(dict.fromkeys(refused))
     if not refused:
         return " + ".join(taken)
     if not taken:

@@ -1,0 +1,134 @@
+"""Rotary embeddings on the data-flow graph, whatever the rotation's spelling.
+
+A rotation of x is a call whose output has x's shape and whose region (`canonical.region`)
+reads x and constant tables only, through slices, negations, concatenations, stacks, products
+and sums: rotate-half (`x·cos + rotate_half(x)·sin`), the two halves concatenated
+(`cat([x1·cos - x2·sin, x2·cos + x1·sin])`), GPT-J's interleaved pairs (`stack((-x2, x1), -1)
+.flatten(-2)`), or Meta's complex product (`view_as_real(view_as_complex(x) · freqs_cis)`).
+
+The layout comes from how the tables broadcast against x: a table that varies along dim 1 of a
+4-D x is [B, S, H, D], along dim 2 [B, H, S, D]. Site notes: `form` and `layout`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from autokernel.profiling.canonical import region
+from autokernel.profiling.graph import GraphNode, tensor_inputs
+from autokernel.profiling.graph_match import GraphContext, TRANSPARENT
+
+KERNEL_TYPE = "rotary_embedding"
+ROTATION_OPS = TRANSPARENT | {
+    "getitem", "chunk", "split", "narrow", "unbind", "neg", "cat", "stack", "mul", "add", "sub",
+    "view_as_complex", "view_as_real", "select",
+}
+ANCHORS = ("add", "sub", "cat", "flatten", "type_as", "to", "float", "view_as_real", "reshape",
+           "view")
+
+
+def _candidates(gctx: GraphContext, node: GraphNode, limit: int = 40) -> list[int]:
+    """The non-constant values of the anchor's shape that rotation-shaped calls behind it read,
+    earliest first: the rotated x is the earliest one the whole rotation is made from."""
+    out_shape = gctx.shape(node.outputs[0])
+    found: dict[int, int] = {}  # value -> its producer's position (-1: none)
+    pending = [node]
+    seen: set[int] = set()
+    while pending and len(seen) < limit:
+        current = pending.pop()
+        if id(current) in seen or current.op not in ROTATION_OPS:
+            continue
+        seen.add(id(current))
+        for value in tensor_inputs(current):
+            known = gctx.value(value)
+            if known is None or known.constant:
+                continue
+            producer = gctx.producer(value)
+            if known.shape == out_shape:
+                found[value] = producer.index if producer is not None else -1
+            if producer is not None and not gctx.is_claimed(producer):
+                pending.append(producer)
+    return sorted(found, key=found.get)
+
+
+def _form(nodes: list[GraphNode]) -> str | None:
+    ops = {n.op for n in nodes}
+    if "view_as_complex" in ops and "view_as_real" in ops:
+        return "complex"
+    if "mul" not in ops:
+        return None
+    if "stack" in ops:
+        return "interleaved"
+    if "cat" in ops and "neg" in ops:
+        return "rotate_half"
+    if "cat" in ops and "sub" in ops:
+        return "cat halves"
+    return None
+
+
+def _layout(gctx: GraphContext, nodes: list[GraphNode], x_shape: list[int]) -> str:
+    """BHSD or BSHD, from the dim along which a constant table varies."""
+    for node in nodes:
+        if node.op != "mul":
+            continue
+        for value in tensor_inputs(node):
+            found = gctx.value(value)
+            if found is None or not found.constant or len(found.shape) < 2:
+                continue
+            table = [1] * (len(x_shape) - len(found.shape)) + list(found.shape)
+            if len(table) != len(x_shape) or len(x_shape) != 4:
+                continue
+            if table[1] > 1 and table[2] == 1:
+                return "BSHD"
+            if table[2] > 1:
+                return "BHSD"
+    return "BHSD"
+
+
+def _rotation(gctx: GraphContext, node: GraphNode) -> tuple[int, list[GraphNode], str] | None:
+    """(x, the calls, the form) of a rotation of x that ends at `node`."""
+    for x in _candidates(gctx, node):
+        nodes = region(gctx, node.outputs[0], {x})
+        if not nodes or any(n.op not in ROTATION_OPS for n in nodes
+                            if not all(gctx.value(v).constant for v in n.outputs if v)):
+            continue
+        form = _form(nodes)
+        if form is not None:
+            return x, nodes, form
+    return None
+
+
+def find_rotary(gctx: GraphContext) -> None:
+    for node in reversed(gctx.graph.nodes):
+        if node.op not in ANCHORS or gctx.is_claimed(node) or not node.outputs:
+            continue
+        found = _rotation(gctx, node)
+        if found is None:
+            continue
+        x, nodes, form = found
+        x_shape = gctx.shape(x)
+        if len(x_shape) < 3:
+            continue
+        layout = _layout(gctx, nodes, x_shape)
+        padded = [1] * (4 - len(x_shape)) + list(x_shape) if len(x_shape) < 4 else x_shape
+        b, first, second, d = padded[0], padded[-3], padded[-2], padded[-1]
+        named = ({"B": b, "H": second, "S": first, "D": d} if layout == "BSHD" else
+                 {"B": b, "H": first, "S": second, "D": d})
+        params: dict[str, Any] = {"form": form}
+        if layout == "BSHD":
+            params["layout"] = layout
+        # The site is where the rotation runs, not where its cos/sin tables were sliced (a
+        # model's forward that hands them to its blocks).
+        work = [n for n in nodes if not all(gctx.value(v).constant for v in n.outputs if v)]
+        site = gctx.site(KERNEL_TYPE, work or nodes, f"rope({form})", named, params,
+                         gctx.dtype(x))
+        gctx.claim(nodes, KERNEL_TYPE, site)
+
+
+def rotary_notes_route(notes: dict[str, Any]) -> str | None:
+    form = notes.get("form")
+    if form == "complex":
+        return "no: a complex rotation (view_as_complex · freqs_cis), not rope(x, cos, sin)"
+    if form == "interleaved":
+        return "no: interleaved pairs (GPT-J), not rotate-half"
+    return None

@@ -1,0 +1,21 @@
+"""torch.max(x, dim=self.dim)[0] (KernelBench 49)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+EXPECTED = {'kernel_type': 'reduce', 'params': {'op': 'amax'}, 'calls': 1, 'route': 'call'}
+
+class Model(nn.Module):
+    def __init__(self, dim=-1):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, x):
+        return torch.max(x, dim=self.dim)[0]
+
+
+def get_inputs():
+    return [torch.rand(128, 1024)]

@@ -1,0 +1,34 @@
+"""RMSNorm as Meta's llama writes it: _norm(x.float()).type_as(x) * weight."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+EXPECTED = {'kernel_type': 'rmsnorm', 'params': {'eps': 1e-06}, 'calls': 1}
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def _norm(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
+
+    def forward(self, x):
+        return self._norm(x.float()).type_as(x) * self.weight
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = RMSNorm(64)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def get_inputs():
+    return [torch.randn(2, 16, 64)]

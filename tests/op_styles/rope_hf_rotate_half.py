@@ -1,0 +1,49 @@
+"""HF rotate_half + apply_rotary_pos_emb on q and k with cos/sin from a rotary module (unsqueeze_dim=1)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+EXPECTED = {'kernel_type': 'rotary_embedding', 'params': {'form': 'rotate_half'}, 'calls': 2}
+
+def rotate_half(x):
+    x1 = x[..., : x.shape[-1] // 2]
+    x2 = x[..., x.shape[-1] // 2:]
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary_pos_emb(q, k, cos, sin, unsqueeze_dim=1):
+    cos = cos.unsqueeze(unsqueeze_dim)
+    sin = sin.unsqueeze(unsqueeze_dim)
+    q_embed = (q * cos) + (rotate_half(q) * sin)
+    k_embed = (k * cos) + (rotate_half(k) * sin)
+    return q_embed, k_embed
+
+
+class RotaryEmbedding(nn.Module):
+    def __init__(self, dim=16, base=10000.0):
+        super().__init__()
+        inv_freq = 1.0 / (base ** (torch.arange(0, dim, 2).float() / dim))
+        self.register_buffer("inv_freq", inv_freq, persistent=False)
+
+    def forward(self, x, position_ids):
+        freqs = (self.inv_freq[None, :, None] * position_ids[:, None, :].float()).transpose(1, 2)
+        emb = torch.cat((freqs, freqs), dim=-1)
+        return emb.cos().to(x.dtype), emb.sin().to(x.dtype)
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rotary_emb = RotaryEmbedding()
+
+    def forward(self, q, k):
+        position_ids = torch.arange(q.shape[2])[None]
+        cos, sin = self.rotary_emb(q, position_ids)
+        return apply_rotary_pos_emb(q, k, cos, sin)
+
+
+def get_inputs():
+    return [torch.randn(2, 4, 12, 16), torch.randn(2, 4, 12, 16)]
