@@ -39,10 +39,16 @@ def main() -> int:
         for kernel in args.kernels:
             path = starter_path(kernel)
             runs = []
-            for _ in range(args.repeats + 1):  # the first call fills the baseline cache
-                runs.append(run_bench(path, device=args.device, quick=not args.full,
-                                      cache_dir=Path(tmp) / kernel,
-                                      incumbent=None if args.no_incumbent else path))
+            for call in range(args.repeats + 1):  # the first call fills the baseline cache
+                run = run_bench(path, device=args.device, quick=not args.full,
+                                cache_dir=Path(tmp) / kernel,
+                                incumbent=None if args.no_incumbent else path)
+                runs.append(run)
+                # each call said as it ends, so a run stopped by a time limit keeps its figures
+                phases = ", ".join(f"{k} {v:.2f}" for k, v in run.phase_seconds.items())
+                print(f"  {kernel} call {call}: {run.harness_seconds:.2f} s {run.status.value} "
+                      f"({phases}){'' if run.status.value == 'PASS' else ': ' + run.reason}",
+                      flush=True)
             timed = runs[1:] or runs
             seconds = sorted(r.harness_seconds for r in timed)
             middle = statistics.median(seconds)

@@ -56,6 +56,14 @@ CANDIDATE = textwrap.dedent('''
 ''')
 
 
+@pytest.fixture(scope="module")
+def judge_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The judge's own cache (its compiled-stock baselines), shared by this module's runs as a
+    night's experiments share it: each run would otherwise compile and time every baseline
+    again. Each candidate process still gets a private, fresh cache of its own."""
+    return tmp_path_factory.mktemp("judge-cache")
+
+
 def _gpu() -> torch.device:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
@@ -124,10 +132,10 @@ GPU_CASES = [
 @pytest.mark.parametrize("name,status,rule,text", GPU_CASES,
                          ids=[c[0].removesuffix(".py") for c in GPU_CASES])
 def test_red_team_on_the_gpu(name: str, status: Status, rule: str | None, text: str,
-                             tmp_path: Path) -> None:
+                             judge_cache: Path) -> None:
     _gpu()
     result = run_bench(RED_TEAM / name, device="cuda", quick=True, static_scan=False,
-                       cache_dir=tmp_path / "cache", timeout_s=600)
+                       cache_dir=judge_cache, timeout_s=600)
     assert result.status is status, result.reason
     assert rule is None or result.rule == rule, result.reason
     assert text in result.reason, result.reason
@@ -138,10 +146,10 @@ def test_red_team_on_the_gpu(name: str, status: Status, rule: str | None, text: 
     ("honest_softmax_control.py", "incumbent_slows_challenger.py"),
 ])
 def test_incumbent_and_challenger_cannot_reach_each_other_on_the_gpu(
-        challenger: str, incumbent: str, tmp_path: Path) -> None:
+        challenger: str, incumbent: str, judge_cache: Path) -> None:
     _gpu()
     result = run_bench(RED_TEAM / challenger, device="cuda", quick=True, static_scan=False,
-                       cache_dir=tmp_path / "cache", timeout_s=600,
+                       cache_dir=judge_cache, timeout_s=600,
                        incumbent=RED_TEAM / incumbent)
     assert result.status is Status.PASS, result.reason
     timing = result.timings[0]

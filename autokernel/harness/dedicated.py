@@ -36,6 +36,21 @@ class _IpcHandle(ctypes.Structure):
     _fields_ = [("reserved", ctypes.c_char * IPC_HANDLE_BYTES)]
 
 
+def handle_bytes(handle: _IpcHandle) -> bytes:
+    """The handle's whole 64 bytes. (Its c_char array field reads as bytes cut at the first
+    NUL, and handles hold zeros: such a cut handle never opened.)"""
+    return ctypes.string_at(ctypes.addressof(handle), IPC_HANDLE_BYTES)
+
+
+def ipc_handle(raw: bytes) -> _IpcHandle:
+    """The driver's handle structure holding these 64 bytes."""
+    if len(raw) != IPC_HANDLE_BYTES:
+        raise DedicatedMemoryError("a memory handle of the wrong size")
+    handle = _IpcHandle()
+    ctypes.memmove(ctypes.addressof(handle), raw, IPC_HANDLE_BYTES)
+    return handle
+
+
 @functools.cache
 def _driver() -> Any:
     for name in ("libcuda.so.1", "libcuda.so"):
@@ -90,7 +105,7 @@ class DedicatedBuffer:
         handle = _IpcHandle()
         _check(_driver().cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(self.pointer)),
                "cuIpcGetMemHandle")
-        self.handle = bytes(handle.reserved)
+        self.handle = handle_bytes(handle)
         self.freed = False
 
     def tensor(self, dtype: torch.dtype, size: list[int], stride: list[int],
@@ -117,13 +132,10 @@ class OpenedBuffer:
     """The candidate's mapping of one judge allocation; `close` unmaps it."""
 
     def __init__(self, handle: bytes, nbytes: int, device: torch.device) -> None:
-        if len(handle) != IPC_HANDLE_BYTES:
-            raise DedicatedMemoryError("a memory handle of the wrong size")
+        raw = ipc_handle(handle)
         torch.cuda.current_stream(device)
         self.device = device
         self.nbytes = nbytes
-        raw = _IpcHandle()
-        raw.reserved = handle
         pointer = ctypes.c_uint64()
         _check(_driver().cuIpcOpenMemHandle_v2(ctypes.byref(pointer), raw,
                                                ctypes.c_uint(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)),
