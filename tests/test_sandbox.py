@@ -780,3 +780,19 @@ def test_a_triton_kernel_compiles_and_launches_on_the_gpu_inside(tmp_path: Path)
     assert report["right"] is True, report
     assert report["denied"] == {"exec": True, "inet": True, "write": True}, report
     assert not (tmp_path / "outside.txt").exists()
+
+
+def test_the_c_compilers_own_libraries_are_readable_in_the_sandbox() -> None:
+    """A compiler outside /usr (/opt/gcc on the GPU machine) found no -lgcc inside the sandbox:
+    its install and search directories are in the candidate's reads on a GPU."""
+    from autokernel.harness.sandbox import candidate_readable
+    from autokernel.harness.sandbox.compiler import toolchain_reads
+
+    compiler = os.environ.get("CC") or shutil.which("gcc")
+    if compiler is None:
+        pytest.skip("no C compiler here")
+    libgcc = Path(subprocess.run([compiler, "-print-libgcc-file-name"], capture_output=True,
+                                 text=True, check=True).stdout.strip()).resolve()
+    assert any(libgcc.is_relative_to(d) for d in toolchain_reads()), (libgcc, toolchain_reads())
+    readable = candidate_readable(Path("/tmp"), "cuda")
+    assert any(libgcc.is_relative_to(d) for d in readable)

@@ -3,6 +3,7 @@ and the probe that a sandboxed process can still build a launcher."""
 
 from __future__ import annotations
 
+import functools
 import os
 import shlex
 import shutil
@@ -63,6 +64,37 @@ def unwrapped_c_compiler() -> tuple[str, dict[str, str]] | None:
         except (OSError, subprocess.SubprocessError):
             return None
         return (real, env) if built.returncode == 0 and library.is_file() else None
+
+
+@functools.cache
+def toolchain_reads() -> tuple[Path, ...]:
+    """What Triton's C compiler reads when it builds a launcher: the install prefix of each
+    compiler it may run (`CC` or gcc/clang on PATH, and the real one behind a wrapper script)
+    and every directory the compiler searches for programs and libraries (libgcc, crt files,
+    `as`, `collect2`). A compiler outside /usr (`/opt/gcc` on a GPU machine) needs them, or its
+    linker finds no `-lgcc` inside the sandbox."""
+    named = os.environ.get("CC") or shutil.which("gcc") or shutil.which("clang")
+    compilers = {shutil.which(named)} if named else set()
+    unwrapped = unwrapped_c_compiler()
+    if unwrapped is not None:
+        compilers.add(unwrapped[0])
+    found: set[Path] = set()
+    for compiler in filter(None, compilers):
+        program = Path(compiler).resolve()
+        if program.parent.name == "bin":
+            found.add(program.parent.parent)
+        env = {**os.environ, **(unwrapped[1] if unwrapped else {})}
+        try:
+            listed = subprocess.run([compiler, "-print-search-dirs"], capture_output=True,
+                                    text=True, timeout=60, check=False, env=env).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        for line in listed.splitlines():
+            key, _, value = line.partition(": ")
+            if key in ("install", "programs", "libraries"):
+                found.update(Path(d).resolve() for d in value.lstrip("=").split(os.pathsep)
+                             if d and Path(d).is_dir())
+    return tuple(sorted(found))
 
 
 def _is_script(path: Path) -> bool:

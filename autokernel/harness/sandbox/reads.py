@@ -6,7 +6,8 @@ import lazily; the autokernel package itself, wherever it is installed), `/dev` 
 files, `/dev/urandom`, `/dev/shm` for CUDA IPC) and `/proc/self` (Landlock binds it to this
 process's own /proc/<pid> when the ruleset is made: every other process's /proc entries, their
 `environ` among them, stay closed, whoever owns them). On a GPU also what the compiler toolchain
-and the CUDA runtime read: `/usr`, `/etc/ld.so.cache`, `/sys` and `/proc/driver`. Nothing else:
+and the CUDA runtime read: `/usr`, `/etc/ld.so.cache`, `/sys`, `/proc/driver`, and the C
+compiler's own install and search directories wherever it lives (`toolchain_reads`). Nothing else:
 no home directory, no workspace, no other job's files.
 
 Limits (`setrlimit`): address space (on the CPU only: CUDA reserves terabytes of virtual
@@ -21,6 +22,8 @@ import site
 import sys
 import sysconfig
 from pathlib import Path
+
+from autokernel.harness.sandbox.compiler import toolchain_reads
 
 # Limits the candidate process runs under (soft and hard alike, so it cannot raise them).
 MAX_FILE_BYTES = 1 << 30
@@ -49,6 +52,7 @@ def candidate_readable(work_dir: Path, device: str) -> list[Path]:
                   ("site-packages" in p or "dist-packages" in p or p.startswith(sys.base_prefix)))
     if device == "cuda":
         places.update(Path(p) for p in CUDA_READS)
+        places.update(toolchain_reads())
     found = []
     for place in places:
         for form in {place, place.resolve()} if place.exists() else ():
