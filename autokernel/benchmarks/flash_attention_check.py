@@ -1,6 +1,8 @@
-"""The flash_attention starter against SDPA on a GPU: correctness and device time, head dims 64-1024.
+"""The flash_attention starter against SDPA on a GPU: correctness and device time, head dims
+64-1024.
 
-    python scripts/gpu_flash_attention_check.py [--quick] [--baseline-rev REV] [--wide-configs]
+    python -m autokernel.benchmarks flash-attention-check [--quick] [--baseline-rev REV]
+        [--wide-configs]
 
 Grid: head dim D in 64/128/256/512/1024 x S in 1024/2048/4096 x causal and not x fp16/bf16, with
 H·D = 2048 and B·S = 16384 (the FlashAttention papers' benchmark shapes), inputs from the op's own
@@ -48,7 +50,7 @@ from autokernel.ops import get_spec
 from autokernel.ops.spec import dtype_name
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DEVICE = "cuda"
 SPEC = get_spec("flash_attention")
 HEAD_DIMS = (64, 128, 256, 512, 1024)
@@ -126,13 +128,13 @@ def shape_for(head_dim: int, seq_len: int) -> tuple[int, int, int, int]:
     return (max(1, TOKENS // seq_len), max(1, HEADS_TIMES_DIM // head_dim), seq_len, head_dim)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="S = 2048 only")
     parser.add_argument("--baseline-rev", help="also time the starter as committed at this rev")
     parser.add_argument("--wide-configs", action="store_true",
                         help="time tunable settings of the tiled path (D = 512, 1024)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2

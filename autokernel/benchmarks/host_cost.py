@@ -1,6 +1,6 @@
 """Host launch cost of the Triton starters against eager PyTorch, at a small and a medium shape.
 
-    python scripts/gpu_host_cost.py [--git-rev REV] [--ops rmsnorm softmax ...]
+    python -m autokernel.benchmarks host-cost [--git-rev REV] [--ops rmsnorm softmax ...]
 
 For each starter in autokernel/kernels (fp16), and for the op's stock eager PyTorch path:
 
@@ -43,7 +43,7 @@ from autokernel.ops import KERNEL_TYPES, get_spec
 from autokernel.ops.spec import OpSpec
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DTYPE = torch.float16
 # (small, medium) per op, by dim name (a dim the op's spec lacks is dropped; one it has and this
 # table lacks is 1). Small: a decode step's sizes; medium: where host cost and device time meet.
