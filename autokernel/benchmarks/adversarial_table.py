@@ -17,7 +17,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from autokernel.benchmarks.record import REPO
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -39,9 +39,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from autokernel.benchmarks.record import REPO
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[2]
 TARGET_SECONDS = 10.0
 SPEED_KERNELS = ("softmax", "rmsnorm")
 

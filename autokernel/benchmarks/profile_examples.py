@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autokernel.benchmarks.record import REPO
+
 if TYPE_CHECKING:
     from autokernel.profiling.plan import Plan
 
-REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples" / "models"
 TIME_LIMIT_S = 60.0
 SHARE_TOLERANCE = 0.01

@@ -18,7 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from autokernel.benchmarks.record import REPO
 
 
 def main(argv: list[str] | None = None) -> int:

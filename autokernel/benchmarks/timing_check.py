@@ -35,9 +35,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from autokernel.benchmarks.record import REPO
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[2]
 AGREEMENT_TOLERANCE = 0.10
 IQR_LIMIT = 0.05
 ROW = ("2048x2048", "3136x3072", "8192x8192")
