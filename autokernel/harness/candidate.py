@@ -135,10 +135,12 @@ class Candidate(CandidateTiming):
         self.recorder = FallbackRecorder(self.monitor, self.device)
         self.recorder.filler = self.filler
         self_test(self.monitor, self.recorder, self.device)
-        if self.job.get("cuda_prebuilt"):
-            from autokernel.cuda.harness import prepare_candidate
+        prebuilt = self.job.get("prebuilt") or {}
+        if prebuilt:  # builds the runner made: each backend loads its own, and forbids others
+            from autokernel.backends import backend
 
-            prepare_candidate(self.job["cuda_prebuilt"])
+            for name, entries in prebuilt.items():
+                backend(name).prepare_candidate(entries)
         self._confine()
         poison_free_cache(self.device, self.filler)
         self.snapshot = IdentitySnapshot.take(harness_namespaces(self.job["kernel_type"]))
