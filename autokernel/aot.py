@@ -388,15 +388,24 @@ def compile_requests(path: str | Path, requests: Sequence[CompileRequest],
 
 
 def check_file(path: str | Path, function_name: str, calls: Sequence[Call], *,
-               execute: bool = True, arch: int = HOPPER_ARCH) -> list[AotResult]:
+               execute: bool = True, arch: int = HOPPER_ARCH,
+               recorded_calls: Sequence[Call] = ()) -> list[AotResult]:
     """Compile-check every Triton kernel that `function_name` in file `path` launches when called
-    with each of `calls`. Never empty: a call that raises or launches nothing is a failed result."""
+    with each of `calls` (interpreted when `execute`) and each of `recorded_calls` (recorded
+    only: GPU-sized shapes). All compile in one compile phase: its process costs more to start
+    than a compile. Never empty: a call that raises or launches nothing is a failed result."""
     path = Path(path).resolve()
-    try:
-        requests, failures = _run_phase("record", path, function_name, list(calls), execute,
-                                        arch)
-    except PhaseCrash as exc:
-        return [AotResult(function_name, ok=False, error=str(exc))]
+    requests: list[CompileRequest] = []
+    failures: list[AotResult] = []
+    for batch, interpreted in ((list(calls), execute), (list(recorded_calls), False)):
+        if not batch:
+            continue
+        try:
+            found, failed = _run_phase("record", path, function_name, batch, interpreted, arch)
+        except PhaseCrash as exc:
+            return [AotResult(function_name, ok=False, error=str(exc))]
+        requests += found
+        failures += failed
     return failures + (compile_requests(path, requests, arch) if requests else [])
 
 
@@ -407,9 +416,11 @@ def check_kernel_file(
     dtypes: Sequence[torch.dtype] | None = None,
     execute: bool = True,
     arch: int = HOPPER_ARCH,
+    recorded: Sequence[tuple[Sequence[int], torch.dtype]] = (),
 ) -> list[AotResult]:
     """Compile-check a kernel.py's `kernel_fn` per shape and dtype (default: the op's smoke
-    shape in each of its dtypes)."""
+    shape in each of its dtypes), and per (shape, dtype) of `recorded`, launches recorded
+    without interpreting them (the block sizes a GPU run at that shape would use)."""
     from autokernel.kernelfile import ENTRY_POINT, read_kernel_file
     from autokernel.ops import get_spec
 
@@ -420,12 +431,15 @@ def check_kernel_file(
         return backend(info.backend).aot_check(path, arch)
     kernel_type = info.kernel_type
     spec = get_spec(kernel_type)
-    calls: list[Call] = []
-    for shape in shapes or [spec.smoke_shape]:
-        for dtype in dtypes or spec.dtypes:
-            inputs = OpInputs(kernel_type, spec.parse_shape(tuple(shape)), dtype)
-            calls.append((inputs.context, inputs))
-    return check_file(path, ENTRY_POINT, calls, execute=execute, arch=arch)
+
+    def call(shape: Sequence[int], dtype: torch.dtype) -> Call:
+        inputs = OpInputs(kernel_type, spec.parse_shape(tuple(shape)), dtype)
+        return inputs.context, inputs
+
+    calls = [call(shape, dtype) for shape in shapes or [spec.smoke_shape]
+             for dtype in dtypes or spec.dtypes]
+    return check_file(path, ENTRY_POINT, calls, execute=execute, arch=arch,
+                      recorded_calls=[call(shape, dtype) for shape, dtype in recorded])
 
 
 def format_result(result: AotResult) -> str:

@@ -251,9 +251,8 @@ def test_starters_compile_for_hopper(kernel_type: str) -> None:
     if not path.exists():
         pytest.skip(f"no starter for {kernel_type} yet")
     spec = get_spec(kernel_type)
-    results = check_kernel_file(path)  # smoke shape, every dtype, interpreted
-    # A realistic shape, recorded without interpreting: the block sizes a GPU run would use.
-    results += check_kernel_file(path, shapes=[spec.bench_shapes[0]], dtypes=[torch.bfloat16],
-                                 execute=False)
+    # The smoke shape in every dtype, interpreted; and a realistic shape, recorded without
+    # interpreting: the block sizes a GPU run would use.
+    results = check_kernel_file(path, recorded=[(spec.bench_shapes[0], torch.bfloat16)])
     failures = [f"{r.kernel} [{r.context}]: {r.error}" for r in results if not r.ok]
     assert not failures, "\n".join(failures)
