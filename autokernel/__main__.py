@@ -1,3 +1,5 @@
-from autokernel.cli import main
+"""`python -m autokernel`: the command line (autokernel.cli)."""
 
-main()
+import autokernel.cli as cli
+
+cli.main()

@@ -37,6 +37,15 @@ def resolve_device(requested: str | None) -> str:
     return requested
 
 
+def device_choice_line(device: str) -> str:
+    """Why a command without --device runs where it does."""
+    if device == "cuda":
+        return (f"device: cuda, {torch.cuda.get_device_name()} (a GPU is visible; --device cpu "
+                "runs in the Triton interpreter instead)")
+    return ("device: cpu, since torch sees no CUDA GPU: kernels run in the Triton interpreter, "
+            "about a thousand times slower than a GPU, with timings that say nothing about one")
+
+
 def interpreter_env() -> dict[str, str]:
     """Environment entries that make Triton interpret kernels on the CPU."""
     return {"TRITON_INTERPRET": "1"}

@@ -84,8 +84,8 @@ def test_the_run_command_refuses_max_cost_with_the_tuner(tmp_path: Path) -> None
 
 
 def test_resuming_with_another_agent_leaves_the_first_agents_options_behind() -> None:
-    from autokernel.cli.run import _make_agent_or_fail
+    from autokernel.pipeline.stages import make_run_agent
 
     saved = {"seed": 3, "model": "claude-opus-5-5", "max_cost": 2.0}
-    agent, name, _ = _make_agent_or_fail("tuner", {}, saved_options=saved)
+    agent, name, _ = make_run_agent("tuner", {}, saved_options=saved)
     assert name == "tuner" and isinstance(agent, TunerAgent) and agent.seed == 3

@@ -276,10 +276,10 @@ def test_drafts_is_a_claude_option_that_resume_keeps(monkeypatch: pytest.MonkeyP
     from typer.testing import CliRunner
 
     from autokernel.cli import app
-    from autokernel.cli.run import _make_agent_or_fail
+    from autokernel.pipeline.stages import make_run_agent
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")
-    agent, name, _ = _make_agent_or_fail("claude", {}, saved_options={"drafts": 3, "seed": 2})
+    agent, name, _ = make_run_agent("claude", {}, saved_options={"drafts": 3, "seed": 2})
     assert name == "claude" and agent.drafts == 3 and agent.frontier.seed == 2
     model = tmp_path / "model.py"
     model.write_text("# the model\n")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from enum import Enum
 from typing import Any, NoReturn, TypeVar
 
@@ -30,7 +28,7 @@ def fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
 def device_or_fail(requested: str | None, *, say_choice: bool = True) -> str:
     """Resolve --device, prepare the interpreter for cpu, or exit 2 with a one-line reason.
     Without --device, say which device was picked and why (on stderr: stdout may be JSON)."""
-    from autokernel.device import DeviceError, resolve_device, use_device
+    from autokernel.device import DeviceError, device_choice_line, resolve_device, use_device
 
     try:
         device = resolve_device(requested)
@@ -42,42 +40,12 @@ def device_or_fail(requested: str | None, *, say_choice: bool = True) -> str:
     return device
 
 
-def device_choice_line(device: str) -> str:
-    """Why a command without --device runs where it does."""
-    if device == "cuda":
-        import torch
+def progress_steps(text: str, out: Any = None) -> Any:
+    """`with progress_steps("profiling model.py") as steps: ...; steps.step("ranking")`, on the
+    commands' console unless `out` says otherwise."""
+    from autokernel.pipeline.progress import progress_steps as console_steps
 
-        return (f"device: cuda, {torch.cuda.get_device_name()} (a GPU is visible; --device cpu "
-                "runs in the Triton interpreter instead)")
-    return ("device: cpu, since torch sees no CUDA GPU: kernels run in the Triton interpreter, "
-            "about a thousand times slower than a GPU, with timings that say nothing about one")
-
-
-class Steps:
-    """A long step's progress line: a spinner, what is happening and the time it has taken, on
-    a terminal; nothing at all elsewhere (a log or a pipe gets the commands' own lines)."""
-
-    def __init__(self, progress: Any, task: Any) -> None:
-        self._progress = progress
-        self._task = task
-
-    def step(self, text: str) -> None:
-        if self._progress is not None:
-            self._progress.update(self._task, description=text)
-
-
-@contextmanager
-def progress_steps(text: str, out: Any = None) -> Iterator[Steps]:
-    """`with progress_steps("profiling model.py") as steps: ...; steps.step("ranking")`."""
-    out = out if out is not None else console
-    if not out.is_terminal:
-        yield Steps(None, None)
-        return
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    with Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
-                  console=out, transient=True) as progress:
-        yield Steps(progress, progress.add_task(text, total=None, start=True))
+    return console_steps(text, out if out is not None else console)
 
 
 # ---------------------------------------------------------------------------------------------

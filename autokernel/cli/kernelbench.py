@@ -3,8 +3,6 @@ verified in its own workspace, with a table and KernelBench's fast_p over the se
 
 from __future__ import annotations
 
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,60 +10,9 @@ import typer
 
 from autokernel.cli._common import (DEVICE_OPTION, DTYPE_OPTION, PANEL_AGENT, PANEL_BUDGET,
                                     PANEL_OUTPUT, AgentChoice, Device, Dtype, console,
-                                    device_or_fail, fail, plain, progress_steps)
+                                    err_console, fail, plain, progress_steps)
+from autokernel.pipeline.options import EXIT_INTERRUPTED
 from autokernel.text import count_of
-
-DEFAULT_RUNS_DIR = Path("autokernel_runs")
-EXIT_INTERRUPTED = 130
-
-
-def _check_out_dir(out: Path) -> None:
-    from autokernel.loop.workspace import WorkspaceError, check_new_workspace_dir
-
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        fail(f"{out} already exists and is not empty; kernelbench needs a new --out DIR")
-    try:
-        check_new_workspace_dir(out)  # the rule about other people's git work trees
-    except WorkspaceError as exc:
-        fail(str(exc))
-
-
-# A table mixes no GPUs, dtypes or budgets.
-RESUMED_SETTINGS = ("device", "gpu", "dtype", "minutes_per_problem", "agent")
-
-
-def _resumed_meta(out: Path, meta: dict[str, Any]) -> dict[str, Any]:
-    """The set's first meta with this run's start appended; refuses a set run differently."""
-    import json
-
-    try:
-        earlier = json.loads((out / "results.json").read_text(encoding="utf-8"))["meta"]
-    except (OSError, ValueError, KeyError, TypeError):
-        fail(f"{out} is not a kernelbench set (no readable results.json); --resume continues "
-             "a set that `autokernel kernelbench --out DIR` started")
-    for key in RESUMED_SETTINGS:
-        if earlier.get(key) != meta[key]:
-            fail(f"{out} was run with {key} {earlier.get(key)!r}, not {meta[key]!r}; resume it "
-                 "with the same settings")
-    resumed = {**meta, **earlier, "resumed": [*earlier.get("resumed", []), meta["created"]]}
-    resumed["commit"] = meta["commit"] if meta["commit"] == earlier.get("commit") else (
-        f"{earlier.get('commit')}, resumed at {meta['commit']}")
-    return resumed
-
-
-def _meta(device: str, dtype: str, minutes: float, agent: str) -> dict[str, Any]:
-    import torch
-
-    import autokernel
-    from autokernel.versions import software_versions, source_commit
-
-    return {
-        "device": device, "dtype": dtype, "minutes_per_problem": minutes, "agent": agent,
-        "gpu": torch.cuda.get_device_name() if device == "cuda" else None,
-        "commit": source_commit(Path(autokernel.__file__).resolve().parents[1]),
-        "versions": software_versions(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join(sys.argv),
-    }
 
 
 def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
@@ -195,74 +142,42 @@ def kernelbench(
                                 "from the start)."),
 ) -> None:
     """Run KernelBench-style problems through profile → run → verify; table and fast_p."""
-    from autokernel.kernelbench.suite import SuiteError, discover_problems
+    from autokernel.kernelbench.suite import LOGS_DIR, SuiteInterrupted, hard_limit_s
+    from autokernel.kernelbench.table import fast_p_rows, table_paths
+    from autokernel.pipeline import (KernelbenchOptions, PipelineError, Progress,
+                                     prepare_kernelbench, run_kernelbench)
 
-    device, dtype, agent = plain(device), plain(dtype), plain(agent)
-    if minutes_per_problem <= 0:
-        fail(f"--minutes-per-problem must be positive; got {minutes_per_problem:g}")
-    if top < 1:
-        fail("--top must be at least 1")
+    options = KernelbenchOptions(
+        paths=paths, minutes_per_problem=minutes_per_problem, device=plain(device),
+        dtype=plain(dtype), out=out, agent=plain(agent) or "auto", top=top,
+        all_kernels=all_kernels, claude_model=claude_model, max_cost=max_cost, seed=seed,
+        resume=resume)
     try:
-        problems = discover_problems(paths)
-    except SuiteError as exc:
-        fail(str(exc))
-    resolved_device = device_or_fail(device)
-    dtype = dtype or ("fp16" if resolved_device == "cuda" else "fp32")
-
-    from autokernel.agents import AgentUnavailable, make_agent, resolve_agent_name
-
-    agent_options = {k: v for k, v in (("seed", seed), ("model", claude_model),
-                                       ("max_cost", max_cost)) if v is not None}
-    try:
-        agent_name, agent_note = resolve_agent_name(agent)
-        make_agent(agent, **agent_options)  # refuse now, not once per problem
-    except AgentUnavailable as exc:
-        fail(str(exc))
-    if resume and out is None:
-        fail("--resume needs --out DIR, the set to continue")
-    out = out if out is not None else DEFAULT_RUNS_DIR / time.strftime("kernelbench-%Y%m%d-%H%M%S")
-    if not resume:
-        _check_out_dir(out)
-    out.mkdir(parents=True, exist_ok=True)
-
-    from autokernel.kernelbench.problem import ProblemJob
-    from autokernel.kernelbench.suite import (
-        LOGS_DIR, SuiteInterrupted, finished_records, hard_limit_s, problem_names, run_suite,
-    )
-    from autokernel.kernelbench.table import fast_p_rows, write_tables
-
-    meta = _meta(resolved_device, dtype, minutes_per_problem, agent_name)
-    finished: dict[str, dict[str, Any]] = {}
-    if resume:
-        meta = _resumed_meta(out, meta)
-        finished = finished_records(out, problem_names(problems))
-    template = ProblemJob(problem="", workspace="", result_path="", device=resolved_device,
-                          dtype=dtype, minutes=minutes_per_problem, agent=agent_name,
-                          agent_options=agent_options, top=top, all_kernels=all_kernels)
-    console.print(f"{count_of(len(problems), 'problem')}, {dtype} on "
-                  f"{meta['gpu'] or resolved_device}, "
+        kset = prepare_kernelbench(options, Progress(console, err_console))
+    except PipelineError as exc:
+        fail(str(exc), code=exc.code)
+    out, total, device_name = kset.out, len(kset.problems), kset.template.device
+    dtype_name = kset.template.dtype
+    console.print(f"{count_of(total, 'problem')}, {dtype_name} on "
+                  f"{kset.meta['gpu'] or device_name}, "
                   f"{minutes_per_problem:g} min each (hard limit "
-                  f"{hard_limit_s(minutes_per_problem) / 60:.0f} min); {agent_note}; "
+                  f"{hard_limit_s(minutes_per_problem) / 60:.0f} min); {kset.agent_note}; "
                   f"out: {out}", highlight=False, soft_wrap=True)
     if resume:
-        console.print(f"resuming: {len(finished)} of {count_of(len(problems), 'problem')} keep "
+        console.print(f"resuming: {len(kset.finished)} of {count_of(total, 'problem')} keep "
                       "their result", highlight=False)
 
-    names = problem_names(problems)
-    progress = ProblemProgress(len(problems), names, out / LOGS_DIR, minutes_per_problem,
-                               resolved_device)
+    progress = ProblemProgress(total, kset.names, out / LOGS_DIR, minutes_per_problem,
+                               device_name)
 
-    def on_record(index: int, record: dict[str, Any], records: list[dict[str, Any]]) -> None:
+    def on_record(index: int, record: dict[str, Any]) -> None:
         progress.end()
-        earlier = " (from the earlier run)" if record.get("problem") in finished else ""
-        console.print(_problem_line(index, len(problems), record) + earlier, highlight=False,
+        earlier = " (from the earlier run)" if record.get("problem") in kset.finished else ""
+        console.print(_problem_line(index, total, record) + earlier, highlight=False,
                       soft_wrap=True)
-        write_tables(out, records, meta, names)
 
     try:
-        records = run_suite(problems, out, template, on_record,
-                            lambda index, path: progress.start(index), finished,
-                            on_phase=progress.update)
+        records = run_kernelbench(kset, progress.start, progress.update, on_record)
     except (SuiteInterrupted, KeyboardInterrupt):
         progress.end()
         console.print(f"interrupted; the table so far is in {out / 'results.md'}; continue "
@@ -274,8 +189,7 @@ def kernelbench(
     for baseline, *cells, measured in fast_p_rows(records):
         console.print(f"  vs {baseline}: fast_0 {cells[0]}, fast_1 {cells[1]}, fast_2 "
                       f"{cells[2]} ({measured} with a speedup)", highlight=False)
-    paths_written = write_tables(out, records, meta, names)
-    console.print("table: " + ", ".join(str(p) for p in paths_written.values()),
+    console.print("table: " + ", ".join(str(p) for p in table_paths(out).values()),
                   highlight=False, soft_wrap=True)
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import typer
 
-from autokernel.cli._common import (DEVICE_OPTION, Device, console, device_or_fail, fail, plain,
-                                    progress_steps)
+from autokernel.cli._common import DEVICE_OPTION, Device, console, err_console, fail, plain
 from autokernel.text import count_of
 
 DIRECTORY_HELP = "The run's workspace directory (from `autokernel run`)."
@@ -36,45 +35,16 @@ def verify(
 ) -> None:
     """Splice the run's finished kernels into its model; check the output; keep the kernels that
     make it faster, in each mode; time the deliveries end to end."""
-    from autokernel.integrate.loader import RunError, open_run
-
-    if iters is not None and iters < 1:
-        fail("--iters must be at least 1")
-    if budget <= 0:
-        fail("--budget must be positive")
-    try:
-        run = open_run(directory, include_slower=all_kernels)
-        run.require_any_finished()
-    except RunError as exc:
-        fail(str(exc))
-    resolved = device_or_fail(plain(device))
-
-    from autokernel.integrate.verify import VerifyLog, VerifyOptions, verify_run
     from autokernel.integrate.verify_result import print_result
+    from autokernel.pipeline import PipelineError, Progress, VerifyRequest, verify_pipeline
 
-    options = VerifyOptions(
-        device=resolved, iters=iters, budget_s=budget, gradients=gradients,
-        compile=compile_models if compile_models is not None else resolved == "cuda",
-    )
-    with progress_steps(f"verifying {directory}: loading the model and its kernels") as steps:
-        def emit(line: str) -> None:
-            console.print(line, highlight=False)
-            steps.step(f"verifying: {line.split(':')[0]}")
-
-        log = VerifyLog(emit=emit)
-        if not options.compile:
-            log.note("torch.compile not timed (--compile to time it)")
-        if run.device != resolved:
-            log.note(f"the run optimized its kernels on {run.device}; this check runs on "
-                     f"{resolved}")
-        if run.device == "cpu" and not all_kernels:
-            log.note("every finished kernel is spliced in: the run timed them in the Triton "
-                     "interpreter, whose timings say nothing about speed (a run on a GPU "
-                     "splices in only the kernels faster than eager PyTorch)")
-        try:
-            result = verify_run(run, options, log)
-        except RunError as exc:
-            fail(str(exc))
+    request = VerifyRequest(directory=directory, device=plain(device), iters=iters,
+                            budget_s=budget, compile=compile_models, gradients=gradients,
+                            all_kernels=all_kernels)
+    try:
+        result = verify_pipeline(request, Progress(console, err_console))
+    except PipelineError as exc:
+        fail(str(exc), code=exc.code)
     print_result(result, console)
     if not result["passed"]:
         raise typer.Exit(1)

@@ -123,10 +123,7 @@ def profile_stage(job: ProblemJob) -> Plan:
 
 def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunState:
     """The optimization loop on the plan's top targets, for `job.minutes`, in a new workspace."""
-    import typer
-
     from autokernel.agents import AgentUnavailable, make_agent
-    from autokernel.cli.run import create_workspace
     from autokernel.loop.config import LoopConfig
     from autokernel.loop.dashboard import PlainDashboard
     from autokernel.loop.runner import Runner
@@ -136,6 +133,8 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
         run_tag_for,
     )
     from autokernel.orchestrate import MoveOnConfig
+    from autokernel.pipeline.options import PipelineError
+    from autokernel.pipeline.stages import create_workspace, default_bench_timeout
 
     root = Path(job.workspace)
     try:
@@ -149,16 +148,16 @@ def run_stage(job: ProblemJob, plan: Plan, emit: Callable[[str], None]) -> RunSt
         move_on=MoveOnConfig(target_seconds=None),
         # As `autokernel run`: the interpreter is ~1000x slower, so it gets longer and the
         # harness's smaller sweep.
-        bench_timeout_s=60.0 if job.device == "cuda" else 300.0,
+        bench_timeout_s=default_bench_timeout(job.device),
         harness_quick=job.device == "cpu",
     )
     run_tag = run_tag_for(job.problem, time.strftime("%Y%m%d-%H%M%S"))
     chosen = list(range(min(job.top, len(plan.targets))))
-    try:  # cli.run's own helper, so the workspace is exactly what `autokernel run` makes
+    try:  # the pipeline's own stage, so the workspace is exactly what `autokernel run` makes
         workspace, state = create_workspace(root, run_tag, Path(job.problem), CLASS_NAME, plan,
-                                             chosen, config, job.agent_options)
-    except typer.Exit:  # it printed the reason to stderr, which is the log
-        raise StageFailure("run", f"cannot create the workspace {root} (see the log)") from None
+                                            chosen, config, job.agent_options)
+    except PipelineError as exc:
+        raise StageFailure("run", f"cannot create the workspace {root}: {exc}") from None
     runner = Runner(workspace, plan, state, config, agent, dashboard=PlainDashboard())
     emit(f"stopped: {runner.run()}")
     return state

@@ -152,12 +152,17 @@ def tsv(records: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
+def table_paths(out: Path) -> dict[str, Path]:
+    """Where the set's table is, by format: results.md, results.json, results.tsv."""
+    return {ext: out / f"{TABLE_STEM}.{ext}" for ext in ("md", "json", "tsv")}
+
+
 def write_tables(out: Path, records: list[dict[str, Any]], meta: dict[str, Any],
                  problems: list[str] | None = None) -> dict[str, Path]:
     """results.md, results.json and results.tsv in `out`; their paths by format. `problems`:
     every problem given, by name, so those not run yet are rows too."""
     records = [with_figures(r) for r in with_problems_not_run(records, problems)]
-    paths = {ext: out / f"{TABLE_STEM}.{ext}" for ext in ("md", "json", "tsv")}
+    paths = table_paths(out)
     paths["md"].write_text(markdown(records, meta), encoding="utf-8")
     document = {"meta": meta, "fast_p": fast_p_table(records), "problems": records}
     paths["json"].write_text(json.dumps(document, indent=2, default=str) + "\n",
