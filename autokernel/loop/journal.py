@@ -130,7 +130,8 @@ class Journal:
         weights = self.judge.weights(target)
         if flight.phase == "benchmarked" and flight.verdict in COMMITTED_STATUSES:
             assert result is not None
-            if self.ws.read_kernel() != flight.source:
+            # (No kernel.py yet: a verdict judged elsewhere, autokernel.parallel, before any keep.)
+            if not self.ws.kernel_path.is_file() or self.ws.read_kernel() != flight.source:
                 self.ws.write_kernel(flight.source)
             flight.commit = self.ws.commit_paths(
                 commit_message(target, flight, result), [KERNEL_FILE])
