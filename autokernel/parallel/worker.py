@@ -17,10 +17,12 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from autokernel.harness.result import BenchResult
 from autokernel.loop.config import LoopConfig
 from autokernel.loop.state import InFlight, TargetState
 from autokernel.profiling.plan import Plan
@@ -69,9 +71,11 @@ class JudgeWorker:
     """Judges jobs one at a time in `directory` (made if missing), on its process's one device."""
 
     def __init__(self, label: str, directory: str | Path, device: str,
-                 env: dict[str, str] | None = None) -> None:
+                 env: dict[str, str] | None = None,
+                 bench: Callable[..., BenchResult] | None = None) -> None:
         # Before anything touches CUDA: the GPU this worker is pinned to, multicast off.
         os.environ.update(env or {})
+        self.bench = bench  # None: the harness (`run_bench`); a test's stand-in otherwise
         self.label = label
         self.device = device
         self.directory = Path(directory)
@@ -89,7 +93,7 @@ class JudgeWorker:
         # A Workspace only in name: the Judge reads kernel.py and writes its caches here.
         place = Workspace(self.directory)
         place.write_kernel(job.source)
-        judge = Judge(place, job.plan, job.config, None,
+        judge = Judge(place, job.plan, job.config, self.bench,
                       best_source=lambda target: job.incumbent or "")
         flight = InFlight(experiment=job.experiment, target=0, phase="written", source=job.source,
                           description="", agent="", baseline=job.baseline)
