@@ -149,9 +149,11 @@ class InProcessPool:
     def is_lost(self, error: BaseException) -> bool:
         return isinstance(error, LostWorker)
 
-    def restart(self, index: int) -> WorkerIdentity:
+    def restart(self, index: int) -> Future[WorkerIdentity]:
         self.restarts.append(index)
-        return self.workers[index].hello()
+        future: Future[WorkerIdentity] = Future()
+        future.set_result(self.workers[index].hello())
+        return future
 
     def close(self, *, abandon: bool = False) -> None:
         self.closed = True

@@ -85,15 +85,22 @@ class LocalPool:
         """Whether a job failed because its worker died (not because of the job)."""
         return isinstance(error, BrokenProcessPool)
 
-    def restart(self, index: int) -> WorkerIdentity:
-        """A fresh worker for slot i, after its process was lost."""
+    def restart(self, index: int) -> Future[WorkerIdentity]:
+        """A fresh worker for slot i, after its process was lost; the future says who it is.
+        Call it from the thread that started the pool: the worker's parent-death signal fires
+        when the thread that spawned it ends."""
         executor = self._executors[index]
         self._executors[index] = None
         if executor is not None:
             executor.shutdown(wait=False, cancel_futures=True)
-        identity = self._executor(index).submit(_hello).result()
-        self._pids[index] = identity.pid
-        return identity
+        hello = self._executor(index).submit(_hello)
+
+        def note_pid(done: Future[WorkerIdentity]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                self._pids[index] = done.result().pid
+
+        hello.add_done_callback(note_pid)
+        return hello
 
     def close(self, *, abandon: bool = False) -> None:
         """Stop every worker; `abandon`: without waiting for jobs in flight (their harness runs

@@ -133,9 +133,10 @@ class RayPool:
             "OwnerDiedError", "ActorUnavailableError") if hasattr(exceptions, name))
         return isinstance(error, lost)
 
-    def restart(self, index: int) -> WorkerIdentity:
-        """Slot i's actor once Ray has restarted it (its calls wait until it is alive)."""
-        return self.ray.get(self._actors[index].hello.remote())
+    def restart(self, index: int) -> Future[WorkerIdentity]:
+        """Slot i's actor once Ray has restarted it (its calls wait until it is alive, maybe on
+        another node)."""
+        return self._actors[index].hello.remote().future()
 
     def close(self, *, abandon: bool = False) -> None:
         for actor in self._actors:

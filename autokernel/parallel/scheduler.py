@@ -72,7 +72,7 @@ class WorkerPool(Protocol):
 
     def is_lost(self, error: BaseException) -> bool: ...
 
-    def restart(self, index: int) -> WorkerIdentity: ...
+    def restart(self, index: int) -> Future[WorkerIdentity]: ...
 
     def close(self, *, abandon: bool = False) -> None: ...
 
@@ -428,12 +428,8 @@ class ParallelRunner:
                         host=identity.host)
 
     def _restart(self, slot: int) -> None:
-        from concurrent.futures import ThreadPoolExecutor
-
-        # In a thread: a Ray actor may wait minutes for a node; the other workers go on.
-        executor = ThreadPoolExecutor(max_workers=1)
-        self.restarting[slot] = executor.submit(self.pool.restart, slot)
-        executor.shutdown(wait=False)
+        # Not waited for here: a Ray actor may wait minutes for a node; the others go on.
+        self.restarting[slot] = self.pool.restart(slot)
 
     def _collect(self, future: Future[JudgeOutcome]) -> None:
         dispatch = self.running.pop(future)
