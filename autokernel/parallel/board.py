@@ -110,7 +110,7 @@ class Board:
 
 
 def worker_line(stats: WorkerStats, now: float | None = None) -> str:
-    name = f"{'worker' if stats.label.startswith('cpu') else 'gpu'} {stats.label}"
+    name = f"{'worker' if 'cpu' in stats.label else 'gpu'} {stats.label}"
     if stats.device_name and stats.device_name != "cpu":
         name += f" ({stats.device_name})"
     if stats.pid is None:

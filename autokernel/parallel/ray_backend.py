@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import importlib.util
 import tempfile
+import threading
+import time
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ from autokernel.parallel.slots import ALL, NVLINK_MULTICAST_OFF, parse_gpus
 from autokernel.parallel.worker import JudgeJob, JudgeOutcome, JudgeWorker, WorkerIdentity
 
 CPU_WORKER_RESOURCE = "autokernel_cpu"
+RESTART_WAIT_S = 900.0  # a preempted node's actor may wait this long for another node
 RAY_INSTALL_HINT = "pip install 'autokernel[ray]'"
 
 
@@ -134,9 +137,26 @@ class RayPool:
         return isinstance(error, lost)
 
     def restart(self, index: int) -> Future[WorkerIdentity]:
-        """Slot i's actor once Ray has restarted it (its calls wait until it is alive, maybe on
-        another node)."""
-        return self._actors[index].hello.remote().future()
+        """Slot i's actor once Ray has restarted it, maybe on another node. While it restarts
+        its calls fail at once ("temporarily unavailable"): asked again every second, for up to
+        `RESTART_WAIT_S`, before the restart counts as failed."""
+        identity: Future[WorkerIdentity] = Future()
+        deadline = time.monotonic() + RESTART_WAIT_S
+
+        def ask() -> None:
+            self._actors[index].hello.remote().future().add_done_callback(answered)
+
+        def answered(reply: Future[WorkerIdentity]) -> None:
+            error = reply.exception()
+            if error is None:
+                identity.set_result(reply.result())
+            elif self.is_lost(error) and time.monotonic() < deadline:
+                threading.Timer(1.0, ask).start()
+            else:
+                identity.set_exception(error)
+
+        ask()
+        return identity
 
     def close(self, *, abandon: bool = False) -> None:
         for actor in self._actors:

@@ -115,7 +115,7 @@ class JudgeWorker:
 def describe_worker(label: str) -> str:
     if not label:
         return "the run's earlier single device"
-    return f"worker {label}" if label.startswith("cpu") else f"GPU {label}"
+    return f"worker {label}" if "cpu" in label else f"GPU {label}"
 
 
 def device_name(device: str) -> str:
