@@ -223,7 +223,7 @@ def test_an_export_routes_functions_chains_and_batched_products(name: str, calls
 
 def test_inlined_modules_define_each_top_level_name_once() -> None:
     """The export puts the inlined modules in one namespace: a helper defined in two of them
-    would silently replace the first (custom_ops' and routing's `_positional_arity` did)."""
+    would silently replace the first (custom_ops' and routing's `positional_arity` did)."""
     from autokernel.integrate.export import INLINED_MODULES, RUNTIME_FOOTER
     from autokernel.integrate.export_cuda import CUDA_INLINED_MODULES, SHIM_REGISTRATION
 

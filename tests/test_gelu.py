@@ -126,8 +126,9 @@ def test_integration_section_runs_alone_with_the_integrate_names() -> None:
     namespace = {k: v for k, v in vars(patch_module).items() if not k.startswith("__")}
     import autokernel.integrate.custom_ops as custom_ops
     import autokernel.integrate.integration as integration
+    import autokernel.integrate.route_helpers as route_helpers
     import autokernel.integrate.routing as routing
-    for module in (custom_ops, integration, routing):
+    for module in (custom_ops, integration, routing, route_helpers):
         namespace.update({k: v for k, v in vars(module).items() if not k.startswith("__")})
     exec(compile(integration_section(source), "<gelu section>", "exec"), namespace)
     assert namespace["INTEGRATION"].schema == get_integration("gelu").schema

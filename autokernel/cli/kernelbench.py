@@ -144,8 +144,9 @@ def kernelbench(
     """Run KernelBench-style problems through profile → run → verify; table and fast_p."""
     from autokernel.kernelbench.suite import LOGS_DIR, SuiteInterrupted, hard_limit_s
     from autokernel.kernelbench.table import fast_p_rows, table_paths
-    from autokernel.pipeline import (KernelbenchOptions, PipelineError, Progress,
-                                     prepare_kernelbench, run_kernelbench)
+    from autokernel.kernelbench.run_set import (KernelbenchOptions, prepare_kernelbench,
+                                                run_kernelbench)
+    from autokernel.pipeline import PipelineError, Progress
 
     options = KernelbenchOptions(
         paths=paths, minutes_per_problem=minutes_per_problem, device=plain(device),

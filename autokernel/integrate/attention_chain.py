@@ -39,14 +39,8 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import handle_torch_function
 
-from autokernel.integrate.routing import (
-    Outcome,
-    RoutedKernel,
-    RouteStats,
-    _attention_scale_unverified,
-    _call_kernel,
-    _refusal,
-)
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import attention_scale_unverified, call_kernel, call_refusal
 
 DEFERRED = "\0deferred"  # a route's reason: the output is a stand-in, count nothing yet
 NOT_MINE = "\0not mine"  # a route's reason: not the kind of call this kernel takes
@@ -467,11 +461,11 @@ def _attend(p: PendingScores, func: Any, v: Any) -> Any:
     elif state.dtype != q.dtype or v.dtype != q.dtype:
         why = "dtype changes along the chain"
     else:
-        why = _refusal(kernel, q, k, v) or _verified(kernel, state, q.shape[-1])
+        why = call_refusal(kernel, q, k, v) or _verified(kernel, state, q.shape[-1])
     if why is None:
         default = q.shape[-1] ** -0.5
         scale = None if math.isclose(state.scale, default, rel_tol=1e-6) else state.scale
-        out, why = _call_kernel(kernel, q, k, v, state.causal, scale)
+        out, why = call_kernel(kernel, q, k, v, state.causal, scale)
         if why is None:
             chain.counted = True
             chain.stats.count_call()
@@ -484,4 +478,4 @@ def _verified(kernel: RoutedKernel, state: State, head_dim: int) -> str | None:
     causal = bool(kernel.params.get("causal", True))
     if state.causal != causal:
         return f"causal={state.causal} (verified: {causal})"
-    return _attention_scale_unverified(kernel, state.scale, head_dim)
+    return attention_scale_unverified(kernel, state.scale, head_dim)

@@ -34,15 +34,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from autokernel.integrate.routing import (
-    Outcome,
-    RoutedKernel,
-    RouteStats,
-    _call_kernel,
-    _close,
-    _probe_inputs,
-    _refusal,
-)
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import call_kernel, call_refusal, probe_close, probe_tensor
 
 CONCATENATIONS = frozenset({"cat", "concat", "concatenate"})
 TABLE_RANKS = (2, 3, 4)  # cos/sin as [S, D], [1, S, D], [1, 1, S, D]
@@ -154,12 +147,12 @@ class FunctionRoute:
         if any(x.ndim != 4 or x.shape[-2:] != seq_dim for x in xs) or cos.shape[-2:] != seq_dim:
             return None, "shape"
         cos, sin = cos.reshape(seq_dim), sin.reshape(seq_dim)
-        why = _refusal(kernel, *xs, cos, sin)  # a float32 table would promote x: not ours
+        why = call_refusal(kernel, *xs, cos, sin)  # a float32 table would promote x: not ours
         if why:
             return None, why
         outs = []
         for x in xs:
-            out, why = _call_kernel(kernel, x, cos, sin)
+            out, why = call_kernel(kernel, x, cos, sin)
             if why:
                 return None, why
             outs.append(out)
@@ -269,7 +262,7 @@ def rope_candidates(module: nn.Module) -> list[Candidate]:
 
 def _probe_tables(seq: int, dim: int, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin tables as models build them: the angles of each half repeated (HF layout)."""
-    angles = _probe_inputs((seq, dim // 2), like).float()
+    angles = probe_tensor((seq, dim // 2), like).float()
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos().to(like.dtype), angles.sin().to(like.dtype)
 
@@ -279,8 +272,8 @@ def probe_rope_function(function: Callable[..., Any], names: tuple[str, ...], ke
     """The form with which `function` computes the kernel's rotation on random inputs, if any."""
     shape = kernel.shape
     dim = shape[-1] if len(shape) == 4 and shape[-1] % 2 == 0 else DEFAULT_HEAD_DIM
-    q = _probe_inputs((1, 2, PROBE_SEQ, dim), like)
-    k = _probe_inputs((1, 1, PROBE_SEQ, dim), like) * 0.5
+    q = probe_tensor((1, 2, PROBE_SEQ, dim), like)
+    k = probe_tensor((1, 1, PROBE_SEQ, dim), like) * 0.5
     cos, sin = _probe_tables(PROBE_SEQ, dim, like)
     reference = kernel.reference
     ranks = set()
@@ -292,10 +285,10 @@ def probe_rope_function(function: Callable[..., Any], names: tuple[str, ...], ke
                 if len(names) == 4:
                     out = function(q, k, *tables)
                     ok = (isinstance(out, (tuple, list)) and len(out) == 2
-                          and _close(kernel, out[0], reference(q, cos, sin))
-                          and _close(kernel, out[1], reference(k, cos, sin)))
+                          and probe_close(kernel, out[0], reference(q, cos, sin))
+                          and probe_close(kernel, out[1], reference(k, cos, sin)))
                 else:
-                    ok = _close(kernel, function(q, *tables), reference(q, cos, sin))
+                    ok = probe_close(kernel, function(q, *tables), reference(q, cos, sin))
             except Exception:  # a function that cannot take these inputs is not one of ours
                 ok = False
             if ok:

@@ -39,9 +39,8 @@ import torch.nn.functional as F
 from torch.overrides import handle_torch_function
 
 from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
-from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, RouteStats, _call_kernel, _refusal, kernel_running,
-)
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import call_kernel, call_refusal, kernel_running
 
 LINEARS = (F.linear,)
 LOSSES = (F.cross_entropy,)
@@ -362,9 +361,9 @@ def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     if record.meta.ndim != 2 or not isinstance(targets, torch.Tensor) or targets.ndim != 1 or \
             targets.dtype != torch.int64 or targets.shape[0] != hidden.shape[0]:
         return None, "loss shapes"
-    why = _refusal(head.kernel, hidden, head.weight)
+    why = call_refusal(head.kernel, hidden, head.weight)
     if why is None:
-        out, why = _call_kernel(head.kernel, hidden, head.weight, targets)
+        out, why = call_kernel(head.kernel, hidden, head.weight, targets)
     if why is not None:
         return None, why
     head.routed = True

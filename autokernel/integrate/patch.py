@@ -97,11 +97,13 @@ from autokernel.integrate.residual_norm import (
 from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
     DTYPES,
     PROBE_SEED,
-    UNDER_COMPILE,
     Outcome,
     PatchReport,
-    RoutedKernel,
     RouteStats,
+    RoutedKernel,
+)
+from autokernel.integrate.route_helpers import (
+    UNDER_COMPILE,
     host_code,
     in_compiled_graphs,
     plain_arguments,

@@ -38,9 +38,16 @@ from torch import nn
 from torch.overrides import handle_torch_function
 
 from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
-from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, RouteStats, _call_kernel, _positional_arity, _refusal, _rows,
-    _unverified, host_code, kernel_running, plain_arguments,
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    as_rows,
+    call_kernel,
+    call_refusal,
+    host_code,
+    kernel_running,
+    plain_arguments,
+    positional_arity,
+    unverified_value,
 )
 
 ADD_FUNCTIONS = (torch.add, torch.Tensor.add, torch.Tensor.__add__)
@@ -68,7 +75,7 @@ def handwritten_norm(module: nn.Module) -> dict[str, Any] | None:
             not weight.is_floating_point() or isinstance(getattr(module, "bias", None),
                                                          torch.Tensor):
         return None
-    if any(True for _ in module.children()) or _positional_arity(module) != 1:
+    if any(True for _ in module.children()) or positional_arity(module) != 1:
         return None
     name = eps_attribute(module)
     return None if name is None else {"eps_attribute": name}
@@ -310,10 +317,10 @@ def fused_norm_call(tap: FusedNormTap, pending: PendingSum, *affine: torch.Tenso
     if eps is None:  # nn.RMSNorm's default
         eps = torch.finfo(x.dtype).eps
     kernel = tap.kernel
-    why = _refusal(kernel, x, residual, *affine) or _unverified(kernel, "eps", eps)
+    why = call_refusal(kernel, x, residual, *affine) or unverified_value(kernel, "eps", eps)
     if why:
         return None, why
-    out, why = _call_kernel(kernel, _rows(x, width), _rows(residual, width), *affine, float(eps))
+    out, why = call_kernel(kernel, as_rows(x, width), as_rows(residual, width), *affine, float(eps))
     if why:
         return None, why
     y, h = out

@@ -24,7 +24,8 @@ from autokernel.integrate.integration import CallRoute, FusedAddRoute, Integrati
 from autokernel.integrate.residual_norm import (
     ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_call,
 )
-from autokernel.integrate.routing import Outcome, RoutedKernel, _ones_or
+from autokernel.integrate.routing import Outcome, RoutedKernel
+from autokernel.integrate.route_helpers import affine_or_constant
 from autokernel.ops.layernorm import LAYERNORM_MODULE, SPEC as LAYERNORM, _affine
 from autokernel.ops.residual_inputs import (
     cancelling_pair, large_residual_pair, mixed_scale_pair, residual_input_maker, residual_pair,
@@ -185,8 +186,8 @@ def _fuse_layernorm(tap: FusedNormTap, pending: PendingSum) -> Outcome:
     x, _ = pending.operands
     width = x.shape[-1]
     module = tap.module
-    weight = _ones_or(module.weight, tap, "weight", width, x, 1.0)
-    bias = _ones_or(module.bias, tap, "bias", width, x, 0.0)
+    weight = affine_or_constant(module.weight, tap, "weight", width, x, 1.0)
+    bias = affine_or_constant(module.bias, tap, "bias", width, x, 0.0)
     return fused_norm_call(tap, pending, weight, bias, eps=module.eps)
 
 

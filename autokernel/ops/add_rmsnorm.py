@@ -23,8 +23,13 @@ from autokernel.integrate.residual_norm import (
     ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_call,
     handwritten_norm,
 )
-from autokernel.integrate.routing import Outcome, RoutedKernel, _close, _ones_or, _probe_inputs, \
-    _probe_passes
+from autokernel.integrate.routing import Outcome, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    affine_or_constant,
+    probe_close,
+    probe_passes,
+    probe_tensor,
+)
 from autokernel.ops.residual_inputs import (
     cancelling_pair, large_residual_pair, mixed_scale_pair, residual_input_maker, residual_pair,
     rounded_sum,
@@ -171,11 +176,11 @@ def _computes_rmsnorm(module: nn.Module, details: dict[str, Any], kernel: Routed
     """Does the module's own forward compute x·rsqrt(mean(x²) + eps)·weight on random inputs
     (the fused op's y at a zero residual)?"""
     weight = module.weight
-    x = _probe_inputs((3, weight.shape[0]), weight)
+    x = probe_tensor((3, weight.shape[0]), weight)
     eps = float(getattr(module, details["eps_attribute"]))
     y, _ = _add_rmsnorm_recompute(x, torch.zeros_like(x), weight, eps)
     # The class's forward: the instance's may already be another kernel's route (rmsnorm's).
-    return _close(kernel, type(module).forward(module, x), y)
+    return probe_close(kernel, type(module).forward(module, x), y)
 
 
 def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
@@ -191,14 +196,15 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
     details = handwritten_norm(module)
     if details is None:
         return None
-    if _probe_passes(lambda: _computes_rmsnorm(module, details, kernel)):
+    if probe_passes(lambda: _computes_rmsnorm(module, details, kernel)):
         return {**details, "width": int(module.weight.shape[0])}
     return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim"
 
 
 def _fuse_rmsnorm(tap: FusedNormTap, pending: PendingSum) -> Outcome:
     x, _ = pending.operands
-    weight = _ones_or(getattr(tap.module, "weight", None), tap, "weight", x.shape[-1], x, 1.0)
+    weight = affine_or_constant(getattr(tap.module, "weight", None), tap, "weight", x.shape[-1],
+                                x, 1.0)
     eps = getattr(tap.module, tap.details["eps_attribute"])
     return fused_norm_call(tap, pending, weight, eps=eps)
 

@@ -15,15 +15,26 @@ import torch.nn.functional as F
 from autokernel import reference
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _refusal,
-)
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import REQUIRED, bind_arguments, call_kernel, call_refusal
 from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
 from autokernel.profiling.callsites import (
-    CAST_OPS, Context, Extracted, SiteKey, _arg, _dtype, _has_tensor, _maybe_last_dim, _numel,
-    _shape, _significant_unclaimed, _span,
+    CAST_OPS,
+    Context,
+    Extracted,
+    SiteKey,
+    significant_unclaimed,
+    unclaimed_span,
+)
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    call_dtype,
+    has_tensor,
+    maybe_last_dim,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.graph_losses import find_cross_entropy, loss_notes_route
@@ -200,32 +211,32 @@ def liger_cross_entropy() -> Callable[..., torch.Tensor] | None:
 
 
 def _cross_entropy_shape(op: OpCall, ctx: Context) -> Extracted:
-    x = _shape(op, 0)
+    x = arg_shape(op, 0)
     if not x:
         return None
     v = x[1] if len(x) >= 2 else x[0]
     params: dict[str, Any] = {}
-    reduction = _arg(op, 3)
+    reduction = arg_value(op, 3)
     if isinstance(reduction, int):
         params["reduction"] = {0: "none", 1: "mean", 2: "sum"}.get(reduction, reduction)
-    ignore_index = _arg(op, 4)
+    ignore_index = arg_value(op, 4)
     if isinstance(ignore_index, int):
         params["ignore_index"] = ignore_index
-    smoothing = _arg(op, 5)
+    smoothing = arg_value(op, 5)
     if isinstance(smoothing, float) and smoothing:
         params["label_smoothing"] = smoothing
-    if _has_tensor(op, 2):
+    if has_tensor(op, 2):
         params["class_weights"] = True
-    return {"M": _numel(x) // v, "V": v}, params
+    return {"M": shape_numel(x) // v, "V": v}, params
 
 
 def _find_log_softmax_nll(ctx: Context) -> None:
-    seq = _significant_unclaimed(ctx)
+    seq = significant_unclaimed(ctx)
     for j, log_softmax in enumerate(seq):
         if log_softmax.name not in ("aten::log_softmax", "aten::_log_softmax"):
             continue
-        x = _shape(log_softmax, 0)
-        if not x or not _maybe_last_dim(_arg(log_softmax, 1), len(x)):
+        x = arg_shape(log_softmax, 0)
+        if not x or not maybe_last_dim(arg_value(log_softmax, 1), len(x)):
             continue
         k = j + 1
         while k < len(seq) and seq[k].name in CAST_OPS:
@@ -233,8 +244,8 @@ def _find_log_softmax_nll(ctx: Context) -> None:
         if k >= len(seq) or seq[k].name not in ("aten::nll_loss", "aten::nll_loss_nd"):
             continue
         nll = seq[k]
-        logits = _shape(nll, 0)
-        if _numel(logits) != _numel(x) or (logits and logits[-1] != x[-1]):
+        logits = arg_shape(nll, 0)
+        if shape_numel(logits) != shape_numel(x) or (logits and logits[-1] != x[-1]):
             continue
         extracted = _cross_entropy_shape(nll, ctx)
         if extracted is None:
@@ -242,8 +253,9 @@ def _find_log_softmax_nll(ctx: Context) -> None:
         named, params = extracted
         site = ctx.site("cross_entropy", ctx.common_module([log_softmax, nll]),
                         f"{log_softmax.name} + {nll.name}", named, params,
-                        _dtype(log_softmax, ctx.record.dtype))
-        ctx.claim(_span(ctx, log_softmax, nll), "cross_entropy", ("ce", log_softmax.id), site)
+                        call_dtype(log_softmax, ctx.record.dtype))
+        ctx.claim(unclaimed_span(ctx, log_softmax, nll), "cross_entropy", ("ce", log_softmax.id),
+                  site)
 
 
 def _site_route(site: SiteKey, module_type: str | None, modules: Mapping[str, ModuleInfo]) -> str:
@@ -337,10 +349,11 @@ def _cross_entropy_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 
 def _cross_entropy_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                         kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs,
-                  ("input", "target", "weight", "size_average", "ignore_index", "reduce",
-                   "reduction", "label_smoothing"),
-                  (_REQUIRED, _REQUIRED, None, None, -100, None, "mean", 0.0))
+    bound = bind_arguments(
+        args, kwargs,
+        ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+         "reduction", "label_smoothing"),
+        (REQUIRED, REQUIRED, None, None, -100, None, "mean", 0.0))
     if bound is None:
         return None, "arguments"
     logits, targets = bound["input"], bound["target"]
@@ -352,10 +365,10 @@ def _cross_entropy_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     if logits.ndim != 2 or targets.ndim != 1 or targets.dtype != torch.int64 or \
             targets.shape[0] != logits.shape[0]:
         return None, "shape"
-    why = _refusal(kernel, logits)
+    why = call_refusal(kernel, logits)
     if why:
         return None, why
-    out, why = _call_kernel(kernel, logits, targets)
+    out, why = call_kernel(kernel, logits, targets)
     # F.cross_entropy returns the logits' dtype; the kernel's float32 loss is cast to match.
     return (None, why) if why else (out.to(logits.dtype), None)
 

@@ -22,9 +22,13 @@ from autokernel import reference
 from autokernel.integrate.attention_chain import CHAIN_STARTS, start_chain
 from autokernel.integrate.custom_ops import fake_like_first
 from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _attention_scale_unverified, _bind, _call_kernel,
-    _refusal,
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    REQUIRED,
+    attention_scale_unverified,
+    bind_arguments,
+    call_kernel,
+    call_refusal,
 )
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
@@ -37,8 +41,21 @@ from autokernel.ops.spec import (
     sample,
 )
 from autokernel.profiling.callsites import (
-    CAST_OPS, Context, Extracted, SiteKey, _arg, _dtype, _four_dims, _has_tensor,
-    _maybe_last_dim, _numel, _shape, _significant_unclaimed, _span,
+    CAST_OPS,
+    Context,
+    Extracted,
+    SiteKey,
+    significant_unclaimed,
+    unclaimed_span,
+)
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    call_dtype,
+    four_dims,
+    has_tensor,
+    maybe_last_dim,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.graph_attention import attention_route, find_explicit_attention, find_sdpa
@@ -197,23 +214,23 @@ ATTENTION_OPS: dict[str, tuple[int | None, int | None, int | None, str]] = {
 
 def _attention_shape(op: OpCall, ctx: Context) -> Extracted:
     mask_i, causal_i, scale_i, layout = ATTENTION_OPS[op.name]
-    q, k = _shape(op, 0), _shape(op, 1)
+    q, k = arg_shape(op, 0), arg_shape(op, 1)
     if len(q) < 3:
         return None
     if layout == "BSHD" and len(q) == 4:
         named = {"B": q[0], "H": q[2], "S": q[1], "D": q[3]}
         kv_heads, kv_len = (k[2], k[1]) if len(k) == 4 else (None, None)
     else:
-        named = _four_dims(q)
+        named = four_dims(q)
         kv_heads = k[-3] if len(k) >= 3 else None
         kv_len = k[-2] if len(k) >= 2 else None
     params: dict[str, Any] = {}
-    causal = _arg(op, causal_i) if causal_i is not None else None
+    causal = arg_value(op, causal_i) if causal_i is not None else None
     if isinstance(causal, bool):
         params["causal"] = causal
-    if mask_i is not None and _has_tensor(op, mask_i):
+    if mask_i is not None and has_tensor(op, mask_i):
         params["mask"] = True
-    scale = _arg(op, scale_i) if scale_i is not None else None
+    scale = arg_value(op, scale_i) if scale_i is not None else None
     if isinstance(scale, (int, float)) and not isinstance(scale, bool):
         params["scale"] = scale
     if kv_heads and kv_heads != named["H"]:
@@ -228,20 +245,20 @@ ATTENTION_MATMULS = ("aten::matmul", "aten::bmm")
 
 def _makes_a_scalar(op: OpCall) -> bool:
     """torch.full([], v) / scalar_tensor: the scale or mask value, made on the fly."""
-    return op.name == "aten::scalar_tensor" or (op.name == "aten::full" and _arg(op, 0) == [])
+    return op.name == "aten::scalar_tensor" or (op.name == "aten::full" and arg_value(op, 0) == [])
 
 
 def _scalar_value(op: OpCall) -> Any:
-    return _arg(op, 0 if op.name == "aten::scalar_tensor" else 1)
+    return arg_value(op, 0 if op.name == "aten::scalar_tensor" else 1)
 
 
 def _find_explicit_attention(ctx: Context) -> None:
-    seq = _significant_unclaimed(ctx)
+    seq = significant_unclaimed(ctx)
     for s, softmax in enumerate(seq):
         if softmax.name not in ("aten::softmax", "aten::_softmax"):
             continue
-        p = _shape(softmax, 0)
-        if len(p) < 3 or not _maybe_last_dim(_arg(softmax, 1), len(p)):
+        p = arg_shape(softmax, 0)
+        if len(p) < 3 or not maybe_last_dim(arg_value(softmax, 1), len(p)):
             continue
         # Backwards: casts, a scalar scale and a causal-shaped masked_fill, then Q @ Kᵀ.
         causal = False
@@ -252,19 +269,19 @@ def _find_explicit_attention(ctx: Context) -> None:
             if op.name in CAST_OPS or _makes_a_scalar(op):
                 pass
             elif op.name in ("aten::mul", "aten::div", "aten::mul_", "aten::div_") and not (
-                _has_tensor(op, 1)
+                has_tensor(op, 1)
             ):
-                value = _arg(op, 1)
+                value = arg_value(op, 1)
                 if value is None and j > 0 and _makes_a_scalar(seq[j - 1]):
                     value = _scalar_value(seq[j - 1])  # scores / torch.full([], sqrt(d))
                 if isinstance(value, (int, float)) and value:
                     scale = float(value) if "mul" in op.name else 1.0 / float(value)
             elif op.name in ("aten::masked_fill", "aten::masked_fill_", "aten::where"):
                 # masked_fill(scores, mask, value) or where(keep, scores, value)
-                mask = _shape(op, 0 if op.name == "aten::where" else 1)
+                mask = arg_shape(op, 0 if op.name == "aten::where" else 1)
                 # An [S, S] mask broadcast over batch and heads is the causal triangle; a
                 # per-batch padding mask is not something a causal kernel can reproduce.
-                if mask[-2:] != p[-2:] or _numel(mask[:-2]) != 1:
+                if mask[-2:] != p[-2:] or shape_numel(mask[:-2]) != 1:
                     break
                 causal = True
             else:
@@ -273,7 +290,7 @@ def _find_explicit_attention(ctx: Context) -> None:
         if j < 0 or seq[j].name not in ATTENTION_MATMULS:
             continue
         scores = seq[j]
-        q, kt = _shape(scores, 0), _shape(scores, 1)
+        q, kt = arg_shape(scores, 0), arg_shape(scores, 1)
         if len(q) < 3 or len(kt) < 3 or q[:-1] != p[:-1] or kt[-1] != p[-1] or kt[-2] != q[-1]:
             continue
         # Forwards: casts, then P @ V.
@@ -283,15 +300,16 @@ def _find_explicit_attention(ctx: Context) -> None:
         if k >= len(seq) or seq[k].name not in ATTENTION_MATMULS:
             continue
         values = seq[k]
-        if _shape(values, 0) != p or _shape(values, 1)[-2:-1] != p[-1:]:
+        if arg_shape(values, 0) != p or arg_shape(values, 1)[-2:-1] != p[-1:]:
             continue
         params: dict[str, Any] = {"causal": causal}
         if scale is not None:
             params["scale"] = scale
         label = "softmax(QK^T)V(" + ", ".join([scores.name, softmax.name, values.name]) + ")"
         site = ctx.site("flash_attention", ctx.common_module(seq[j:k + 1]), label,
-                        _four_dims(q), params, _dtype(scores, ctx.record.dtype))
-        ctx.claim(_span(ctx, scores, values), "flash_attention", ("attention", scores.id), site)
+                        four_dims(q), params, call_dtype(scores, ctx.record.dtype))
+        ctx.claim(unclaimed_span(ctx, scores, values), "flash_attention",
+                  ("attention", scores.id), site)
 
 
 # The SDPA call's notes and params verify refuses (its kernels take neither).
@@ -419,10 +437,11 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True
 
 def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs,
-                  ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
-                   "enable_gqa"),
-                  (_REQUIRED, _REQUIRED, _REQUIRED, None, 0.0, False, None, False))
+    bound = bind_arguments(
+        args, kwargs,
+        ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+         "enable_gqa"),
+        (REQUIRED, REQUIRED, REQUIRED, None, 0.0, False, None, False))
     if bound is None:
         return None, "arguments"
     q, k, v = bound["query"], bound["key"], bound["value"]
@@ -438,10 +457,10 @@ def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     scale = bound["scale"]
     if scale is not None and math.isclose(float(scale), q.shape[-1] ** -0.5, rel_tol=1e-6):
         scale = None  # the default, spelled out
-    why = _refusal(kernel, q, k, v) or _attention_scale_unverified(kernel, scale, q.shape[-1])
+    why = call_refusal(kernel, q, k, v) or attention_scale_unverified(kernel, scale, q.shape[-1])
     if why:
         return None, why
-    return _call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
+    return call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
 
 
 INTEGRATION = Integration(

@@ -28,9 +28,17 @@ from torch import nn
 from autokernel import reference
 from autokernel.reference import MLP_ACTIVATIONS, mlp_activation
 from autokernel.integrate.integration import Integration, ModuleRoute
-from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, _call_kernel, _close, _only_argument, _plain_linear, _positional_arity,
-    _probe_inputs, _probe_passes, _refusal, _rows,
+from autokernel.integrate.routing import Outcome, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    as_rows,
+    call_kernel,
+    call_refusal,
+    only_tensor_argument,
+    plain_linear,
+    positional_arity,
+    probe_close,
+    probe_passes,
+    probe_tensor,
 )
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
@@ -338,11 +346,11 @@ def _activation_arguments(kernel: RoutedKernel) -> tuple[str, ...]:
 def _gated_mlp_candidates(module: nn.Module) -> list[dict[str, Any]]:
     """(gate, up, down) name triples to probe: three bias-free Linear children, [H,D]×2, [D,H];
     other children without weights (an nn.GELU activation module) may be there."""
-    if _positional_arity(module) != 1:
+    if positional_arity(module) != 1:
         return []
     linears: list[tuple[str, nn.Linear]] = []
     for name, child in module.named_children():
-        if _plain_linear(child) and child.bias is None:
+        if plain_linear(child) and child.bias is None:
             linears.append((name, child))
         elif any(True for _ in child.parameters()):
             return []  # other weights take part: not a plain gated MLP
@@ -366,9 +374,9 @@ def _computes_gated_mlp(module: nn.Module, kernel: RoutedKernel, details: dict[s
     probe, whose tolerance is 50x that, takes either (the kernel is then within tolerance of
     both)."""
     gate, up, down = (getattr(module, n).weight for n in details["projections"])
-    x = _probe_inputs((3, gate.shape[1]), gate)
+    x = probe_tensor((3, gate.shape[1]), gate)
     expected = kernel.reference(x, gate, up, down, *_activation_arguments(kernel))
-    return _close(kernel, module.forward(x), expected)
+    return probe_close(kernel, module.forward(x), expected)
 
 
 def _recognize_gated_mlp(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
@@ -376,7 +384,7 @@ def _recognize_gated_mlp(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
     the kernel's activation (a GeGLU MLP does not take a SwiGLU kernel, nor the reverse)."""
     candidates = _gated_mlp_candidates(module)
     for details in candidates:
-        if _probe_passes(lambda: _computes_gated_mlp(module, kernel, details)):
+        if probe_passes(lambda: _computes_gated_mlp(module, kernel, details)):
             return details
     activation = kernel.params.get("activation", "silu")
     return f"probe: does not compute down({activation}(gate(x)) · up(x))" if candidates \
@@ -384,15 +392,15 @@ def _recognize_gated_mlp(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
 
 
 def _fused_mlp_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
+    x = only_tensor_argument(args, kwargs)
     gate, up, down = (getattr(route.module, n).weight for n in route.details["projections"])
     if x is None or x.ndim == 0 or x.shape[-1] != gate.shape[1]:
         return None, "arguments"
-    why = _refusal(route.kernel, x, gate, up, down)
+    why = call_refusal(route.kernel, x, gate, up, down)
     if why:
         return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), gate, up, down,
-                            *_activation_arguments(route.kernel))
+    out, why = call_kernel(route.kernel, as_rows(x, x.shape[-1]), gate, up, down,
+                           *_activation_arguments(route.kernel))
     return (None, why) if why else (out.reshape(*x.shape[:-1], down.shape[0]), None)
 
 

@@ -17,9 +17,17 @@ from torch import nn
 
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
-from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _close, _only_argument,
-    _positional_arity, _probe_inputs, _probe_passes, _refusal,
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    REQUIRED,
+    bind_arguments,
+    call_kernel,
+    call_refusal,
+    only_tensor_argument,
+    positional_arity,
+    probe_close,
+    probe_passes,
+    probe_tensor,
 )
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
@@ -27,7 +35,8 @@ from autokernel.ops.rowwise import (
 from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
-from autokernel.profiling.callsites import Context, Extracted, _arg, _numel, _shape
+from autokernel.profiling.callsites import Context, Extracted
+from autokernel.profiling.site_readers import arg_shape, arg_value, shape_numel
 from autokernel.profiling.canonical import gelu_of, region
 from autokernel.profiling.events import OpCall
 from autokernel.profiling.graph_match import GraphContext, whole_forward
@@ -117,12 +126,12 @@ def _gelu_call_shape(op: OpCall, ctx: Context) -> Extracted:
     torch.profiler records no string arguments, so the approximation comes from the nn.GELU
     module around the call; a functional F.gelu(x, approximate="tanh") site has none, its kernel
     is verified for the exact form, and the route leaves its tanh-form calls to PyTorch."""
-    x = _shape(op, 0)
+    x = arg_shape(op, 0)
     if not x or not x[-1]:
         return None
-    approximate = _arg(op, 1) or ctx.module_attr(op, ("approximate",))
+    approximate = arg_value(op, 1) or ctx.module_attr(op, ("approximate",))
     params = {"approximate": approximate} if approximate in APPROXIMATIONS else {}
-    return {"M": _numel(x) // x[-1], "N": x[-1]}, params
+    return {"M": shape_numel(x) // x[-1], "N": x[-1]}, params
 
 
 WRITTEN_OUT = "gelu(written out)"
@@ -146,7 +155,7 @@ def _find_gelu_in_graph(gctx: GraphContext) -> None:
         if found.spelled_out and whole_forward(gctx, nodes):
             # a GELU module's whole forward (minGPT's NewGELU), or the model's (KernelBench 88)
             params["module"] = True
-        site = gctx.site("gelu", nodes, label, {"M": _numel(x) // x[-1], "N": x[-1]}, params,
+        site = gctx.site("gelu", nodes, label, {"M": shape_numel(x) // x[-1], "N": x[-1]}, params,
                          gctx.dtype(found.x))
         gctx.claim(nodes, "gelu", site)
 
@@ -211,14 +220,14 @@ def _gelu_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 
 
 GELU_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
-    F.gelu: (("input", "approximate"), (_REQUIRED, "none")),
+    F.gelu: (("input", "approximate"), (REQUIRED, "none")),
 }
 
 
 def _gelu_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     """F.gelu(x, approximate=...), which nn.GELU's forward calls too."""
-    bound = _bind(args, kwargs, *GELU_SIGNATURES[func])
+    bound = bind_arguments(args, kwargs, *GELU_SIGNATURES[func])
     if bound is None:
         return None, "arguments"
     x, approximate = bound["input"], bound["approximate"]
@@ -227,10 +236,10 @@ def _gelu_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     verified = kernel.params.get("approximate", "none")
     if approximate != verified:
         return None, f"approximate={approximate!r} (verified: {verified!r})"
-    why = _refusal(kernel, x)
+    why = call_refusal(kernel, x)
     if why:
         return None, why
-    return _call_kernel(kernel, x, approximate)
+    return call_kernel(kernel, x, approximate)
 
 
 def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
@@ -238,29 +247,29 @@ def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str,
     forward(x) computes GELU in the kernel's form: minGPT's NewGELU, HF's GELU classes, a
     KernelBench model that is the formula. nn.GELU is the call route's (it calls F.gelu)."""
     if type(module).__module__.startswith("torch.") or any(True for _ in module.parameters()) \
-            or any(True for _ in module.children()) or _positional_arity(module) != 1:
+            or any(True for _ in module.children()) or positional_arity(module) != 1:
         return None
     approximate = kernel.params.get("approximate", "none")
 
     def computes_gelu() -> bool:
         # F.gelu is the oracle, not kernel.reference: an exported module carries reference.py's
         # oracles only, and GELU's lives in this op entry (its probe failed in every export).
-        x = _probe_inputs((3, 8), torch.ones((), dtype=torch.float32,
-                                             device=kernel.op.device_type))
-        return _close(kernel, module.forward(x), F.gelu(x, approximate=approximate))
+        x = probe_tensor((3, 8), torch.ones((), dtype=torch.float32,
+                                            device=kernel.op.device_type))
+        return probe_close(kernel, module.forward(x), F.gelu(x, approximate=approximate))
 
-    return {"approximate": approximate} if _probe_passes(computes_gelu) else None
+    return {"approximate": approximate} if probe_passes(computes_gelu) else None
 
 
 def _gelu_module_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
                          ) -> Outcome:
-    x = _only_argument(args, kwargs)
+    x = only_tensor_argument(args, kwargs)
     if x is None or x.numel() == 0:
         return None, "arguments"
-    why = _refusal(route.kernel, x)
+    why = call_refusal(route.kernel, x)
     if why:
         return None, why
-    return _call_kernel(route.kernel, x, route.details["approximate"])
+    return call_kernel(route.kernel, x, route.details["approximate"])
 
 
 INTEGRATION = Integration(

@@ -14,8 +14,14 @@ from torch import nn
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first
 from autokernel.integrate.integration import Integration, ModuleRoute
-from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, _call_kernel, _only_argument, _ones_or, _refusal, _rows, _unverified,
+from autokernel.integrate.routing import Outcome, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    affine_or_constant,
+    as_rows,
+    call_kernel,
+    call_refusal,
+    only_tensor_argument,
+    unverified_value,
 )
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES,
@@ -27,8 +33,13 @@ from autokernel.ops.rowwise import (
 from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
-from autokernel.profiling.callsites import (
-    Context, Extracted, SiteKey, _arg, _has_tensor, _norm_width, _numel, _shape,
+from autokernel.profiling.callsites import Context, Extracted, SiteKey
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    has_tensor,
+    norm_width,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.graph_norms import norm_pattern, norm_route
@@ -176,17 +187,17 @@ def liger_layernorm() -> Callable[..., torch.Tensor] | None:
 
 
 def _layernorm_shape(op: OpCall, ctx: Context) -> Extracted:
-    x, n = _shape(op, 0), _norm_width(op)
+    x, n = arg_shape(op, 0), norm_width(op)
     if not x or not n:
         return None
     params: dict[str, Any] = {}
-    eps = _arg(op, 4)
+    eps = arg_value(op, 4)
     if isinstance(eps, (int, float)) and not isinstance(eps, bool):
         params["eps"] = eps
     # Names the reference's arguments do not use, so these stay notes.
-    params["elementwise_affine"] = _has_tensor(op, 2)
-    params["with_bias"] = _has_tensor(op, 3)
-    return {"M": _numel(x) // n, "N": n}, params
+    params["elementwise_affine"] = has_tensor(op, 2)
+    params["with_bias"] = has_tensor(op, 3)
+    return {"M": shape_numel(x) // n, "N": n}, params
 
 
 LAYERNORM_MODULE = "torch.nn.modules.normalization.LayerNorm"  # a ModuleInfo's type
@@ -246,7 +257,7 @@ def _recognize_layernorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
 
 
 def _layernorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
+    x = only_tensor_argument(args, kwargs)
     if x is None or x.ndim == 0:
         return None, "arguments"
     module = route.module
@@ -256,12 +267,13 @@ def _layernorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, A
     width = math.prod(normalized)
     flat_weight = module.weight.reshape(width) if module.weight is not None else None
     flat_bias = module.bias.reshape(width) if module.bias is not None else None
-    weight = _ones_or(flat_weight, route, "weight", width, x, 1.0)
-    bias = _ones_or(flat_bias, route, "bias", width, x, 0.0)
-    why = _refusal(route.kernel, x, weight, bias) or _unverified(route.kernel, "eps", module.eps)
+    weight = affine_or_constant(flat_weight, route, "weight", width, x, 1.0)
+    bias = affine_or_constant(flat_bias, route, "bias", width, x, 0.0)
+    why = (call_refusal(route.kernel, x, weight, bias)
+           or unverified_value(route.kernel, "eps", module.eps))
     if why:
         return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, width), weight, bias, float(module.eps))
+    out, why = call_kernel(route.kernel, as_rows(x, width), weight, bias, float(module.eps))
     return (None, why) if why else (out.reshape(x.shape), None)
 
 

@@ -27,9 +27,15 @@ from autokernel import reference
 from autokernel.integrate.attention_chain import NOT_MINE
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
-from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _only_argument,
-    _plain_linear, _refusal, _rows,
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    REQUIRED,
+    as_rows,
+    bind_arguments,
+    call_kernel,
+    call_refusal,
+    only_tensor_argument,
+    plain_linear,
 )
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
@@ -41,8 +47,13 @@ from autokernel.ops.spec import (
     element_size,
     sample,
 )
-from autokernel.profiling.callsites import (
-    Context, Extracted, SiteKey, _arg, _broadcast_numel, _has_tensor, _numel, _shape,
+from autokernel.profiling.callsites import Context, Extracted, SiteKey
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    broadcast_numel,
+    has_tensor,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.site_routes import CALL, LINEAR_TYPES, MODULE, UNKNOWN
@@ -214,15 +225,15 @@ def bytes_moved(shape: Shape, dtype: torch.dtype) -> float:
 def _matmul_shape(op: OpCall, ctx: Context) -> Extracted:
     name = op.name
     if name == "aten::linear":
-        x, w = _shape(op, 0), _shape(op, 1)
+        x, w = arg_shape(op, 0), arg_shape(op, 1)
         if not x or len(w) != 2:
             return None
-        params = {"bias": True} if _has_tensor(op, 2) else {}
-        return {"B": 1, "M": _numel(x[:-1]), "N": w[0], "K": x[-1]}, params
+        params = {"bias": True} if has_tensor(op, 2) else {}
+        return {"B": 1, "M": shape_numel(x[:-1]), "N": w[0], "K": x[-1]}, params
     params = {"b_transposed": True} if _b_is_transposed(op, ctx) else {}
     if name in ("aten::addmm", "aten::_addmm_activation", "aten::mm"):
         a_index = 0 if name == "aten::mm" else 1
-        a, b = _shape(op, a_index), _shape(op, a_index + 1)
+        a, b = arg_shape(op, a_index), arg_shape(op, a_index + 1)
         if len(a) != 2 or len(b) != 2:
             return None
         if name != "aten::mm":
@@ -230,25 +241,25 @@ def _matmul_shape(op: OpCall, ctx: Context) -> Extracted:
         return {"B": 1, "M": a[0], "N": b[1], "K": a[1]}, params
     if name in ("aten::bmm", "aten::baddbmm"):
         a_index = 0 if name == "aten::bmm" else 1
-        a, b = _shape(op, a_index), _shape(op, a_index + 1)
+        a, b = arg_shape(op, a_index), arg_shape(op, a_index + 1)
         if len(a) != 3 or len(b) != 3:
             return None
         return {"B": a[0], "M": a[1], "N": b[2], "K": a[2]}, params
     if name in ("aten::mv", "aten::addmv"):
-        a = _shape(op, 0 if name == "aten::mv" else 1)
+        a = arg_shape(op, 0 if name == "aten::mv" else 1)
         if len(a) != 2:
             return None
         return {"B": 1, "M": a[0], "N": 1, "K": a[1]}, {}
     if name == "aten::matmul":
-        a, b = _shape(op, 0), _shape(op, 1)
+        a, b = arg_shape(op, 0), arg_shape(op, 1)
         if not a or not b:
             return None
         if len(b) == 1:
-            return {"B": 1, "M": _numel(a[:-1]), "N": 1, "K": b[0]}, {}
+            return {"B": 1, "M": shape_numel(a[:-1]), "N": 1, "K": b[0]}, {}
         if len(b) == 2:  # x @ W: every leading dim of x is a row of one GEMM
-            return {"B": 1, "M": _numel(a[:-1]), "N": b[1], "K": b[0]}, params
+            return {"B": 1, "M": shape_numel(a[:-1]), "N": b[1], "K": b[0]}, params
         m = a[-2] if len(a) >= 2 else 1
-        batch = _broadcast_numel(a[:-2], b[:-2])
+        batch = broadcast_numel(a[:-2], b[:-2])
         return {"B": batch, "M": m, "N": b[-1], "K": b[-2]}, params
     return None
 
@@ -260,19 +271,19 @@ def _is_column_major(strides: Any) -> bool:
 
 def _swaps_last_two(view: OpCall, b: list[int]) -> bool:
     """Is `view` (transpose/t/permute) the op that made B by swapping its last two dims?"""
-    x = _shape(view, 0)
+    x = arg_shape(view, 0)
     if len(x) != len(b) or len(b) < 2 or x[:-2] + [x[-1], x[-2]] != b:
         return False
     ndim = len(x)
     if view.name == "aten::t":
         return True
     if view.name == "aten::transpose":
-        dims = [_arg(view, 1), _arg(view, 2)]
+        dims = [arg_value(view, 1), arg_value(view, 2)]
         if all(isinstance(d, int) for d in dims):
             return sorted(d % ndim for d in dims) == [ndim - 2, ndim - 1]
         return x[-1] != x[-2]  # arguments not recorded: the shapes alone must tell
     if view.name == "aten::permute":
-        order = _arg(view, 1)
+        order = arg_value(view, 1)
         return isinstance(order, list) and [d % ndim for d in order] == (
             list(range(ndim - 2)) + [ndim - 1, ndim - 2])
     return False
@@ -284,15 +295,15 @@ def _b_is_transposed(op: OpCall, ctx: Context) -> bool:
     aten::matmul records B's strides on the as_strided inside its own expand of B; otherwise
     the view op just before the product, in program order, shows it.
     """
-    b = _shape(op, 2 if op.name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm")
-               else 1)
+    b = arg_shape(op, 2 if op.name in ("aten::addmm", "aten::_addmm_activation", "aten::baddbmm")
+                  else 1)
     if len(b) < 2 or b[-1] == 1:
         return False
     for child in ctx.children.get(op.id, []):
-        if child.name == "aten::expand" and _shape(child, 0) == b:
+        if child.name == "aten::expand" and arg_shape(child, 0) == b:
             inner = ctx.children.get(child.id, [])
             if inner and inner[0].name == "aten::as_strided":
-                return _is_column_major(_arg(inner[0], 2))
+                return _is_column_major(arg_value(inner[0], 2))
     position = ctx.position.get(op.id)
     if position is None or position == 0:
         return False
@@ -307,7 +318,7 @@ def _matmul_role(op: OpCall, ctx: Context) -> str:
         return "linear"
     if op.name in ("aten::bmm", "aten::baddbmm"):
         return "batched"
-    if op.name == "aten::matmul" and len(_shape(op, 1)) >= 3:
+    if op.name == "aten::matmul" and len(arg_shape(op, 1)) >= 3:
         return "batched"
     return "gemm"
 
@@ -419,26 +430,26 @@ def _matmul_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 
 
 def _recognize_linear(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
-    return {} if _plain_linear(module) else None
+    return {} if plain_linear(module) else None
 
 
 def _linear_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
     """nn.Linear: x[..., K] @ Wᵀ + bias, with Wᵀ made contiguous once and cached until the
     weight changes. Under autograd (a weight that needs a gradient) and under torch.compile the
     kernel reads Wᵀ as a strided view instead, so gradients reach the parameter, with no copy."""
-    x = _only_argument(args, kwargs)
+    x = only_tensor_argument(args, kwargs)
     module = route.module
     weight, bias = module.weight, module.bias
     if x is None or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
         return None, "arguments"
-    why = _refusal(route.kernel, x, weight, *(() if bias is None else (bias,)))
+    why = call_refusal(route.kernel, x, weight, *(() if bias is None else (bias,)))
     if why:
         return None, why
     if torch.compiler.is_compiling() or (torch.is_grad_enabled() and weight.requires_grad):
         weight_t = weight.t()  # a view: autograd reaches the parameter, the compiler sees no copy
     else:
         weight_t = _cached_transpose(route, weight)
-    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), weight_t)
+    out, why = call_kernel(route.kernel, as_rows(x, x.shape[-1]), weight_t)
     if why:
         return None, why
     if bias is not None:
@@ -472,7 +483,7 @@ def _matmul_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     """A @ B with B batched (role "batched": B has three or more dims, as in attention's Q @ Kᵀ
     and P @ V or bmm) or 2-D (role "gemm": x @ W, mm); the kernel is batched like torch.matmul."""
     names = MATMUL_SIGNATURES[func]
-    bound = _bind(args, kwargs, names, (_REQUIRED, _REQUIRED))
+    bound = bind_arguments(args, kwargs, names, (REQUIRED, REQUIRED))
     if bound is None:
         return None, "arguments"
     a, b = bound[names[0]], bound[names[1]]
@@ -481,15 +492,15 @@ def _matmul_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
         return None, NOT_MINE
     if a.shape[-1] != b.shape[-2]:
         return None, "shape"
-    why = _refusal(kernel, a, b)
-    return (None, why) if why else _call_kernel(kernel, a, b)
+    why = call_refusal(kernel, a, b)
+    return (None, why) if why else call_kernel(kernel, a, b)
 
 
 def _addmm_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
     """torch.addmm(bias, x, W) (HF's Conv1D), with beta = alpha = 1: x @ W + bias."""
-    bound = _bind(args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"),
-                  (_REQUIRED, _REQUIRED, _REQUIRED, 1, 1))
+    bound = bind_arguments(args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"),
+                           (REQUIRED, REQUIRED, REQUIRED, 1, 1))
     if bound is None:
         return None, "arguments"
     bias, a, b = bound["input"], bound["mat1"], bound["mat2"]
@@ -497,10 +508,10 @@ def _addmm_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
         return None, NOT_MINE
     if bound["beta"] != 1 or bound["alpha"] != 1:
         return None, "beta or alpha"
-    why = _refusal(kernel, a, b, bias)
+    why = call_refusal(kernel, a, b, bias)
     if why:
         return None, why
-    out, why = _call_kernel(kernel, a, b)
+    out, why = call_kernel(kernel, a, b)
     if why:
         return None, why
     return (out + bias if torch.is_grad_enabled() else out.add_(bias)), None

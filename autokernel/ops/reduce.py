@@ -28,9 +28,13 @@ from autokernel import reference
 from autokernel.integrate.attention_chain import NOT_MINE
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_over_axis, _input_over_one_dim,
-    _refusal,
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    REQUIRED,
+    bind_arguments,
+    call_over_axis,
+    call_refusal,
+    input_over_one_dim,
 )
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
@@ -46,8 +50,13 @@ from autokernel.ops.spec import (
     rows_and_width,
     sample,
 )
-from autokernel.profiling.callsites import (
-    Extracted, _arg, _numel, _over_axis, _shape, _single_axis,
+from autokernel.profiling.callsites import Extracted
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    dims_over_axis,
+    shape_numel,
+    single_axis,
 )
 from autokernel.profiling.events import OpCall
 from autokernel.profiling.graph_match import GraphContext
@@ -235,20 +244,20 @@ REDUCE_MIN_ROW = 32
 
 
 def _reduction_shape(op: OpCall, reduction: str) -> Extracted:
-    x = _shape(op, 0)
+    x = arg_shape(op, 0)
     if not x:
         return None
     # aten::sum(self, dtype) and aten::mean(self, dtype) reduce the whole tensor, as does
     # aten::amax(self, dim=[]); their .dim overloads name the dims.
-    if len(op.shapes) <= 2 or _arg(op, 1) == []:
-        named: dict[str, int] = {"M": 1, "N": _numel(x)}
+    if len(op.shapes) <= 2 or arg_value(op, 1) == []:
+        named: dict[str, int] = {"M": 1, "N": shape_numel(x)}
         params: dict[str, Any] = {}
     else:
-        axis = _single_axis(_arg(op, 1), len(x))
+        axis = single_axis(arg_value(op, 1), len(x))
         if axis is None:  # several dims: not one row-wise reduction
             return None
-        named, params = _over_axis(x, axis)
-    if _numel(x) < REDUCE_MIN_ELEMENTS or named["N"] < REDUCE_MIN_ROW:
+        named, params = dims_over_axis(x, axis)
+    if shape_numel(x) < REDUCE_MIN_ELEMENTS or named["N"] < REDUCE_MIN_ROW:
         return None
     return named, (params if reduction == "sum" else {**params, "op": reduction})
 
@@ -380,8 +389,8 @@ def _reduce_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 
 # (names, defaults) of each reduction's torch functions: torch.sum(input, dim, keepdim, dtype),
 # torch.mean the same, torch.amax(input, dim=(), keepdim) (no dim: every dim).
-_SIGNATURE = (("input", "dim", "keepdim", "dtype"), (_REQUIRED, None, False, None))
-_AMAX_SIGNATURE = (("input", "dim", "keepdim"), (_REQUIRED, (), False))
+_SIGNATURE = (("input", "dim", "keepdim", "dtype"), (REQUIRED, None, False, None))
+_AMAX_SIGNATURE = (("input", "dim", "keepdim"), (REQUIRED, (), False))
 SIGNATURES: dict[str, dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]]] = {
     "sum": {torch.sum: _SIGNATURE, torch.Tensor.sum: _SIGNATURE},
     "mean": {torch.mean: _SIGNATURE, torch.Tensor.mean: _SIGNATURE},
@@ -396,8 +405,8 @@ def _reduction_call(reduction: str) -> Any:
 
     def call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
              kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-        bound = _bind(args, kwargs, *signatures[func])
-        found = _input_over_one_dim(kernel, bound)
+        bound = bind_arguments(args, kwargs, *signatures[func])
+        found = input_over_one_dim(kernel, bound)
         if isinstance(found, str):
             return None, found
         x, axis = found
@@ -406,10 +415,10 @@ def _reduction_call(reduction: str) -> Any:
         if x.numel() < kernel.limits.get("min_elements", 1) or \
                 x.shape[axis] < kernel.limits.get("min_row", 1):
             return None, "smaller than a reduce target"
-        why = _refusal(kernel, x)
+        why = call_refusal(kernel, x)
         if why:
             return None, why
-        out, why = _call_over_axis(kernel, x, axis, *trailing)
+        out, why = call_over_axis(kernel, x, axis, *trailing)
         if why:
             return None, why
         out = out.reshape(x.shape[:axis] + x.shape[axis + 1:])
@@ -420,7 +429,7 @@ def _reduction_call(reduction: str) -> Any:
 
 _amax_call = _reduction_call("amax")
 # torch.max(input, dim, keepdim=False) -> (values, indices), as torch.Tensor.max(dim, keepdim).
-_MAX_SIGNATURE = (("input", "dim", "keepdim"), (_REQUIRED, _REQUIRED, False))
+_MAX_SIGNATURE = (("input", "dim", "keepdim"), (REQUIRED, REQUIRED, False))
 MAX_FUNCTIONS = (torch.max, torch.Tensor.max)
 # Where the caller of a torch.max reads only its values: (code, offset of the call) → bool.
 _VALUES_ONLY: dict[tuple[CodeType, int], bool] = {}
@@ -496,11 +505,11 @@ def _max_values_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     reads is exactly what it returns. The result is torch.max's (values, indices) named tuple
     with None for the indices nothing reads. (Its gradient is amax's: shared among tied
     maxima where torch.max gives it to one.)"""
-    bound = _bind(args, kwargs, *_MAX_SIGNATURE)
+    bound = bind_arguments(args, kwargs, *_MAX_SIGNATURE)
     if bound is None or not isinstance(bound["dim"], int) or isinstance(bound["dim"], bool):
         return None, NOT_MINE  # torch.max(x), or the elementwise torch.max(x, other)
     if torch.compiler.is_compiling():
-        return None, _refusal(kernel, bound["input"]) or "torch.max under torch.compile"
+        return None, call_refusal(kernel, bound["input"]) or "torch.max under torch.compile"
     if not _indices_unused():
         return None, "torch.max(x, dim): its indices may be read"
     values, why = _amax_call(kernel, torch.amax, (bound["input"], bound["dim"], bound["keepdim"]),

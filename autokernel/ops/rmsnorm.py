@@ -17,10 +17,20 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first
 from autokernel.integrate.integration import Integration, ModuleRoute
 from autokernel.integrate.residual_norm import eps_attribute, handwritten_norm
-from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, _axis_view, _call_kernel, _close, _only_argument, _ones_or,
-    _positional_arity, _probe_inputs, _probe_passes, _refusal, _rows, _unverified,
-    _verified_over_an_axis,
+from autokernel.integrate.routing import Outcome, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    affine_or_constant,
+    as_rows,
+    axis_view,
+    call_kernel,
+    call_refusal,
+    only_tensor_argument,
+    positional_arity,
+    probe_close,
+    probe_passes,
+    probe_tensor,
+    unverified_value,
+    verified_over_an_axis,
 )
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
@@ -37,9 +47,16 @@ from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width,
     sample,
 )
-from autokernel.profiling.callsites import (
-    CAST_OPS, FINFO_EPS, Context, Extracted, SiteKey, _arg, _dtype, _has_tensor, _norm_width,
-    _numel, _over_axis, _shape, _single_axis,
+from autokernel.profiling.callsites import CAST_OPS, FINFO_EPS, Context, Extracted, SiteKey
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    call_dtype,
+    dims_over_axis,
+    has_tensor,
+    norm_width,
+    shape_numel,
+    single_axis,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.graph_norms import norm_pattern, norm_route
@@ -179,23 +196,23 @@ def liger_rmsnorm() -> Callable[..., torch.Tensor] | None:
 
 
 def _rmsnorm_shape(op: OpCall, ctx: Context) -> Extracted:
-    x, n = _shape(op, 0), _norm_width(op)
+    x, n = arg_shape(op, 0), norm_width(op)
     if not x or not n:
         return None
-    eps = _arg(op, 3)
+    eps = arg_value(op, 3)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool):
         eps = ctx.module_eps(op)
     if eps is None:  # F.rms_norm's default
-        eps = FINFO_EPS.get(_dtype(op, ctx.record.dtype))
+        eps = FINFO_EPS.get(call_dtype(op, ctx.record.dtype))
     params: dict[str, Any] = {"eps": eps} if eps is not None else {}
-    if not _has_tensor(op, 2):
+    if not has_tensor(op, 2):
         params["elementwise_affine"] = False
-    return {"M": _numel(x) // n, "N": n}, params
+    return {"M": shape_numel(x) // n, "N": n}, params
 
 
 def _is_square(op: OpCall) -> bool:
     if op.name == "aten::pow":
-        return _arg(op, 1) == 2
+        return arg_value(op, 1) == 2
     if op.name == "aten::square":
         return True
     return op.name == "aten::mul" and len(op.shapes) >= 2 and op.shapes[0] == op.shapes[1]
@@ -241,28 +258,28 @@ def _find_handwritten_rmsnorm(ctx: Context) -> None:
                 sum(op.name == "aten::mean" for op in work) != 1:
             continue
         mean = next(op for op in work if op.name == "aten::mean")
-        x = _shape(mean, 0)
+        x = arg_shape(mean, 0)
         if not x:
             continue
-        dim = _arg(mean, 1)
-        axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
+        dim = arg_value(mean, 1)
+        axis = len(x) - 1 if dim is None else single_axis(dim, len(x))  # None: not recorded
         # A weight spans the normalized dim, at any axis (a [C] gain viewed as [1, C, 1, 1]).
         if axis is None or (weight_shape is not None and x[axis] != weight_shape[0]):
             continue
-        named, params = _over_axis(x, axis)
+        named, params = dims_over_axis(x, axis)
         if weight_shape is None:
             params["elementwise_affine"] = False
         eps = ctx.module_eps(mean)
         if eps is None:
             add = next((op for op in work if op.name in ("aten::add", "aten::add_")), None)
-            scalar = _arg(add, 1) if add else None
+            scalar = arg_value(add, 1) if add else None
             if isinstance(scalar, float):
                 eps = scalar
         if eps is not None:
             params["eps"] = eps
         label = "rmsnorm(" + ", ".join(sorted(names - CAST_OPS)) + ")"
         site = ctx.site("rmsnorm", call.path, label, named, params,
-                        _dtype(work[0], ctx.record.dtype))
+                        call_dtype(work[0], ctx.record.dtype))
         ctx.claim(ops, "rmsnorm", ("rmsnorm-module", scope), site)
 
 
@@ -325,9 +342,9 @@ def _weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, An
     if any(True for _ in module.parameters()) or any(True for _ in module.children()):
         return None
     name = eps_attribute(module)
-    if name is None or _positional_arity(module) != 1:
+    if name is None or positional_arity(module) != 1:
         return None
-    axis = int(kernel.params["axis"]) if _verified_over_an_axis(kernel) else -1
+    axis = int(kernel.params["axis"]) if verified_over_an_axis(kernel) else -1
     return {"eps_attribute": name, "axis": axis}
 
 
@@ -337,10 +354,10 @@ def _computes_weightless_rmsnorm(module: nn.Module, kernel: RoutedKernel,
     # The normalized dim (8 wide) at `axis`, with dims before and after it (NCHW at axis 1), or
     # last of four: a probe of two dims would not tell dim 1 from the last.
     shape = (2, 3, 2, 8) if axis == -1 else (2,) * axis + (8, 3, 2)
-    x = _probe_inputs(shape, torch.ones((), dtype=torch.float32, device=kernel.op.device_type))
+    x = probe_tensor(shape, torch.ones((), dtype=torch.float32, device=kernel.op.device_type))
     eps = getattr(module, details["eps_attribute"])
     ones = torch.ones(8, dtype=x.dtype, device=x.device)
-    return _close(kernel, module.forward(x), kernel.reference(x, ones, float(eps), axis))
+    return probe_close(kernel, module.forward(x), kernel.reference(x, ones, float(eps), axis))
 
 
 def _computes_rmsnorm(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
@@ -349,9 +366,9 @@ def _computes_rmsnorm(module: nn.Module, kernel: RoutedKernel, details: dict[str
     weight = module.weight
     axis = details.get("axis", -1)
     width = weight.shape[0]
-    x = _probe_inputs((3, width) if axis == -1 else (2,) * axis + (width, 3, 2), weight)
+    x = probe_tensor((3, width) if axis == -1 else (2,) * axis + (width, 3, 2), weight)
     eps = getattr(module, details["eps_attribute"])
-    return _close(kernel, module.forward(x), kernel.reference(x, weight, float(eps), axis))
+    return probe_close(kernel, module.forward(x), kernel.reference(x, weight, float(eps), axis))
 
 
 def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
@@ -369,24 +386,24 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
         weightless = _weightless_rmsnorm(module, kernel)
         if weightless is None:
             return None
-        if _probe_passes(lambda: _computes_weightless_rmsnorm(module, kernel, weightless)):
+        if probe_passes(lambda: _computes_weightless_rmsnorm(module, kernel, weightless)):
             return weightless
         where = "the last dim" if weightless["axis"] == -1 else f"dim {weightless['axis']}"
         return f"probe: does not compute x·rsqrt(mean(x²) + eps) over {where}"
-    if _probe_passes(lambda: _computes_rmsnorm(module, kernel, details)):
+    if probe_passes(lambda: _computes_rmsnorm(module, kernel, details)):
         return details
-    if not _verified_over_an_axis(kernel):
+    if not verified_over_an_axis(kernel):
         return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim"
     # A kernel verified over an axis also takes a weighted norm over that dim (a channel norm).
     axis = int(kernel.params["axis"])
     over_axis = {**details, "axis": axis}
-    if _probe_passes(lambda: _computes_rmsnorm(module, kernel, over_axis)):
+    if probe_passes(lambda: _computes_rmsnorm(module, kernel, over_axis)):
         return over_axis
     return f"probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim or dim {axis}"
 
 
 def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
-    x = _only_argument(args, kwargs)
+    x = only_tensor_argument(args, kwargs)
     if x is None or x.ndim == 0:
         return None, "arguments"
     module = route.module
@@ -395,19 +412,19 @@ def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any
         return None, "fewer dims than the verified axis"
     axis %= x.ndim
     width = x.shape[axis]
-    weight = _ones_or(getattr(module, "weight", None), route, "weight", width, x, 1.0)
+    weight = affine_or_constant(getattr(module, "weight", None), route, "weight", width, x, 1.0)
     if weight.shape != (width,):
         return None, "shape"
     eps = getattr(module, route.details["eps_attribute"])
     if eps is None:  # nn.RMSNorm's default
         eps = torch.finfo(x.dtype).eps
-    why = _refusal(route.kernel, x, weight) or _unverified(route.kernel, "eps", eps)
+    why = call_refusal(route.kernel, x, weight) or unverified_value(route.kernel, "eps", eps)
     if why:
         return None, why
     if axis == x.ndim - 1:
-        out, why = _call_kernel(route.kernel, _rows(x, width), weight, float(eps))
+        out, why = call_kernel(route.kernel, as_rows(x, width), weight, float(eps))
     else:
-        out, why = _call_kernel(route.kernel, _axis_view(x, axis), weight, float(eps), 1)
+        out, why = call_kernel(route.kernel, axis_view(x, axis), weight, float(eps), 1)
     return (None, why) if why else (out.reshape(x.shape), None)
 
 

@@ -16,14 +16,24 @@ from torch import nn
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
 from autokernel.integrate.integration import Integration, ModuleRoute
-from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, _call_kernel, _close, _positional_arity, _probe_inputs, _probe_passes,
-    _refusal,
+from autokernel.integrate.routing import Outcome, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    call_kernel,
+    call_refusal,
+    positional_arity,
+    probe_close,
+    probe_passes,
+    probe_tensor,
 )
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
-from autokernel.profiling.callsites import (
-    Context, SiteKey, _arg, _dtype, _four_dims, _is_last_dim, _numel, _shape,
-    _significant_unclaimed, _span,
+from autokernel.profiling.callsites import significant_unclaimed, unclaimed_span, Context, SiteKey
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    call_dtype,
+    four_dims,
+    is_last_dim,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.graph_rope import find_rotary, rotary_notes_route
@@ -194,11 +204,11 @@ def is_rotary_module_name(class_name: str) -> bool:
 
 def _rotate_half_shape(neg: OpCall, cat: OpCall) -> list[int] | None:
     """The rotated tensor's shape, if neg → cat is concat(-x2, x1) along the last dim."""
-    half = _shape(neg, 0)
+    half = arg_shape(neg, 0)
     if not half:
         return None
-    dim = _arg(cat, 1)
-    if dim is not None and not _is_last_dim(dim, len(half)):
+    dim = arg_value(cat, 1)
+    if dim is not None and not is_last_dim(dim, len(half)):
         return None
     # The profiler records a tensor list (cat's input) without shapes; when it has them, check.
     parts = [s for s in cat.shapes if s]
@@ -214,7 +224,7 @@ def _touches(op: OpCall, shape: list[int]) -> bool:
 
 
 def _find_rotate_half(ctx: Context) -> None:
-    seq = _significant_unclaimed(ctx)
+    seq = significant_unclaimed(ctx)
     j = 0
     while j + 1 < len(seq):
         neg, cat = seq[j], seq[j + 1]
@@ -239,9 +249,10 @@ def _find_rotate_half(ctx: Context) -> None:
             continue
         site = ctx.site("rotary_embedding", ctx.common_module(group),
                         "rotate_half(aten::mul, aten::neg, aten::cat, aten::mul, aten::add)",
-                        _four_dims(x), {"layout": "rotate_half"},
-                        _dtype(group[0], ctx.record.dtype))
-        ctx.claim(_span(ctx, group[0], group[-1]), "rotary_embedding", ("rope", group[0].id), site)
+                        four_dims(x), {"layout": "rotate_half"},
+                        call_dtype(group[0], ctx.record.dtype))
+        ctx.claim(unclaimed_span(ctx, group[0], group[-1]), "rotary_embedding",
+                  ("rope", group[0].id), site)
         j += 4
 
 
@@ -263,10 +274,10 @@ def _find_rotary_modules(ctx: Context) -> None:
         if rope_claims:
             call_id, site = rope_claims[0].call, rope_claims[0].site
         else:
-            biggest = max((s for op in rest for s in op.shapes), key=_numel, default=[])
+            biggest = max((s for op in rest for s in op.shapes), key=shape_numel, default=[])
             site = ctx.site("rotary_embedding", call.path, f"{name} module",
-                            _four_dims(biggest) if biggest else None, {},
-                            _dtype(rest[0], ctx.record.dtype))
+                            four_dims(biggest) if biggest else None, {},
+                            call_dtype(rest[0], ctx.record.dtype))
             call_id = ("rope-module", scope)
         ctx.claim([op for op in ops if op.id not in ctx.claims], "rotary_embedding", call_id, site)
 
@@ -360,7 +371,7 @@ def _rotary_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 
 
 def _rotary_tables(module: nn.Module) -> dict[str, Any] | None:
-    if _positional_arity(module) != 2:
+    if positional_arity(module) != 2:
         return None
     tensors = dict(module.named_buffers(recurse=False))
     tensors.update({n: v for n, v in vars(module).items() if isinstance(v, torch.Tensor)})
@@ -377,13 +388,13 @@ def _rotary_tables(module: nn.Module) -> dict[str, Any] | None:
 def _computes_rope(module: nn.Module, kernel: RoutedKernel, details: dict[str, Any]) -> bool:
     cos, sin = (getattr(module, n) for n in details["tables"])
     seq_len = min(cos.shape[0], 8)
-    q = _probe_inputs((1, 2, seq_len, cos.shape[-1]), cos)
-    k = _probe_inputs((1, 1, seq_len, cos.shape[-1]), cos) * 0.5
+    q = probe_tensor((1, 2, seq_len, cos.shape[-1]), cos)
+    k = probe_tensor((1, 1, seq_len, cos.shape[-1]), cos) * 0.5
     out = module.forward(q, k)
     tables = (cos[:seq_len], sin[:seq_len])
     return (isinstance(out, tuple) and len(out) == 2
-            and _close(kernel, out[0], kernel.reference(q, *tables))
-            and _close(kernel, out[1], kernel.reference(k, *tables)))
+            and probe_close(kernel, out[0], kernel.reference(q, *tables))
+            and probe_close(kernel, out[1], kernel.reference(k, *tables)))
 
 
 def _recognize_rotary(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | str | None:
@@ -392,7 +403,7 @@ def _recognize_rotary(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any]
     details = _rotary_tables(module)
     if details is None:
         return None
-    if _probe_passes(lambda: _computes_rope(module, kernel, details)):
+    if probe_passes(lambda: _computes_rope(module, kernel, details)):
         return details
     return "probe: does not compute q·cos[:S] + rotate_half(q)·sin[:S] (and k)"
 
@@ -409,13 +420,13 @@ def _rotary_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
         return None, "shape"
     seq_len = q.shape[-2]
     cos, sin = cos[:seq_len], sin[:seq_len]
-    why = _refusal(route.kernel, q, k, cos, sin)  # a float32 table would promote q: not ours
+    why = call_refusal(route.kernel, q, k, cos, sin)  # a float32 table would promote q: not ours
     if why:
         return None, why
-    q_out, why = _call_kernel(route.kernel, q, cos, sin)
+    q_out, why = call_kernel(route.kernel, q, cos, sin)
     if why:
         return None, why
-    k_out, why = _call_kernel(route.kernel, k, cos, sin)
+    k_out, why = call_kernel(route.kernel, k, cos, sin)
     return (None, why) if why else ((q_out, k_out), None)
 
 

@@ -15,9 +15,13 @@ import torch.nn.functional as F
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_over_axis, _input_over_one_dim,
-    _refusal,
+from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.route_helpers import (
+    REQUIRED,
+    bind_arguments,
+    call_over_axis,
+    call_refusal,
+    input_over_one_dim,
 )
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
@@ -34,9 +38,8 @@ from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, along_axis, element_size, rows_and_width,
     sample,
 )
-from autokernel.profiling.callsites import (
-    Context, Extracted, SiteKey, _arg, _over_axis, _shape, _single_axis,
-)
+from autokernel.profiling.callsites import Context, Extracted, SiteKey
+from autokernel.profiling.site_readers import arg_shape, arg_value, dims_over_axis, single_axis
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.canonical import region
 from autokernel.profiling.graph_attention import softmax_of
@@ -170,14 +173,14 @@ ADVERSARIAL = (
 
 
 def _softmax_shape(op: OpCall, ctx: Context) -> Extracted:
-    x = _shape(op, 0)
+    x = arg_shape(op, 0)
     if not x:
         return None
-    dim = _arg(op, 1)
-    axis = len(x) - 1 if dim is None else _single_axis(dim, len(x))  # None: not recorded
+    dim = arg_value(op, 1)
+    axis = len(x) - 1 if dim is None else single_axis(dim, len(x))  # None: not recorded
     if axis is None:
         return None
-    return _over_axis(x, axis)
+    return dims_over_axis(x, axis)
 
 
 WRITTEN_OUT = "softmax(written out)"
@@ -196,7 +199,7 @@ def _find_written_softmax(gctx: GraphContext) -> None:
         nodes = region(gctx, node.outputs[0], {x})
         if not nodes:
             continue
-        named, params = _over_axis(gctx.shape(x), dim)
+        named, params = dims_over_axis(gctx.shape(x), dim)
         site = gctx.site("softmax", nodes, WRITTEN_OUT, named, params, gctx.dtype(x))
         gctx.claim(nodes, "softmax", site)
 
@@ -249,16 +252,16 @@ def _softmax_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
 
 
 SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
-    torch.softmax: (("input", "dim", "dtype"), (_REQUIRED, _REQUIRED, None)),
-    torch.Tensor.softmax: (("input", "dim", "dtype"), (_REQUIRED, _REQUIRED, None)),
-    F.softmax: (("input", "dim", "_stacklevel", "dtype"), (_REQUIRED, None, 3, None)),
+    torch.softmax: (("input", "dim", "dtype"), (REQUIRED, REQUIRED, None)),
+    torch.Tensor.softmax: (("input", "dim", "dtype"), (REQUIRED, REQUIRED, None)),
+    F.softmax: (("input", "dim", "_stacklevel", "dtype"), (REQUIRED, None, 3, None)),
 }
 
 
 def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
                   kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs, *SOFTMAX_SIGNATURES[func])
-    found = _input_over_one_dim(kernel, bound)
+    bound = bind_arguments(args, kwargs, *SOFTMAX_SIGNATURES[func])
+    found = input_over_one_dim(kernel, bound)
     if isinstance(found, str):
         return None, found
     x, axis = found
@@ -266,10 +269,10 @@ def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
         return None, "dtype argument"
     if x.numel() == 0:
         return None, "empty"
-    why = _refusal(kernel, x)
+    why = call_refusal(kernel, x)
     if why:
         return None, why
-    out, why = _call_over_axis(kernel, x, axis)
+    out, why = call_over_axis(kernel, x, axis)
     return (None, why) if why else (out.reshape(x.shape), None)
 
 

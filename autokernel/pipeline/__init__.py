@@ -5,26 +5,25 @@ Each entry point takes one typed options object and a `Progress` (how it talks),
 
 - `run_pipeline(RunOptions, progress) -> RunOutcome`: `autokernel run`;
 - `resume_pipeline(ResumeOptions, progress) -> RunOutcome`: `autokernel resume`;
-- `verify_pipeline(VerifyRequest, progress) -> dict`: `autokernel verify` (verify.json's record);
-- `prepare_kernelbench(KernelbenchOptions, progress) -> KernelbenchSet`, then
-  `run_kernelbench(set, on_start, on_phase, on_record) -> list[dict]`: `autokernel kernelbench`.
+- `verify_pipeline(VerifyRequest, progress) -> dict`: `autokernel verify` (verify.json's record).
+
+`autokernel kernelbench` runs a set of problems, each through these stages in a child process
+(autokernel.kernelbench.run_set).
 
 `stages` holds the steps each of them is made of (device, agent, plan, targets, loop config,
 workspace), for a caller that runs them its own way (kernelbench's problems, a scheduler).
 The CLI only parses its options into these objects, calls, and prints; nothing here imports it.
 """
 
-from autokernel.pipeline.kernelbench import KernelbenchSet, prepare_kernelbench, run_kernelbench
 from autokernel.pipeline.options import (DEFAULT_RUNS_DIR, EXIT_INTERRUPTED, RUN_FAILED,
-                                         USAGE_ERROR, KernelbenchOptions, PipelineError,
-                                         ResumeOptions, RunOptions, VerifyRequest)
+                                         USAGE_ERROR, PipelineError, ResumeOptions, RunOptions,
+                                         VerifyRequest)
 from autokernel.pipeline.progress import Progress
 from autokernel.pipeline.run import RunOutcome, resume_pipeline, run_pipeline
 from autokernel.pipeline.verify import verify_pipeline
 
 __all__ = [
-    "DEFAULT_RUNS_DIR", "EXIT_INTERRUPTED", "RUN_FAILED", "USAGE_ERROR", "KernelbenchOptions",
-    "KernelbenchSet", "PipelineError", "Progress", "ResumeOptions", "RunOptions", "RunOutcome",
-    "VerifyRequest", "prepare_kernelbench", "resume_pipeline", "run_kernelbench",
+    "DEFAULT_RUNS_DIR", "EXIT_INTERRUPTED", "RUN_FAILED", "USAGE_ERROR", "PipelineError",
+    "Progress", "ResumeOptions", "RunOptions", "RunOutcome", "VerifyRequest", "resume_pipeline",
     "run_pipeline", "verify_pipeline",
 ]

@@ -149,35 +149,6 @@ class VerifyRequest:
             raise PipelineError("--budget must be positive")
 
 
-@dataclass
-class KernelbenchOptions:
-    """What `autokernel kernelbench PATH...` takes."""
-
-    paths: list[Path]
-    minutes_per_problem: float = 15.0
-    device: str | None = None
-    dtype: str | None = None
-    out: Path | None = None  # None: ./autokernel_runs/kernelbench-<timestamp>
-    agent: str = "auto"
-    top: int = 5
-    all_kernels: bool = False
-    claude_model: str | None = None
-    max_cost: float | None = None
-    seed: int = 0
-    resume: bool = False  # continue the set in `out`
-
-    def check(self) -> None:
-        if self.minutes_per_problem <= 0:
-            raise PipelineError(f"--minutes-per-problem must be positive; got "
-                                f"{self.minutes_per_problem:g}")
-        if self.top < 1:
-            raise PipelineError("--top must be at least 1")
-
-    def agent_options(self) -> dict[str, Any]:
-        given = (("seed", self.seed), ("model", self.claude_model), ("max_cost", self.max_cost))
-        return {k: v for k, v in given if v is not None}
-
-
 def check_positive(value: float | None, option: str, *, allow_zero: bool = False) -> None:
     """PipelineError when a given value is negative, or zero where zero means nothing."""
     if value is not None and (value < 0 or (value == 0 and not allow_zero)):

@@ -1,5 +1,6 @@
 """What the classifier's rules read: the profile indexed by op (`Context`), the call sites they
-name (`SiteKey`), and small readers of a recorded op call's shapes and arguments.
+name (`SiteKey`), and the unclaimed ops a multi-op pattern may take (`significant_unclaimed`,
+`unclaimed_span`). The small readers of one recorded op call are in `site_readers.py`.
 
 The per-kernel-type rules that use them are in each op entry's `aten_ops` (one aten op) and
 `patterns` (several ops) (`autokernel/ops/<type>.py`); `op_rules.py` and `patterns.py` gather
@@ -8,7 +9,6 @@ them, in the order `patterns.PATTERN_ORDER` states, and `classify.py` runs them 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,12 +18,6 @@ from autokernel.profiling.events import OpCall, RecordedProfile
 
 OTHER = "other"
 
-PROFILER_DTYPES = {
-    "c10::Half": "fp16",
-    "c10::BFloat16": "bf16",
-    "float": "fp32",
-    "double": "fp64",
-}
 # torch.finfo(dtype).eps: what nn.RMSNorm / F.rms_norm use when eps is None.
 FINFO_EPS = {"fp16": 0.0009765625, "bf16": 0.0078125, "fp32": 1.1920928955078125e-07,
              "fp64": 2.220446049250313e-16}
@@ -118,100 +112,6 @@ def to_registry_shape(kernel_type: str, named: dict[str, int]) -> tuple[int, ...
     if inner is not None and int(named.get(inner, 1)) > 1:  # K = 1 is over the last dim
         shape += (int(named[inner]),)
     return shape
-
-
-# ---------------------------------------------------------------------------------------------
-# Small helpers
-
-
-def _numel(shape: Sequence[int]) -> int:
-    return math.prod(shape) if shape else 1
-
-
-def _shape(op: OpCall, index: int) -> list[int]:
-    return list(op.shapes[index]) if index < len(op.shapes) else []
-
-
-def _arg(op: OpCall, index: int) -> Any:
-    return op.args[index] if index < len(op.args) else None
-
-
-def _has_tensor(op: OpCall, index: int) -> bool:
-    return bool(_shape(op, index))
-
-
-def _dtype(op: OpCall, default: str) -> str:
-    for name in op.dtypes:
-        if name in PROFILER_DTYPES:
-            return PROFILER_DTYPES[name]
-    return default
-
-
-def _rows_and_cols(x: Sequence[int], dim: Any = -1) -> tuple[int, int] | None:
-    if not x:
-        return None
-    d = dim if isinstance(dim, int) else -1
-    if not -len(x) <= d < len(x):
-        return None
-    n = x[d]
-    return (_numel(x) // n if n else 0), n
-
-
-def _single_axis(dim: Any, ndim: int) -> int | None:
-    """The one dim an op's `dim` argument names, made non-negative; None for none or several."""
-    if isinstance(dim, list) and len(dim) == 1:
-        dim = dim[0]
-    if not isinstance(dim, int) or isinstance(dim, bool) or not -ndim <= dim < ndim:
-        return None
-    return dim % ndim
-
-
-def _over_axis(x: Sequence[int], axis: int) -> tuple[dict[str, int], dict[str, Any]]:
-    """Registry dims and params of a row-wise op over dim `axis` of x: (M, N) over the last dim,
-    else M = the dims before, N = the axis, K = the dims after it, and the plan's `axis`."""
-    named = {"M": _numel(x[:axis]), "N": x[axis]}
-    if axis == len(x) - 1:
-        return named, {}
-    return {**named, "K": _numel(x[axis + 1:])}, {"axis": axis}
-
-
-def _maybe_last_dim(dim: Any, ndim: int) -> bool:
-    """The last dim, or not recorded (a torch that keeps no scalar-list arguments)."""
-    return dim is None or _is_last_dim(dim, ndim)
-
-
-def _is_last_dim(dim: Any, ndim: int) -> bool:
-    if isinstance(dim, list) and len(dim) == 1:
-        dim = dim[0]
-    return isinstance(dim, int) and dim in (-1, ndim - 1)
-
-
-def _norm_width(op: OpCall) -> int | None:
-    """The normalized width of a layer_norm / rms_norm call: its normalized_shape, else its
-    weight's size, else x's last dim (argument layouts the two norms share)."""
-    normalized = _arg(op, 1)
-    if isinstance(normalized, list) and normalized and all(isinstance(d, int) for d in normalized):
-        return _numel(normalized)
-    weight = _shape(op, 2)
-    if weight:
-        return _numel(weight)
-    x = _shape(op, 0)
-    return x[-1] if x else None
-
-
-def _broadcast_numel(a: Sequence[int], b: Sequence[int]) -> int:
-    """Elements of the shape a and b broadcast to (torch.matmul's batch)."""
-    ndim = max(len(a), len(b))
-    a = [1] * (ndim - len(a)) + list(a)
-    b = [1] * (ndim - len(b)) + list(b)
-    return _numel([x if y == 1 else y for x, y in zip(a, b)])
-
-
-def _four_dims(x: Sequence[int]) -> dict[str, int]:
-    """[B, H, S, D] from a 4-D tensor; fewer dims get leading ones ([H, S, D] → B = 1)."""
-    padded = [1] * (4 - len(x)) + list(x[-4:]) if len(x) < 4 else list(x)
-    b = _numel(padded[:-3])
-    return {"B": b, "H": padded[-3], "S": padded[-2], "D": padded[-1]}
 
 
 Extracted = tuple[dict[str, int], dict[str, Any]] | None
@@ -332,11 +232,11 @@ class Context:
 # Multi-op patterns
 
 
-def _significant_unclaimed(ctx: Context) -> list[OpCall]:
+def significant_unclaimed(ctx: Context) -> list[OpCall]:
     return [op for op in ctx.roots if ctx.significant(op) and op.id not in ctx.claims]
 
 
-def _span(ctx: Context, first: OpCall, last: OpCall) -> list[OpCall]:
+def unclaimed_span(ctx: Context, first: OpCall, last: OpCall) -> list[OpCall]:
     """Every unclaimed root op from first to last, views in between included."""
     between = ctx.roots[ctx.position[first.id]:ctx.position[last.id] + 1]
     return [op for op in between if op.id not in ctx.claims]

@@ -48,9 +48,16 @@ so and the harness times that layout.
 from __future__ import annotations
 
 from autokernel.profiling.callsites import (  # noqa: F401 - the classifier's API
-    MATMUL_ROLES, OTHER, Attribution, Context, SiteKey, _dtype, input_parameters, registry_dims,
+    MATMUL_ROLES,
+    OTHER,
+    input_parameters,
+    registry_dims,
     to_registry_shape,
+    Attribution,
+    Context,
+    SiteKey,
 )
+from autokernel.profiling.site_readers import call_dtype
 from autokernel.profiling.events import OpCall, RecordedProfile, collection_paused
 from autokernel.profiling.op_rules import (  # noqa: F401 - the classifier's API
     OpRule, classify_kernel_name, op_rules,
@@ -81,7 +88,7 @@ def _classify_op(ctx: Context, op: OpCall, is_root: bool) -> Found | None:
         named, params = extracted
     role = rule.role(op, ctx) if rule.role is not None else ""
     site = ctx.site(rule.kernel_type, ctx.module_path(op), op.name, named, params,
-                    _dtype(op, ctx.record.dtype), role)
+                    call_dtype(op, ctx.record.dtype), role)
     return rule.kernel_type, op, site
 
 

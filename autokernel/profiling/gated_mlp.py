@@ -16,8 +16,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from autokernel.profiling.callsites import (
-    Context, SiteKey, _arg, _dtype, _has_tensor, _numel, _shape, _significant_unclaimed, _span,
+from autokernel.profiling.callsites import significant_unclaimed, unclaimed_span, Context, SiteKey
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    call_dtype,
+    has_tensor,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.graph_mlp import gated_mlp_notes_route
@@ -37,36 +42,37 @@ GELU_FORMS = {"none": "gelu", "tanh": "gelu_tanh"}
 
 
 def _is_plain_linear(op: OpCall) -> bool:
-    return op.name == "aten::linear" and len(_shape(op, 1)) == 2 and not _has_tensor(op, 2)
+    return op.name == "aten::linear" and len(arg_shape(op, 1)) == 2 and not has_tensor(op, 2)
 
 
 def _activation_params(act: OpCall, ctx: Context) -> dict[str, Any]:
     """The site's params for its activation op: {} for SiLU (the default), else GELU's form."""
     if ACTIVATION_OPS[act.name] == "swiglu":
         return {}
-    approximate = _arg(act, 1) or ctx.module_attr(act, ("approximate",))
+    approximate = arg_value(act, 1) or ctx.module_attr(act, ("approximate",))
     return {"activation": GELU_FORMS.get(str(approximate), "gelu")}
 
 
 def _hidden_shape(window: list[OpCall], act: OpCall) -> list[int] | None:
     """[..., H] when the window's shapes chain as gate/up [H, D] then down [D, H], else None."""
     first, second, down = (op for op in window if op.name == "aten::linear")
-    x, w = _shape(first, 0), _shape(first, 1)
+    x, w = arg_shape(first, 0), arg_shape(first, 1)
     if not (all(_is_plain_linear(op) for op in (first, second, down))
-            and _shape(second, 0) == x and _shape(second, 1) == w and len(x) >= 1):
+            and arg_shape(second, 0) == x and arg_shape(second, 1) == w and len(x) >= 1):
         return None
     hidden, d = w[0], w[1]
     h_shape = x[:-1] + [hidden]
     mul = window[3]
-    if (_shape(act, 0) == h_shape and _shape(mul, 0) == h_shape and _shape(mul, 1) == h_shape
-            and _shape(down, 0) == h_shape and _shape(down, 1) == [d, hidden]):
+    if (arg_shape(act, 0) == h_shape and arg_shape(mul, 0) == h_shape
+            and arg_shape(mul, 1) == h_shape and arg_shape(down, 0) == h_shape
+            and arg_shape(down, 1) == [d, hidden]):
         return h_shape
     return None
 
 
 def find_gated_mlp(ctx: Context) -> None:
     """Claim every gate/act/up/mul/down window of unclaimed significant ops as a fused_mlp."""
-    seq = _significant_unclaimed(ctx)
+    seq = significant_unclaimed(ctx)
     i = 0
     while i + 5 <= len(seq):
         window = seq[i:i + 5]
@@ -77,13 +83,14 @@ def find_gated_mlp(ctx: Context) -> None:
             i += 1
             continue
         first = window[0]
-        x = _shape(first, 0)
-        named = {"M": _numel(x[:-1]), "D": x[-1], "H": h_shape[-1]}
+        x = arg_shape(first, 0)
+        named = {"M": shape_numel(x[:-1]), "D": x[-1], "H": h_shape[-1]}
         kind = ACTIVATION_OPS[act.name]
         site = ctx.site("fused_mlp", ctx.common_module(window),
                         f"{kind}(aten::linear x3, {act.name.rstrip('_')}, aten::mul)", named,
-                        _activation_params(act, ctx), _dtype(first, ctx.record.dtype))
-        ctx.claim(_span(ctx, window[0], window[-1]), "fused_mlp", (kind, window[0].id), site)
+                        _activation_params(act, ctx), call_dtype(first, ctx.record.dtype))
+        ctx.claim(unclaimed_span(ctx, window[0], window[-1]), "fused_mlp", (kind, window[0].id),
+                  site)
         i += 5
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from autokernel.profiling.callsites import _four_dims
+from autokernel.profiling.site_readers import four_dims
 from autokernel.profiling.canonical import amax_of, operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_losses import log_softmax_of
@@ -255,7 +255,7 @@ def find_explicit_attention(gctx: GraphContext) -> None:
                           "additive mask" if source["mask"] == "causal additive" else
                           "q scaled before q @ kᵀ" if prescale != 1.0 else "chain")
         label = "softmax(QK^T)V(" + ", ".join([source["product"].op, "softmax", pv.op]) + ")"
-        site = gctx.site(KERNEL_TYPE, nodes, label, _four_dims(q_shape), params, gctx.dtype(q))
+        site = gctx.site(KERNEL_TYPE, nodes, label, four_dims(q_shape), params, gctx.dtype(q))
         gctx.claim(nodes, KERNEL_TYPE, site)
 
 
@@ -295,7 +295,7 @@ def find_sdpa(gctx: GraphContext) -> None:
         params["form"] = "sdpa"
         nodes = region(gctx, node.outputs[0], {q, k_source, v_source, mask, k, v}) or [node]
         site = gctx.site(KERNEL_TYPE, nodes, "aten::scaled_dot_product_attention",
-                         _four_dims(q_shape), params, gctx.dtype(q))
+                         four_dims(q_shape), params, gctx.dtype(q))
         gctx.claim(nodes, KERNEL_TYPE, site)
 
 

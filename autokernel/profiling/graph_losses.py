@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autokernel.profiling.callsites import _numel
+from autokernel.profiling.site_readers import shape_numel
 from autokernel.profiling.canonical import operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_match import GraphContext, first_input
@@ -142,7 +142,7 @@ def _loss_params(gctx: GraphContext, loss: Loss) -> tuple[dict[str, int], dict[s
     if len(shape) != 2:
         params["logits_rank"] = len(shape)
     vocab = shape[1] if loss.form == "F.cross_entropy" and len(shape) >= 2 else shape[-1]
-    return {"M": _numel(shape) // max(1, vocab), "V": vocab}, params
+    return {"M": shape_numel(shape) // max(1, vocab), "V": vocab}, params
 
 
 def _head(gctx: GraphContext, logits: int) -> tuple[GraphNode, int, str] | None:

@@ -20,7 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from autokernel.profiling.callsites import FINFO_EPS, SiteKey, _numel, _over_axis
+from autokernel.profiling.callsites import FINFO_EPS, SiteKey
+from autokernel.profiling.site_readers import dims_over_axis, shape_numel
 from autokernel.profiling.canonical import (
     close, mean_of, operands, plus_eps, region, rms_of, variance_of,
 )
@@ -95,7 +96,7 @@ def _weight_notes(gctx: GraphContext, weight: int | None, width: int) -> dict[st
     if weight is None:
         return {"elementwise_affine": False}
     found = gctx.value(weight)
-    if found is None or _numel(found.shape) != width:
+    if found is None or shape_numel(found.shape) != width:
         return None
     offset = gctx.made_by(weight, "add")
     if offset is not None:
@@ -111,7 +112,7 @@ def _bias_after(gctx: GraphContext, value: int, width: int) -> tuple[int, int | 
         a, b = (value_id(v) for v in operands(users[0]))
         other = gctx.base(b if gctx.base(a) == value else a)
         found = gctx.value(other)
-        if found is not None and found.constant and _numel(found.shape) == width:
+        if found is not None and found.constant and shape_numel(found.shape) == width:
             return users[0].outputs[0], other
     return value, None
 
@@ -242,7 +243,7 @@ def _claim_norm(gctx: GraphContext, call: NormCall, kernel_type: str,
     if not nodes:
         return False
     x_shape = gctx.shape(call.x)
-    named, axis = _over_axis(x_shape, call.axis)
+    named, axis = dims_over_axis(x_shape, call.axis)
     params = {**call.params, **axis, "norm": _module_note(gctx, call, nodes)}
     if add is not None:
         params["inplace_add"] = add.inplace or None

@@ -17,8 +17,19 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from autokernel.profiling.callsites import (
-    CAST_OPS, Context, SiteKey, _dtype, _has_tensor, _maybe_last_dim, _numel, _shape,
-    _significant_unclaimed, _span, _arg,
+    CAST_OPS,
+    Context,
+    SiteKey,
+    significant_unclaimed,
+    unclaimed_span,
+)
+from autokernel.profiling.site_readers import (
+    arg_shape,
+    arg_value,
+    call_dtype,
+    has_tensor,
+    maybe_last_dim,
+    shape_numel,
 )
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.op_rules import op_rules
@@ -45,41 +56,41 @@ def _loss_ops(seq: list[OpCall], k: int) -> list[OpCall] | None:
     if seq[k].name == CROSS_ENTROPY:
         return [seq[k]]
     if seq[k].name in LOG_SOFTMAXES:
-        x = _shape(seq[k], 0)
+        x = arg_shape(seq[k], 0)
         after = _next_doing_work(seq, k + 1)
-        if x and _maybe_last_dim(_arg(seq[k], 1), len(x)) and after < len(seq) and \
+        if x and maybe_last_dim(arg_value(seq[k], 1), len(x)) and after < len(seq) and \
                 seq[after].name in NLL_LOSSES:
             return [seq[k], seq[after]]
     return None
 
 
 def find_lm_head_loss(ctx: Context) -> None:
-    seq = _significant_unclaimed(ctx)
+    seq = significant_unclaimed(ctx)
     extract = op_rules()[CROSS_ENTROPY].extract  # cross_entropy's reader of the loss's args
     for j, head in enumerate(seq):
         if head.name not in HEADS:
             continue
-        x, w = _shape(head, 0), _shape(head, 1)
+        x, w = arg_shape(head, 0), arg_shape(head, 1)
         if len(w) != 2 or not x or x[-1] != w[1]:
             continue
         vocab, width = w
         loss = _loss_ops(seq, _next_doing_work(seq, j + 1))
         if loss is None:
             continue
-        logits = _shape(loss[0], 0)
-        if len(logits) != 2 or logits[-1] != vocab or logits[0] > _numel(x[:-1]):
+        logits = arg_shape(loss[0], 0)
+        if len(logits) != 2 or logits[-1] != vocab or logits[0] > shape_numel(x[:-1]):
             continue
         extracted = extract(loss[-1], ctx)
         params = dict(extracted[1]) if extracted else {}
         if len(loss) == 2:
             params["loss"] = "log_softmax + nll_loss"
-        if _has_tensor(head, 2):
+        if has_tensor(head, 2):
             params["bias"] = True
         named = {"N": logits[0], "D": width, "V": vocab}
         label = " + ".join(op.name for op in (head, *loss))
         site = ctx.site(KERNEL_TYPE, ctx.common_module([head, *loss]), label, named, params,
-                        _dtype(head, ctx.record.dtype))
-        ctx.claim(_span(ctx, head, loss[-1]), KERNEL_TYPE, ("lm_head_loss", head.id), site)
+                        call_dtype(head, ctx.record.dtype))
+        ctx.claim(unclaimed_span(ctx, head, loss[-1]), KERNEL_TYPE, ("lm_head_loss", head.id), site)
 
 
 def lm_head_loss_route(site: SiteKey, module_type: str | None,

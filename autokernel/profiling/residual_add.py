@@ -21,7 +21,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from autokernel.profiling.callsites import Context, SiteKey, _arg, _dtype, _numel, _shape
+from autokernel.profiling.callsites import Context, SiteKey
+from autokernel.profiling.site_readers import arg_shape, arg_value, call_dtype, shape_numel
 from autokernel.profiling.events import ModuleInfo, OpCall
 from autokernel.profiling.op_rules import op_rules
 from autokernel.profiling.graph_norms import fused_norm_route
@@ -51,8 +52,8 @@ def _residual_add(op: OpCall) -> list[int] | None:
     """The shape of an add of two same-shape tensors (alpha 1), else None."""
     if op.name not in RESIDUAL_ADDS or len(op.shapes) < 2:
         return None
-    a, b = _shape(op, 0), _shape(op, 1)
-    alpha = _arg(op, 2)
+    a, b = arg_shape(op, 0), arg_shape(op, 1)
+    alpha = arg_value(op, 2)
     if not a or a != b or alpha not in (None, 1):
         return None
     return a
@@ -73,7 +74,7 @@ def _norm_call(ctx: Context, norm: NormAfterAdd, op: OpCall, shape: list[int]
     last-dim norm of `shape`, else None."""
     claim = ctx.claims.get(op.id)
     if claim is None and op.name in norm.aten_ops:
-        if _shape(op, 0) != shape:
+        if arg_shape(op, 0) != shape:
             return None
         extracted = op_rules()[op.name].extract(op, ctx)
         if extracted is None:
@@ -85,7 +86,7 @@ def _norm_call(ctx: Context, norm: NormAfterAdd, op: OpCall, shape: list[int]
     if claim is None or claim.kernel_type != norm.norm_type or len(claim.site.shape) != 2:
         return None  # not a norm, or one over a dim that is not the last
     m, n = claim.site.shape
-    if n != shape[-1] or m * n != _numel(shape):
+    if n != shape[-1] or m * n != shape_numel(shape):
         return None
     ops = [other for other in ctx.roots if (c := ctx.claims.get(other.id)) is not None
            and c.call == claim.call]
@@ -110,7 +111,7 @@ def residual_add_pattern(kernel_type: str, norm: NormAfterAdd) -> Callable[[Cont
                      if op.id not in ctx.claims]
             ops = [add, *views, *norm_ops]
             site = ctx.site(kernel_type, ctx.common_module(ops), f"aten::add + {label}", named,
-                            params, _dtype(add, ctx.record.dtype))
+                            params, call_dtype(add, ctx.record.dtype))
             ctx.claim(ops, kernel_type, ("residual-add", add.id), site)
 
     find.__name__ = f"find_add_then_{norm.norm_type}"

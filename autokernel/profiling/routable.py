@@ -54,7 +54,8 @@ def unverified_param(kernel_type: str, site_params: Mapping[str, Any], shape: li
                      verified: Mapping[str, Any]) -> str | None:
     """ "no: why" for a site whose params are not the ones the target's kernel is verified with:
     verify refuses such a call, since a tuned kernel may bake the value in
-    (`autokernel.integrate.routing._unverified`). None when they agree or one is unknown."""
+    (`autokernel.integrate.route_helpers.unverified_value`). None when they agree or one is
+    unknown."""
     spec = _registered(kernel_type)
     if spec is None or spec.param_mismatch is None:
         return None

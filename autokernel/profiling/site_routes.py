@@ -37,7 +37,7 @@ def unrouted_loss_arguments(notes: Mapping[str, Any]) -> str | None:
 def eps_mismatch(site_params: Mapping[str, Any], shape: list[int],
                  verified: Mapping[str, Any]) -> str | None:
     """A norm's `param_mismatch`: verify refuses a call whose eps is not the verified one, since
-    a tuned kernel may bake the value in (`autokernel.integrate.routing._unverified`)."""
+    a tuned kernel may bake the value in (`autokernel.integrate.route_helpers.unverified_value`)."""
     if "eps" not in verified or "eps" not in site_params:
         return None
     mine, theirs = site_params["eps"], verified["eps"]

@@ -25,9 +25,9 @@ Shared memory grows with D (dynamic, opted in past 48 KB): the launcher halves B
 BLOCK_M (to 16, always whole 16-row fragments), until a block fits the GPU's per-block limit, so D = 256 runs with the tunables'
 tiles and D = 1024 with 16 x 16 tiles on Hopper (227 KB). D above MAX_HEAD_DIM (1024, the
 registry's widest) is refused with a ValueError, which a routed model call reports as "kernel
-refused" and leaves to PyTorch (integrate/routing.py `_call_kernel`); on a GPU whose shared memory
-cannot hold even 16 x 16 tiles of the head (fp32 past D ~ 700 on a 164 KB Ampere A100; less on
-Ada's 99 KB) the launch fails with CUDA's "invalid configuration argument".
+refused" and leaves to PyTorch (integrate/route_helpers.py `call_kernel`); on a GPU whose
+shared memory cannot hold even 16 x 16 tiles of the head (fp32 past D ~ 700 on a 164 KB Ampere
+A100; less on Ada's 99 KB) the launch fails with CUDA's "invalid configuration argument".
 
 Loads: where a row is contiguous along D, 16-byte chunks wholly inside the head and 16-byte aligned
 move as one vector; every other element is a scalar, bounds-checked load. int64 offsets.

@@ -1,5 +1,6 @@
 """A set of KernelBench-style problems, each through profile → run → verify in its own child
-process (autokernel.kernelbench), prepared and run for `autokernel kernelbench`.
+process, prepared and run for `autokernel kernelbench` (each problem's run is the pipeline's:
+autokernel.pipeline.stages).
 
 `prepare_kernelbench` checks the options, finds the problems, resolves the device and agent
 and makes (or reopens, to resume) the set's directory; `run_kernelbench` runs the problems
@@ -15,12 +16,42 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from autokernel.pipeline.options import DEFAULT_RUNS_DIR, KernelbenchOptions, PipelineError
+from autokernel.pipeline.options import DEFAULT_RUNS_DIR, PipelineError
 from autokernel.pipeline.progress import Progress
 from autokernel.pipeline.stages import resolve_device
 
 if TYPE_CHECKING:
     from autokernel.kernelbench.problem import ProblemJob
+
+
+@dataclass
+class KernelbenchOptions:
+    """What `autokernel kernelbench PATH...` takes."""
+
+    paths: list[Path]
+    minutes_per_problem: float = 15.0
+    device: str | None = None
+    dtype: str | None = None
+    out: Path | None = None  # None: ./autokernel_runs/kernelbench-<timestamp>
+    agent: str = "auto"
+    top: int = 5
+    all_kernels: bool = False
+    claude_model: str | None = None
+    max_cost: float | None = None
+    seed: int = 0
+    resume: bool = False  # continue the set in `out`
+
+    def check(self) -> None:
+        if self.minutes_per_problem <= 0:
+            raise PipelineError(f"--minutes-per-problem must be positive; got "
+                                f"{self.minutes_per_problem:g}")
+        if self.top < 1:
+            raise PipelineError("--top must be at least 1")
+
+    def agent_options(self) -> dict[str, Any]:
+        given = (("seed", self.seed), ("model", self.claude_model), ("max_cost", self.max_cost))
+        return {k: v for k, v in given if v is not None}
+
 
 # A table mixes no GPUs, dtypes or budgets.
 RESUMED_SETTINGS = ("device", "gpu", "dtype", "minutes_per_problem", "agent")
