@@ -289,3 +289,43 @@ def test_one_worker_decides_as_the_one_gpu_loop(tmp_path: Path) -> None:
                    InProcessPool(tmp_path / "workers", ["cpu0"]), dashboard=Capture()).run()
     assert decisions(ws) == serial and len(serial) == 10
     assert {r["gpu"] for r in read_rows(ws.results_path)} == {"cpu0"}
+
+
+# -- kernelbench --gpus ---------------------------------------------------------------------------
+
+def test_kernelbench_runs_a_problem_per_worker_at_once_each_pinned(tmp_path: Path) -> None:
+    """Two problems, two workers: both start before either ends, each in a child whose
+    environment has NVLink multicast off (the problems fail at once, saying so)."""
+    from autokernel.kernelbench.on_gpus import run_suite_on_gpus
+    from autokernel.kernelbench.problem import ProblemJob
+
+    problems = sorted((Path(__file__).parent / "fixtures" / "kernelbench_env").glob("*.py"))
+    template = ProblemJob(problem="", workspace="", result_path="", device="cpu", dtype="fp32",
+                          minutes=0.1, agent="tuner")
+    events: list[tuple[str, int]] = []
+    records = run_suite_on_gpus(problems, tmp_path, template, local_slots("2", "cpu"),
+                                lambda i, record, so_far: events.append(("end", i)),
+                                lambda i, path: events.append(("start", i)))
+    assert sorted(events[:2]) == [("start", 0), ("start", 1)]
+    assert [r["problem"] for r in records] == ["env_a", "env_b"]
+    assert sorted(r["worker"] for r in records) == ["cpu0", "cpu1"]
+    for record in records:
+        assert record["status"] == "error"
+        assert "NCCL_NVLS_ENABLE=0 NVSHMEM_DISABLE_NVLS=1" in record["reason"]
+        assert (tmp_path / "logs" / f"{record['problem']}.json").is_file()
+
+
+def test_gpus_is_refused_in_one_line_before_anything_runs(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from autokernel.cli import app
+
+    model = Path(__file__).parent / "fixtures" / "models" / "two_cheap_targets.py"
+    for args in (["run", str(model), "--device", "cpu", "--gpus", "0"],
+                 ["kernelbench", str(model), "--device", "cpu", "--gpus", "one",
+                  "--out", str(tmp_path / "kb")],
+                 ["resume", str(tmp_path), "--gpus", "-1"]):
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 2, (args, result.output)
+        assert "--gpus" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "kb").exists()
