@@ -121,9 +121,8 @@ class InProcessPool:
     kind = "test"
 
     def __init__(self, root: Path, labels: list[str], lose: dict[int, int] | None = None,
-                 names: list[str] | None = None) -> None:
-        self.workers = [JudgeWorker(label, root / label, "cpu", bench=scripted_bench)
-                        for label in labels]
+                 names: list[str] | None = None, bench: Any = scripted_bench) -> None:
+        self.workers = [JudgeWorker(label, root / label, "cpu", bench=bench) for label in labels]
         self.lose = dict(lose or {})
         self.names = names
         self.restarts: list[int] = []
@@ -289,6 +288,28 @@ def test_one_worker_decides_as_the_one_gpu_loop(tmp_path: Path) -> None:
                    InProcessPool(tmp_path / "workers", ["cpu0"]), dashboard=Capture()).run()
     assert decisions(ws) == serial and len(serial) == 10
     assert {r["gpu"] for r in read_rows(ws.results_path)} == {"cpu0"}
+
+
+def test_claude_drafts_of_a_round_are_judged_side_by_side(tmp_path: Path) -> None:
+    from test_frontier import CorpusModel, claude
+    from test_workspace import STARTERS as FAKE_STARTERS
+    from test_workspace import FakeBench, loop_config, make_plan, new_run
+
+    ws, state, plan = new_run(tmp_path / "a", make_plan(("softmax",)))
+    bench = FakeBench()
+    model = CorpusModel(bench)
+    agent = claude(model, drafts=2, explore=0.0)
+    config = replace(loop_config(max_consecutive_reverts=None, max_experiments=4), gpus="2")
+    pool = InProcessPool(tmp_path / "workers", ["cpu0", "cpu1"], bench=bench)
+    ParallelRunner(ws, plan, state, config, TargetAgents(agent), pool, dashboard=Capture(),
+                   starter_source=FAKE_STARTERS.__getitem__).run()
+    rows = read_rows(ws.results_path)
+    assert [int(r["experiment"]) for r in rows] == list(range(5))
+    assert all(r["agent"] == "claude" for r in rows[1:])
+    # Both conversations of a round before any of its drafts is judged; then the two drafts
+    # on the two workers at once.
+    assert model.benched_before == [1, 1, 3, 3]
+    assert pool.judged == ["cpu0", "cpu0", "cpu1", "cpu0", "cpu1"]
 
 
 # -- kernelbench --gpus ---------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from autokernel.parallel.clock import ParallelAccounts
 from autokernel.parallel.slots import one_model
 from autokernel.parallel.worker import JudgeJob, JudgeOutcome, WorkerIdentity, describe_worker
 from autokernel.profiling.plan import Plan
+from autokernel.text import count_of
 
 WAIT_S = 1.0  # how often the loop looks at Ctrl-C and the clock while verdicts are pending
 LOST_TWICE = 2  # a job whose worker was lost this many times is recorded as a crash
@@ -168,7 +169,7 @@ class ParallelRunner:
         for identity in identities:
             self.board.join(identity.label, device_name=identity.device_name, pid=identity.pid,
                             host=identity.host)
-        self.dashboard.message(f"{len(identities)} workers ({self.pool.kind}): "
+        self.dashboard.message(f"{count_of(len(identities), 'worker')} ({self.pool.kind}): "
                                + ", ".join(describe_worker(i.label) for i in identities))
         self._say_board(always=True)
 
