@@ -17,7 +17,8 @@ up to the first that differs) against what serial2 shares with serial.
 
 PASS when gpus1 shares at least as many decisions with serial as serial2 does (on a GPU a keep
 near the margin can flip from noise alone: then both diverge at a noisy decision) and its steady
-rate is within 5% of serial's. Exit status 0 on PASS, 1 otherwise.
+rate is no more than 5% below serial's (the rate change is printed either way; compare it with
+serial2's to see the noise). Exit status 0 on PASS, 1 otherwise.
 
 Sized for one command of at most 10 minutes on an H100/H200 with the defaults (tiny_llama, 2
 targets, 8 experiments each: about 2 min a run).
@@ -83,8 +84,10 @@ def main() -> int:
     reference = same_prefix(serial, figures["serial2"].decisions()) if "serial2" in figures \
         else None
     rate = figures["gpus1"].steady_per_hour / figures["serial"].steady_per_hour - 1.0
+    noise = (figures["serial2"].steady_per_hour / figures["serial"].steady_per_hour - 1.0
+             if "serial2" in figures else None)
     decisions_ok = shared == len(serial) or (reference is not None and shared >= reference)
-    passed = decisions_ok and abs(rate) <= RATE_TOLERANCE
+    passed = decisions_ok and rate >= -RATE_TOLERANCE  # faster is no defect
     result = {
         "machine": machine(), "model": args.model, "top": args.top,
         "experiments_per_target": args.experiments, "seed": args.seed,
@@ -95,7 +98,9 @@ def main() -> int:
                         "keeps": [r["experiment"] for r in f.rows if r["status"] == "keep"]}
                  for name, f in figures.items()},
         "shared_decisions": {"gpus1": shared, "serial2": reference, "of": len(serial)},
-        "steady_rate_change": round(rate, 4), "passed": passed,
+        "steady_rate_change": round(rate, 4),
+        "steady_rate_change_serial2": None if noise is None else round(noise, 4),
+        "passed": passed,
     }
     (out / "aa.json").write_text(json.dumps(result, indent=1) + "\n")
     lines = [
@@ -106,7 +111,9 @@ def main() -> int:
           f"{r['steady_per_hour']} | {r['run_seconds']} |" for n, r in result["runs"].items()),
         "", f"Decisions shared with serial, in order: gpus1 {shared} of {len(serial)}"
         + (f", serial2 {reference}" if reference is not None else "")
-        + f". Steady rate of gpus1 vs serial: {rate:+.1%}. {'PASS' if passed else 'FAIL'}.",
+        + f". Steady rate of gpus1 vs serial: {rate:+.1%}"
+        + (f" (serial2 vs serial: {noise:+.1%})" if noise is not None else "")
+        + f". {'PASS' if passed else 'FAIL'}.",
     ]
     (out / "aa.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[-1:]))
