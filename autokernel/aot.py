@@ -29,7 +29,8 @@ launcher that reads a result on the host to plan its next launch is not supporte
 Command line (used by `autokernel doctor`):
     python -m autokernel.aot check path/to/kernel.py [--shape 8x1000] [--dtype bf16]
         [--no-execute] [--json]
-A `BACKEND = "cuda"` file is compiled with nvcc instead (`autokernel.cuda.aot`).
+A file of another backend is checked by that backend's own compiler (`KernelBackend.aot_check`:
+nvcc for a `BACKEND = "cuda"` file, `autokernel.cuda.aot`).
 """
 
 from __future__ import annotations
@@ -46,13 +47,14 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
 
+from autokernel.backends.interface import AotResult
 from autokernel.gpu.occupancy import SM_LIMITS, WARP_SIZE
 
 HOPPER_ARCH = 90
@@ -91,28 +93,6 @@ class CompileRequest:
     attrs: dict[tuple[int, ...], Any]
     options: dict[str, Any]
     grid: list[int]
-
-
-@dataclass
-class AotResult:
-    kernel: str
-    ok: bool
-    error: str = ""
-    context: str = ""
-    """Where the launch came from, e.g. "bf16 4x1000"."""
-    signature: dict[str, str] = field(default_factory=dict)
-    constexprs: dict[str, Any] = field(default_factory=dict)
-    num_warps: int | None = None
-    num_stages: int | None = None
-    grid: list[int] | None = None
-    n_regs: int | None = None
-    shared_bytes: int | None = None
-    local_bytes: int | None = None
-    """Per-thread local memory: register spills (and stack arrays); 0 is what you want."""
-    warnings: list[str] = field(default_factory=list)
-    detail: str = ""
-    """The whole error text (`error` keeps its first lines): the compiler's message with the
-    offending source, bounded to DETAIL_CHARS."""
 
 
 def gpu_target(arch: int = HOPPER_ARCH) -> Any:
@@ -434,10 +414,10 @@ def check_kernel_file(
     from autokernel.ops import get_spec
 
     info = read_kernel_file(path)
-    if info.backend == "cuda":  # nvcc for the real target; shapes and dtypes change nothing
-        from autokernel.cuda.aot import check_cuda_kernel_file
+    if info.backend != "triton":  # its own compiler (nvcc for cuda): shapes and dtypes are moot
+        from autokernel.backends import backend
 
-        return check_cuda_kernel_file(path, arch=arch)
+        return backend(info.backend).aot_check(path, arch)
     kernel_type = info.kernel_type
     spec = get_spec(kernel_type)
     calls: list[Call] = []

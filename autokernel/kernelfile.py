@@ -31,11 +31,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from autokernel.backends import BACKEND_NAMES
 from autokernel.cuda.defines import CU_FILE_NAME, CudaDefineError
 from autokernel.cuda.defines import cuda_define_value as _define_value
 from autokernel.ops import KERNEL_TYPES
 
-BACKENDS: tuple[str, ...] = ("triton", "cuda")
+BACKENDS: tuple[str, ...] = BACKEND_NAMES  # the registered kernel languages
 ENTRY_POINT = "kernel_fn"
 SPACE_NAME = "TUNABLE_SPACE"
 CUDA_SOURCE_NAME = "CUDA_SOURCE"

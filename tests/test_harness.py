@@ -923,8 +923,8 @@ def test_launch_monitor_counts_skips_and_checks_compiled_kernel_launches() -> No
             return "compiled"
 
     monitor = LaunchMonitor("cpu")
-    monitor._wrap_getitem(FakeCompiledKernel, "fake[grid]")
-    monitor._wrap_run(FakeJIT, "fake.run")
+    monitor.wrap_getitem(FakeCompiledKernel, "fake[grid]")
+    monitor.wrap_run(FakeJIT, "fake.run")
     FakeCompiledKernel()[(1,)](0)
     FakeJIT().run(0, grid=(1,), warmup=False)
     assert monitor.launches == 0 and len(launched) == 2  # disarmed: passed straight through

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from autokernel.aot import AotResult
+from autokernel.backends.interface import AotResult
 from autokernel.cuda.build import CudaBuildError, arch_for_capability
 from autokernel.cuda.harness import prebuild
 from autokernel.cuda.resources import limit_warnings, parse_ptxas_log

@@ -119,9 +119,9 @@ def build_key(source: str, defines: dict[str, str], arch: str, version: str) -> 
 
 
 def default_cache_dir() -> Path:
-    from autokernel.harness.spawn import default_cache_dir as harness_cache_dir
+    from autokernel.backends.interface import cache_dir
 
-    return harness_cache_dir()
+    return cache_dir()
 
 
 def first_error_lines(log: str, source_name: str = "CUDA_SOURCE") -> str:

@@ -3,7 +3,8 @@
 `autokernel.harness.runner.run_bench` judges a `BACKEND = "cuda"` file in this order:
 
 1. the static scan (Python part and C++ text, `autokernel.cuda.scan`);
-2. on `--device cpu`: a SKIPPED verdict ("needs a GPU"); `python -m autokernel.aot check`
+2. on `--device cpu`: a SKIPPED verdict ("needs a GPU": `backend.CudaBackend.cpu_refusal`);
+   `python -m autokernel.aot check`
    compile-checks the file for sm_90a there;
 3. on a GPU: `prebuild` compiles CUDA_SOURCE (or CUDA_FILE) with every tunable as a define, for
    the GPU's real target, in the trusted runner, before anything of the candidate runs (the
@@ -28,10 +29,6 @@ from pathlib import Path
 
 from autokernel.cuda.build import BuildResult, build_extension
 from autokernel.kernelfile import KernelFileInfo, cuda_defines, cuda_source_text
-
-NEEDS_GPU = ("needs a GPU: a CUDA C++ kernel cannot run on --device cpu (the CPU interpreter runs "
-             "Triton only); `python -m autokernel.aot check` compiles it for sm_90a here")
-
 
 def prebuild(info: KernelFileInfo, kernel_path: str | Path, cache_dir: str | Path,
              timeout_s: float, arch: str | None = None) -> BuildResult:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import ast
 import re
 
-from autokernel.harness.scan_rules import Violation
+from autokernel.backends.interface import Violation
 
 # What a cuda kernel file may import beyond the Python allow-list: its launch runtime's
 # `load_extension`, only (the runtime's launch observers and prebuilt table are the harness's).

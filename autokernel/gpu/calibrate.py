@@ -27,7 +27,6 @@ ceilings), and written atomically (temporary file + rename) so a crash never lea
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import time
 from collections.abc import Callable
@@ -37,10 +36,10 @@ from pathlib import Path
 
 import torch
 
+from autokernel.backends.interface import cache_dir
 from autokernel.files import atomic_write_text
 from autokernel.gpu.database import GPUSpec, peak_tflops
 
-CACHE_ENV = "AUTOKERNEL_CACHE_DIR"
 CACHE_FILE = "ceilings.json"
 COPY_BYTES = 1 << 30
 GEMM_SIZE = 8192
@@ -57,11 +56,6 @@ class Ceilings:
     measured_at: str  # ISO-8601, UTC
     gpu_name: str
     method: str
-
-
-def cache_dir() -> Path:
-    configured = os.environ.get(CACHE_ENV)
-    return Path(configured).expanduser() if configured else Path.home() / ".cache" / "autokernel"
 
 
 def cache_path() -> Path:

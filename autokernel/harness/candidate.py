@@ -135,10 +135,10 @@ class Candidate(CandidateTiming):
         self.recorder = FallbackRecorder(self.monitor, self.device)
         self.recorder.filler = self.filler
         self_test(self.monitor, self.recorder, self.device)
-        if self.job.get("cuda_prebuilt"):
-            from autokernel.cuda.harness import prepare_candidate
+        for name, entries in (self.job.get("prebuilt") or {}).items():
+            from autokernel.backends import backend
 
-            prepare_candidate(self.job["cuda_prebuilt"])
+            backend(name).prepare_candidate(entries)
         self._confine()
         poison_free_cache(self.device, self.filler)
         self.snapshot = IdentitySnapshot.take(harness_namespaces(self.job["kernel_type"]))

@@ -235,7 +235,7 @@ class Judge(JudgeTiming):
         job = self.job
         return {"kernel_path": kernel_path, "kernel_type": job.kernel_type,
                 "device": job.device, "poison": self.poison.to_dict(),
-                "cuda_prebuilt": job.cuda_prebuilt}
+                "prebuilt": job.prebuilt}
 
     def _call(self, prepared: Prepared, where: str, **options: bool) -> Any:
         """The kernel's output on the inputs last handed over, copied into this process's own

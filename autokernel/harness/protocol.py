@@ -38,9 +38,10 @@ class Job:
     correctness_only: bool = False  # every correctness and anti-cheat stage, then no timing
     # Tests only: the correctness stages to run (None: all); the others say "skip".
     only_stages: list[str] | None = None
-    # [source key, library] of CUDA C++ builds (candidate's, incumbent's) the runner made; the
-    # candidate process loads them before its sandbox and may build nothing else.
-    cuda_prebuilt: list[list[str]] = field(default_factory=list)
+    # Backend name -> the builds (candidate's, incumbent's) the runner made, in the backend's
+    # format (`backends.interface.Build.entries`); the candidate process loads them before its
+    # sandbox and may build nothing else.
+    prebuilt: dict[str, list[list[str]]] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

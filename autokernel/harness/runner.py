@@ -178,47 +178,50 @@ def apply_report(result: BenchResult, report: WorkerReport, spec: Any, device: s
             return
 
 
-def _build_cuda(result: BenchResult, info: Any, path: Path, device: str, caches: Path,
-                timeout_s: float) -> list[list[str]] | None:
-    """A CUDA C++ kernel after its static scan, built in this trusted process for the GPU's real
-    target: the job's prebuilt entries, or None with `result` finished (SKIPPED on the CPU, a
-    CRASH at stage "build" with nvcc's first lines)."""
-    from autokernel.cuda.build import CudaBuildError
-    from autokernel.cuda.harness import NEEDS_GPU, prebuild, prebuilt_entries
+def _build(result: BenchResult, info: Any, path: Path, device: str, caches: Path,
+           timeout_s: float) -> dict[str, list[list[str]]] | None:
+    """The kernel file built by its backend in this trusted process, after its static scan and
+    before anything of it runs: what the candidate process loads ({} when the backend builds
+    nothing ahead), or None with `result` finished (SKIPPED on a device the backend cannot run
+    on, a CRASH at stage "build" with the compiler's first lines)."""
+    from autokernel.backends import backend
+    from autokernel.backends.interface import BuildError
 
-    if device == "cpu":
-        result.status, result.stage, result.reason = Status.SKIPPED, "device", NEEDS_GPU
+    chosen = backend(info.backend)
+    if device == "cpu" and chosen.cpu_refusal:
+        result.status, result.stage, result.reason = Status.SKIPPED, "device", chosen.cpu_refusal
         return None
     try:
-        built = prebuild(info, path, caches, timeout_s)
-    except CudaBuildError as exc:
+        built = chosen.build(info, path, caches, timeout_s)
+    except BuildError as exc:
         result.status, result.stage = Status.CRASH, "build"
-        result.reason, result.detail = f"nvcc: {exc}", exc.detail
+        result.reason, result.detail = str(exc), exc.detail
         return None
+    if built is None:
+        return {}
     result.phase_seconds["build"] = built.seconds
     result.stages["build"] = "pass"
-    result.notes.append(f"built for {built.arch} in {built.seconds:.1f} s"
+    result.notes.append(f"built for {built.target} in {built.seconds:.1f} s"
                         + (" (cached)" if built.cached else ""))
-    return prebuilt_entries(info, path, built.library)
+    return {chosen.name: built.entries}
 
 
 def _incumbent_build(incumbent: Path, caches: Path, timeout_s: float,
-                     notes: list[str]) -> list[list[str]]:
-    """The incumbent's prebuilt entries when it is a CUDA file (it passed before, so its build
-    is usually cached); a failure costs the paired comparison, which the notes say."""
-    from autokernel.cuda.build import CudaBuildError
-    from autokernel.cuda.harness import prebuild, prebuilt_entries
+                     notes: list[str]) -> dict[str, list[list[str]]]:
+    """What the incumbent's process loads when its backend builds ahead (it passed before, so
+    its build is usually cached); a failure costs the paired comparison, which the notes say."""
+    from autokernel.backends import backend
+    from autokernel.backends.interface import BuildError
     from autokernel.kernelfile import KernelFileError, parse_kernel_source
 
     try:
         info = parse_kernel_source(incumbent.read_text(encoding="utf-8"))
-        if info.backend != "cuda":
-            return []
-        return prebuilt_entries(info, incumbent, prebuild(info, incumbent, caches,
-                                                          timeout_s).library)
-    except (OSError, KernelFileError, CudaBuildError) as exc:
-        notes.append(f"the incumbent's CUDA build failed, so it cannot load: {str(exc)[:200]}")
-        return []
+        chosen = backend(info.backend)
+        built = chosen.build(info, incumbent, caches, timeout_s)
+    except (OSError, KernelFileError, BuildError) as exc:
+        notes.append(f"the incumbent's build failed, so it cannot load: {str(exc)[:200]}")
+        return {}
+    return {chosen.name: built.entries} if built is not None else {}
 
 
 def _gate_on_gpu_compile(result: BenchResult, report: WorkerReport, source: str,
@@ -349,17 +352,17 @@ def run_bench(
         correctness_dtypes=[dtype_name(d) for d in checked_dtypes],
         timing_meaningful=device == "cuda",
     )
-    cuda_file_text = None
+    sidecar_text = None  # a source file the kernel file names (a CUDA_FILE), for the scan
     if info.cuda_file is not None:
         try:
-            cuda_file_text = cuda_source_text(info, path)
+            sidecar_text = cuda_source_text(info, path)
         except KernelFileError as exc:
             result.status, result.stage, result.rule = Status.REJECTED, "static_scan", \
                 "kernel-format"
             result.reason = f"not a valid kernel file: {exc}"
             return finish(result)
     if static_scan:
-        violations = scan_source(source, cuda_file_text)
+        violations = scan_source(source, sidecar_text)
         if violations:
             result.status, result.stage = Status.REJECTED, "static_scan"
             result.rule, result.reason = violations[0].rule, "static scan: " + summarize(violations)
@@ -372,14 +375,13 @@ def run_bench(
 
     caches = Path(cache_dir) if cache_dir is not None else default_cache_dir()
     caches.mkdir(parents=True, exist_ok=True)
-    prebuilt: list[list[str]] = []
-    if info.backend == "cuda":
-        entries = _build_cuda(result, info, path, device, caches, timeout_s)
-        if entries is None:
-            return finish(result)
-        prebuilt = entries
+    prebuilt = _build(result, info, path, device, caches, timeout_s)
+    if prebuilt is None:
+        return finish(result)
     if incumbent is not None and device == "cuda":
-        prebuilt += _incumbent_build(Path(incumbent), caches, timeout_s, result.notes)
+        for name, entries in _incumbent_build(Path(incumbent), caches, timeout_s,
+                                              result.notes).items():
+            prebuilt[name] = prebuilt.get(name, []) + entries
     cached = {k: v for k, v in read_baseline_cache(caches).items()
               if k.startswith(f"{info.kernel_type}|")}
     workdir = Path(tempfile.mkdtemp(prefix="autokernel-bench-"))
@@ -403,7 +405,7 @@ def run_bench(
             seed=new_master(), nonce=secrets.token_hex(16), result_fd=-1,
             quick=quick, timing_budget_s=timing_budget_s, cached_baselines=cached,
             incumbent_path=str(incumbent_copy) if incumbent_copy is not None else None,
-            min_gain=min_gain, correctness_only=correctness_only, cuda_prebuilt=prebuilt,
+            min_gain=min_gain, correctness_only=correctness_only, prebuilt=prebuilt,
             only_stages=only_stages,
         )
         env = candidate_env(device, workdir, caches)

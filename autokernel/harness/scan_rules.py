@@ -11,7 +11,8 @@ import functools
 import importlib
 import re
 import types
-from dataclasses import dataclass
+
+from autokernel.backends.interface import Violation  # noqa: F401 - the scan's findings
 
 # Root modules a kernel file may import. Everything else is rejected: the list is an allow-list.
 ALLOWED_IMPORT_ROOTS: frozenset[str] = frozenset({
@@ -227,16 +228,6 @@ RULES: dict[str, str] = {
     "preprocessor-escape": "CUDA source: no token pasting, universal character names, macro "
                            "includes or unusual pragmas",
 }
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    line: int
-    message: str
-
-    def __str__(self) -> str:
-        return f"line {self.line}: {self.message} [{self.rule}]"
 
 
 def attribute_rule(name: str) -> str | None:

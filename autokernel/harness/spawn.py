@@ -57,7 +57,7 @@ SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION"
 
 
 def default_cache_dir() -> Path:
-    from autokernel.gpu.calibrate import cache_dir
+    from autokernel.backends.interface import cache_dir
 
     return cache_dir()
 

@@ -35,7 +35,8 @@ import ast
 import builtins
 from dataclasses import dataclass
 
-from autokernel.cuda.scan import RUNTIME_MODULES, cuda_kernel_file, scan_cuda_parts
+from autokernel.backends import BACKEND_NAMES, backend
+from autokernel.backends.interface import declared_backend
 from autokernel.harness.scan_ast import (
     dotted, format_fields, function_locals, pure_chain, root_name, scope_bindings,
 )
@@ -522,11 +523,13 @@ class _Scanner(ast.NodeVisitor):
         self.class_depth -= 1
 
 
-def scan_source(source: str, cuda_file_text: str | None = None) -> list[Violation]:
+def scan_source(source: str, sidecar_text: str | None = None) -> list[Violation]:
     """Every rule the source breaks, in line order (empty: the scan passes).
 
-    A `BACKEND = "cuda"` file may also import its runtime, and its C++ (the inline CUDA_SOURCE,
-    or `cuda_file_text`, its CUDA_FILE's text) is scanned by `autokernel.cuda.scan`."""
+    A kernel file may also import its backend's runtime (`runtime_modules`), and the backend
+    scans the file's other parts with its own rules (a
+    `BACKEND = "cuda"` file's C++: the inline CUDA_SOURCE, or `sidecar_text`, its CUDA_FILE's
+    text, by `autokernel.cuda.scan`)."""
     problem = coding_problem(source)
     if problem is not None:
         return [Violation("encoding", 1, problem)]
@@ -535,9 +538,11 @@ def scan_source(source: str, cuda_file_text: str | None = None) -> list[Violatio
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
     scanner = _Scanner()
-    if cuda_kernel_file(tree):
-        scanner.allowed_modules = RUNTIME_MODULES
-        scanner.violations.extend(scan_cuda_parts(tree, cuda_file_text))
+    declared = declared_backend(tree)
+    if declared in BACKEND_NAMES:  # an unknown one is the kernel-format check's to refuse
+        chosen = backend(declared)
+        scanner.allowed_modules = chosen.runtime_modules
+        scanner.violations.extend(chosen.scan_parts(tree, sidecar_text))
     scanner.collect_module_names(tree)
     scanner.visit(tree)
     unique = {(v.line, v.rule, v.message): v for v in scanner.violations}

@@ -1,5 +1,6 @@
-"""`LaunchMonitor`: counts the candidate's Triton launches (and a CUDA C++ file's launcher calls),
-checks their stream, skips them in ghost mode, and watches the side doors to another stream."""
+"""`LaunchMonitor`: counts the candidate's launches (each backend hooks its launch path in through
+`wrap_run`/`wrap_getitem` or its own wrapper, `KernelBackend.install_launch_counter`), checks
+their stream, skips them in ghost mode, and watches the side doors to another stream."""
 
 from __future__ import annotations
 
@@ -70,26 +71,17 @@ class LaunchMonitor:
     # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
     # reach the monitor's state through them without private attribute access.
     def install(self) -> None:
+        """Every backend's launch path counted (`KernelBackend.install_launch_counter`), then
+        the stream and side-door watches."""
         import triton
-        from triton.runtime.jit import JITFunction
+
+        from autokernel.backends import all_backends
 
         self.triton_prefixes = _source_prefixes(triton.__file__)
         if self.device == "cuda":
             self.expected_stream = _current_raw_stream()
-        self._wrap_run(JITFunction, "JITFunction.run")
-        try:
-            from triton.runtime.interpreter import InterpretedFunction
-        except ImportError:  # pragma: no cover - every triton 3.x has the interpreter
-            InterpretedFunction = None  # noqa: N806
-        if InterpretedFunction is not None:
-            self._wrap_run(InterpretedFunction, "InterpretedFunction.run")
-        try:
-            from triton.compiler.compiler import CompiledKernel
-        except ImportError:  # pragma: no cover
-            CompiledKernel = None  # noqa: N806
-        if CompiledKernel is not None:
-            self._wrap_getitem(CompiledKernel, "CompiledKernel.__getitem__")
-        self._wrap_cuda_launch()
+        for backend in all_backends():
+            backend.install_launch_counter(self)
         self._watch_streams()
         self._watch_side_doors()
 
@@ -155,7 +147,7 @@ class LaunchMonitor:
         graph.replay = replay
         self.installed["torch.cuda.CUDAGraph.replay"] = (graph, "replay", replay)
 
-    def _check_stream(self, explicit: Any = None) -> None:
+    def check_stream(self, explicit: Any = None) -> None:
         if self.device != "cuda":
             return
         current = explicit if explicit is not None else _current_raw_stream()
@@ -164,7 +156,7 @@ class LaunchMonitor:
                 f"a Triton kernel was launched on stream {current}, not the harness's stream"
             )
 
-    def _wrap_run(self, cls: type, label: str) -> None:
+    def wrap_run(self, cls: type, label: str) -> None:
         original = cls.run
         monitor = self
 
@@ -175,7 +167,7 @@ class LaunchMonitor:
             if warmup or not (monitor.armed or monitor.ghost or recording):
                 return original(fn, *args, grid=grid, warmup=warmup, **kwargs)
             monitor.launches += 1
-            monitor._check_stream()
+            monitor.check_stream()
             monitor._check_hooks(fn)
             if monitor.ghost:
                 return monitor._last_result.get(id(fn))
@@ -196,7 +188,7 @@ class LaunchMonitor:
         cls.run = run
         self.installed[label] = (cls, "run", run)
 
-    def _wrap_getitem(self, cls: type, label: str) -> None:
+    def wrap_getitem(self, cls: type, label: str) -> None:
         original = cls.__getitem__
         monitor = self
 
@@ -209,7 +201,7 @@ class LaunchMonitor:
                 if monitor.signatures is not None and not monitor.ghost:
                     monitor.signatures.append(_signature(kernel, grid, args, {}))
                 monitor.launches += 1
-                monitor._check_stream(stream)
+                monitor.check_stream(stream)
                 if monitor.ghost:
                     return None
                 monitor.in_launch += 1
@@ -222,34 +214,6 @@ class LaunchMonitor:
 
         cls.__getitem__ = getitem
         self.installed[label] = (cls, "__getitem__", getitem)
-
-    def _wrap_cuda_launch(self) -> None:
-        """A CUDA C++ file's launches go through `Extension.launch` (autokernel.cuda.runtime),
-        which calls one `extern "C"` launcher on the current stream: each call counts as a launch,
-        and ghost replay skips it. Nothing of torch runs inside it, so it is no `in_launch`: an op
-        recorded during it is the candidate's."""
-        from autokernel.cuda.runtime import Extension
-
-        original = Extension.launch
-        monitor = self
-
-        def launch(extension: Any, name: str, *args: Any) -> None:
-            recording = monitor.signatures is not None and not monitor.ghost
-            if not (monitor.armed or monitor.ghost or recording):
-                return original(extension, name, *args)
-            if recording and monitor.signatures is not None:
-                scalars = tuple(a for a in args if isinstance(a, (bool, int, float)))
-                monitor.signatures.append((f"cuda:{name}", repr(sorted(
-                    extension.defines.items())), scalars))
-            monitor.launches += 1
-            monitor._check_stream()
-            if monitor.ghost:
-                return None
-            return original(extension, name, *args)
-
-        launch.__qualname__ = original.__qualname__
-        Extension.launch = launch  # type: ignore[method-assign]
-        self.installed["Extension.launch"] = (Extension, "launch", launch)
 
     def _check_hooks(self, fn: Any) -> None:
         """A pre-run hook runs the candidate's choice of code inside the launch, with the
