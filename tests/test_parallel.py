@@ -122,7 +122,9 @@ class InProcessPool:
 
     def __init__(self, root: Path, labels: list[str], lose: dict[int, int] | None = None,
                  names: list[str] | None = None, bench: Any = scripted_bench) -> None:
-        self.workers = [JudgeWorker(label, root / label, "cpu", bench=bench) for label in labels]
+        # Their compile caches shared, as the workers of a machine share them.
+        self.workers = [JudgeWorker(label, root / label, "cpu", bench=bench,
+                                    harness_cache=root / "harness") for label in labels]
         self.lose = dict(lose or {})
         self.names = names
         self.restarts: list[int] = []

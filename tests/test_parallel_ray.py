@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from test_parallel_cpu import MODEL, busy_worker, check_run, read_json, start_cli, wait_until
+from test_parallel_cpu import (MODEL, PLAN, busy_worker, check_run, read_json, start_cli,
+                               wait_until)
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("ray") is None,
                                 reason="Ray is not installed (pip install -e '.[ray]')")
@@ -48,7 +49,8 @@ def ray_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_ray_workers_judge_side_by_side_and_a_killed_actor_is_judged_again(
         tmp_path: Path, ray_cluster: str) -> None:
     run_dir, log = tmp_path / "run", tmp_path / "run.log"
-    proc = start_cli(["run", str(MODEL), "--device", "cpu", "--only", "softmax", "--agent",
+    proc = start_cli(["run", str(MODEL), "--plan", str(PLAN), "--device", "cpu", "--only",
+                      "softmax", "--agent",
                       "tuner", "--max-experiments-per-target", "2", "--gpus", "2", "--ray",
                       ray_cluster, "--out", str(run_dir), "--no-live", "--bench-timeout", "120"],
                      log)

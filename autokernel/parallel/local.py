@@ -27,7 +27,8 @@ from autokernel.parallel.worker import JudgeJob, JudgeOutcome, JudgeWorker, Work
 _worker: JudgeWorker | None = None
 
 
-def _start(label: str, directory: str, device: str, env: dict[str, str]) -> None:
+def _start(label: str, directory: str, device: str, env: dict[str, str],
+           harness_cache: str | None) -> None:
     global _worker
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
@@ -35,7 +36,7 @@ def _start(label: str, directory: str, device: str, env: dict[str, str]) -> None
 
         pr_set_pdeathsig = 1
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    _worker = JudgeWorker(label, directory, device, env)
+    _worker = JudgeWorker(label, directory, device, env, harness_cache=harness_cache)
 
 
 def _hello() -> WorkerIdentity:
@@ -53,9 +54,11 @@ class LocalPool:
 
     kind = "local"
 
-    def __init__(self, slots: list[Slot], directory: Path) -> None:
+    def __init__(self, slots: list[Slot], directory: Path,
+                 harness_cache: Path | None = None) -> None:
         self.slots = slots
         self.directory = Path(directory)
+        self.harness_cache = harness_cache  # shared by the workers; None: each its own
         self._executors: list[ProcessPoolExecutor | None] = [None] * len(slots)
         self._pids: list[int | None] = [None] * len(slots)
 
@@ -66,7 +69,8 @@ class LocalPool:
             executor = ProcessPoolExecutor(
                 max_workers=1, mp_context=multiprocessing.get_context("spawn"),
                 initializer=_start,
-                initargs=(slot.label, str(self.directory / slot.label), slot.device, slot.env()))
+                initargs=(slot.label, str(self.directory / slot.label), slot.device, slot.env(),
+                          None if self.harness_cache is None else str(self.harness_cache)))
             self._executors[index] = executor
         return executor
 

@@ -54,8 +54,10 @@ class RayJudgeWorker(JudgeWorker):
         node = ray.util.get_node_ip_address()
         gpu_ids = ray.get_gpu_ids() if device == "cuda" else []
         label = f"{node}/{gpu_ids[0] if gpu_ids else f'cpu{slot}'}"
-        directory = Path(tempfile.gettempdir()) / f"autokernel-{run_tag}" / f"worker{slot}"
-        super().__init__(label, directory, device, dict(NVLINK_MULTICAST_OFF))
+        node_dir = Path(tempfile.gettempdir()) / f"autokernel-{run_tag}"
+        # The actors of one node share its compile caches, as the workers of one machine do.
+        super().__init__(label, node_dir / f"worker{slot}", device, dict(NVLINK_MULTICAST_OFF),
+                         harness_cache=node_dir / "harness")
 
     def pid(self) -> int:
         import os

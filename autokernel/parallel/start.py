@@ -60,8 +60,9 @@ def make_pool(config: LoopConfig, workspace: Workspace, run_tag: str) -> WorkerP
             except RayUnavailable as exc:
                 raise WorkersUnavailable(str(exc)) from None
             return RayPool(count, config.device, run_tag)
+        # The harness cache a one-GPU run of this workspace uses too (a resume may switch).
         return LocalPool(local_slots(config.gpus or "1", config.device),
-                         workspace.cache_dir / WORKERS_DIR)
+                         workspace.cache_dir / WORKERS_DIR, workspace.cache_dir / "harness")
     except GpuSpecError as exc:
         raise WorkersUnavailable(str(exc)) from None
 

@@ -72,7 +72,8 @@ class JudgeWorker:
 
     def __init__(self, label: str, directory: str | Path, device: str,
                  env: dict[str, str] | None = None,
-                 bench: Callable[..., BenchResult] | None = None) -> None:
+                 bench: Callable[..., BenchResult] | None = None,
+                 harness_cache: str | Path | None = None) -> None:
         # Before anything touches CUDA: the GPU this worker is pinned to, multicast off.
         os.environ.update(env or {})
         self.bench = bench  # None: the harness (`run_bench`); a test's stand-in otherwise
@@ -80,6 +81,9 @@ class JudgeWorker:
         self.device = device
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
+        # Compile caches shared by the workers of a machine (a kernel compiled for one GPU is
+        # not compiled again for the next); None: the worker's own.
+        self.harness_cache = Path(harness_cache) if harness_cache is not None else None
 
     def hello(self) -> WorkerIdentity:
         return WorkerIdentity(label=self.label, pid=os.getpid(), host=socket.gethostname(),
@@ -92,9 +96,11 @@ class JudgeWorker:
         started = time.perf_counter()
         # A Workspace only in name: the Judge reads kernel.py and writes its caches here.
         place = Workspace(self.directory)
+        place.cache_dir.mkdir(exist_ok=True)  # the incumbent's file goes there
         place.write_kernel(job.source)
         judge = Judge(place, job.plan, job.config, self.bench,
-                      best_source=lambda target: job.incumbent or "")
+                      best_source=lambda target: job.incumbent or "",
+                      harness_cache=self.harness_cache)
         flight = InFlight(experiment=job.experiment, target=0, phase="written", source=job.source,
                           description="", agent="", baseline=job.baseline)
         result, decision = judge.verdict(job.target, flight)
