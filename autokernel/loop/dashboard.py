@@ -257,6 +257,8 @@ class LiveDashboard:
         elapsed = time.monotonic() - self._session_start
         rate = self._session_experiments / elapsed * 3600 if elapsed > 30 else None
         current = state.targets[state.current].tag if state.current is not None else "–"
+        if self.worker_lines:  # --gpus: every open target is under way at once
+            current = ", ".join(t.tag for t in state.targets if t.status == "active") or "–"
         header = Text.assemble(
             (f"{self.title}", "bold"),
             f"   device {self.device}   agent {self.agent}   target ",

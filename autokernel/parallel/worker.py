@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -125,9 +126,20 @@ def describe_worker(label: str) -> str:
 
 
 def device_name(device: str) -> str:
-    """The model of this process's GPU (its first visible one), or "cpu"."""
+    """The model of this process's GPU (its first visible one), or "cpu". Asked of nvidia-smi,
+    so the worker makes no CUDA context of its own (its harness's processes do the work); from
+    torch where nvidia-smi is missing."""
     if device != "cuda":
         return "cpu"
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip() or "0"
+    try:
+        answer = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader",
+                                 "-i", visible], capture_output=True, text=True, timeout=30)
+        name = answer.stdout.strip().splitlines()[0].strip() if answer.returncode == 0 else ""
+    except (OSError, subprocess.TimeoutExpired, IndexError):
+        name = ""
+    if name:
+        return name
     import torch
 
     return torch.cuda.get_device_name(0)
