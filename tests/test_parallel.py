@@ -50,7 +50,7 @@ def git(root: Path, *args: str) -> str:
 
 def test_gpus_spec_slots_and_worker_environment() -> None:
     assert parse_gpus("all") == "all" and parse_gpus("4") == 4 and parse_gpus("0,2,3") == [0, 2, 3]
-    for bad in ("0", "-1", "two", "1,1", "0,x"):
+    for bad in ("0", "-1", "two", "1,-1", "0,x"):
         with pytest.raises(GpuSpecError):
             parse_gpus(bad)
     assert [s.label for s in local_slots("2", "cpu")] == ["cpu0", "cpu1"]
@@ -61,6 +61,10 @@ def test_gpus_spec_slots_and_worker_environment() -> None:
     # Within the head's own CUDA_VISIBLE_DEVICES=4,5: --gpus 1 is its second GPU, physical 5.
     assert local_slots("1,0", "cuda", gpus=["4", "5"])[0].visible == "5"
     assert len(local_slots("all", "cuda", gpus=gpus)) == 4
+    # A GPU named twice: two workers sharing it (a one-GPU machine exercises every path).
+    assert [(s.label, s.visible) for s in local_slots("0,0", "cuda", gpus=gpus)] == [
+        ("0", "0"), ("0.1", "0")]
+    assert [s.label for s in local_slots("1,1", "cpu")] == ["cpu1", "cpu1.1"]
     with pytest.raises(GpuSpecError, match="has 4 GPUs"):
         local_slots("8", "cuda", gpus=gpus)
     with pytest.raises(GpuSpecError, match="no GPU 7"):

@@ -121,7 +121,7 @@ def prepare_kernelbench(options: KernelbenchOptions, progress: Progress) -> Kern
         if device == "cuda":  # the set's GPUs, not this process's first
             import torch
 
-            meta["gpu"] = torch.cuda.get_device_name(int(slots[0].label))
+            meta["gpu"] = torch.cuda.get_device_name(int(slots[0].label.split(".")[0]))
     return KernelbenchSet(out=out, problems=problems, names=names, meta=meta,
                           template=template, agent_note=agent_note, finished=finished,
                           slots=slots)
@@ -141,7 +141,8 @@ def set_slots(gpus: str | None, device: str) -> list[Slot] | None:
     if device == "cuda":
         import torch
 
-        refusal = one_model({s.label: torch.cuda.get_device_name(int(s.label)) for s in slots})
+        refusal = one_model({s.label: torch.cuda.get_device_name(int(s.label.split(".")[0]))
+                             for s in slots})
         if refusal:
             raise PipelineError(refusal)
     return slots

@@ -45,7 +45,8 @@ class Slot:
 
 
 def parse_gpus(text: str) -> str | int | list[int]:
-    """"all", a count ("4") or a list of indices ("0,2,3"); GpuSpecError otherwise."""
+    """"all", a count ("4") or a list of indices ("0,2,3"; an index named twice is two workers
+    on that GPU); GpuSpecError otherwise."""
     text = text.strip().lower()
     if text == ALL:
         return ALL
@@ -62,8 +63,8 @@ def parse_gpus(text: str) -> str | int | list[int]:
         indices = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
         raise GpuSpecError(f"--gpus {text}: a list of GPU indices such as 0,2,3") from None
-    if not indices or any(i < 0 for i in indices) or len(set(indices)) != len(indices):
-        raise GpuSpecError(f"--gpus {text}: each index once, 0 or more")
+    if not indices or any(i < 0 for i in indices):
+        raise GpuSpecError(f"--gpus {text}: GPU indices, 0 or more")
     return indices
 
 
@@ -88,7 +89,7 @@ def local_slots(spec: str, device: str, gpus: list[str] | None = None,
         cores = cpu_count or os.cpu_count() or 1
         indices = (list(range(cores)) if wanted == ALL else
                    list(range(wanted)) if isinstance(wanted, int) else wanted)
-        return [Slot(label=f"cpu{i}", device="cpu") for i in indices]
+        return [Slot(label=f"cpu{label}", device="cpu") for label in unique_labels(indices)]
     available = machine_gpus() if gpus is None else gpus
     if not available:
         raise GpuSpecError("--gpus: torch sees no CUDA GPU on this machine")
@@ -105,7 +106,19 @@ def local_slots(spec: str, device: str, gpus: list[str] | None = None,
             raise GpuSpecError(f"--gpus {spec}: no GPU {', '.join(map(str, missing))} here "
                                f"(GPUs 0..{len(available) - 1})")
         indices = wanted
-    return [Slot(label=str(i), device="cuda", visible=available[i]) for i in indices]
+    return [Slot(label=label, device="cuda", visible=available[i])
+            for i, label in zip(indices, unique_labels(indices))]
+
+
+def unique_labels(indices: list[int]) -> list[str]:
+    """A label per worker: the GPU's index, and for a GPU named again ("--gpus 0,0": two workers
+    sharing one GPU, which exercises every multi-GPU path on a one-GPU machine) "0.1", "0.2"."""
+    seen: dict[int, int] = {}
+    labels = []
+    for i in indices:
+        labels.append(f"{i}.{seen[i]}" if i in seen else str(i))
+        seen[i] = seen.get(i, 0) + 1
+    return labels
 
 
 def requested_count(spec: str, device: str) -> int | None:
@@ -126,5 +139,6 @@ def one_model(names: dict[str, str]) -> str | None:
         return None
     by_model = "; ".join(f"{m}: {', '.join(sorted(k for k, v in names.items() if v == m))}"
                          for m in models)
-    return (f"--gpus mixes GPU models ({by_model}); pick GPUs of one model, e.g. --gpus "
-            f"{','.join(sorted(k for k, v in names.items() if v == models[0]))}")
+    first = sorted({k.split(".")[0] for k, v in names.items() if v == models[0]})
+    example = f", e.g. --gpus {','.join(first)}" if all(k.isdigit() for k in first) else ""
+    return f"--gpus mixes GPU models ({by_model}); pick GPUs of one model{example}"
