@@ -21,7 +21,7 @@ rate is no more than 5% below serial's (the rate change is printed either way; c
 serial2's to see the noise). Exit status 0 on PASS, 1 otherwise.
 
 Sized for one command of at most 10 minutes on an H100/H200 with the defaults (tiny_llama, 2
-targets, 8 experiments each: about 2 min a run).
+targets, 6 experiments each and a baseline: about 2 min a run, most of it the baselines).
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def main() -> int:
     parser.add_argument("--model", default=str(ROOT / "examples" / "models" / "tiny_llama.py"))
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--top", type=int, default=2)
-    parser.add_argument("--experiments", type=int, default=8, help="per target")
+    parser.add_argument("--experiments", type=int, default=6, help="per target")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "autokernel_runs" / "parallel-aa")
     parser.add_argument("--no-reference", action="store_true", help="skip serial2")
