@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One device call that checks and measures the foundation, the harness and the profiler on a GPU:
-# the GPU-marked tests, the harness table of the starters, and the example-model profiles.
+# the GPU-marked tests, the harness table of the starters, and the example-model profiles (the
+# last two are benchmarks of the suite: `python -m autokernel.benchmarks --list`).
 # Logs and tables go to $OUT (the device runner's output folder) or ./gpu-out.
 #
 #   COMMIT=<sha> scripts/gpu_acceptance.sh [tests|harness|profiles]...   (default: all three)
@@ -36,10 +37,11 @@ for step in "${steps[@]}"; do
       "$PYTHON" -m pytest -m gpu -q -p no:cacheprovider --timeout 300 "${others[@]}" 2>&1 \
         | tee "$OUT/gpu_other_tests.log" | tail -25 ;;
     harness)
-      "$PYTHON" scripts/gpu_harness_table.py --out "$OUT/harness-starters.md" 2>&1 \
+      "$PYTHON" -m autokernel.benchmarks harness-table --out "$OUT/harness-starters.md" 2>&1 \
         | tee "$OUT/harness.log" | tail -40 ;;
     profiles)
-      "$PYTHON" scripts/gpu_profile_examples.py "$OUT/profiles" 2>&1 | tee "$OUT/profiles.log" | tail -60
+      "$PYTHON" -m autokernel.benchmarks profiles "$OUT/profiles" 2>&1 | tee "$OUT/profiles.log" \
+        | tail -60
       tar -czf "$OUT/profiles.tar.gz" -C "$OUT" profiles && rm -rf "$OUT/profiles" ;;
     *) echo "unknown step $step" >&2; exit 2 ;;
   esac

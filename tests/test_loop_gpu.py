@@ -2,7 +2,7 @@
 
 What the CPU tests cannot show: timings that mean something (so the %-of-peak figures and the
 torch.compile baseline are there), and the loop's speed. The 20-minute benchmark is
-scripts/gpu_tuner_run.sh; this is the quick check that the pieces fit on a GPU.
+`python -m autokernel.benchmarks tuner-run`; this is the quick check that the pieces fit on a GPU.
 """
 
 from __future__ import annotations

@@ -7,7 +7,6 @@ profile fixture and from FunctionEvent stand-ins.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 import subprocess
@@ -588,8 +587,9 @@ def test_kernel_names_alone(name: str, expected: str | None) -> None:
 
 
 def test_real_recordings() -> None:
-    """Profiles recorded on a GPU by scripts/gpu_profile_examples.py --record-fixtures, held to
-    the same expectations as the live GPU run: cuBLAS's nvjet kernels counted as matmul."""
+    """Profiles recorded on a GPU by `python -m autokernel.benchmarks profiles
+    --record-fixtures`, held to the same expectations as the live GPU run: cuBLAS's nvjet
+    kernels counted as matmul."""
     if not RECORDED:
         pytest.skip("no GPU recordings in tests/fixtures/recorded/ yet")
     for path in RECORDED:
@@ -764,17 +764,8 @@ def test_bad_input_in_a_real_process_prints_no_traceback() -> None:
 # On a GPU
 
 
-def _profile_examples_script():
-    """scripts/gpu_profile_examples.py, whose per-model expectations this test shares."""
-    path = REPO / "scripts" / "gpu_profile_examples.py"
-    spec = importlib.util.spec_from_file_location("gpu_profile_examples", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while building
-    spec.loader.exec_module(module)
-    return module
-
-
-PROFILE_EXAMPLES = _profile_examples_script()
+# The `profiles` benchmark, whose per-model expectations this test shares.
+import autokernel.benchmarks.profile_examples as PROFILE_EXAMPLES  # noqa: E402, N812
 
 
 @pytest.mark.gpu

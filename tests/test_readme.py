@@ -54,10 +54,7 @@ def test_the_readme_is_short_and_starts_with_a_copy_pasteable_quick_start() -> N
 
 
 def test_the_claude_nights_cost_is_the_codes_caps_at_the_default_models_price() -> None:
-    import sys
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from claude_night_cost import night_cost
+    from autokernel.benchmarks.claude_night_cost import night_cost
 
     text = " ".join(README.read_text(encoding="utf-8").split())
     cost = night_cost()

@@ -1,5 +1,5 @@
 """Issue 29: the README's measured result is rendered from a verified run's own files
-(autokernel/integrate/result_record.py, scripts/record_result.py): the table matches report.md,
+(autokernel/integrate/result_record.py, `python -m autokernel.benchmarks record-result`): the table matches report.md,
 the end-to-end sentence matches verify.json, and docs/benchmarks/NAME/ records where it ran."""
 
 from __future__ import annotations

@@ -4,9 +4,7 @@ cannot go on, and a small run of the offline benchmark on the H100 lookup table.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -220,18 +218,13 @@ def test_hybrid_stops_end_a_sweep_where_the_hybrid_would() -> None:
 
 def test_the_benchmark_script_writes_its_report(tmp_path: Path,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    # scripts/tuner_seeding_bench.py end to end on one target and one seed (the recorded
-    # figures are docs/benchmarks/tuner-seeding-*.md).
-    spec = importlib.util.spec_from_file_location(
-        "tuner_seeding_bench", Path(__file__).parents[1] / "scripts" / "tuner_seeding_bench.py")
-    script = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(script)  # type: ignore[union-attr]
+    # `python -m autokernel.benchmarks tuner-seeding` end to end on one target and one seed
+    # (the recorded figures are docs/benchmarks/tuner-seeding-*.md).
+    import autokernel.benchmarks.tuner_seeding as script
     monkeypatch.setattr(script, "load_table",
                         lambda: [e for e in load_table() if e.kernel_type == "rmsnorm"])
     monkeypatch.setattr(script, "source_commit", lambda: "abcdef0123")
-    monkeypatch.setattr(sys, "argv", ["tuner_seeding_bench.py", "--seeds", "1", "--out",
-                                      str(tmp_path), "--hybrid-stops"])
-    script.main()
+    script.main(["--seeds", "1", "--out", str(tmp_path), "--hybrid-stops"])
     report = json.loads((tmp_path / "tuner-seeding-abcdef0-hybrid-stops.json").read_text())
     assert report["arms"] == list(ARMS) and report["hybrid_stops"] is True
     assert report["table"] == "docs/benchmarks/config-sweep-h100/sweep.json"

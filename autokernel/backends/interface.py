@@ -4,8 +4,9 @@ harness never imports a backend, it asks the registry (`autokernel.backends.back
 
 A backend, for a kernel file that declares `BACKEND = "<its name>"`:
 
-- **scan**: `runtime_modules` (what its files may import beyond the scan's allow-list) and
-  `scan_parts` (its own rules on the parts of the file that are not Python, e.g. C++ text);
+- **scan**: `runtime_modules` (what its files may import beyond the scan's allow-list),
+  `sidecar_text` (a source file the kernel file names) and `scan_parts` (its own rules on the
+  parts of the file that are not Python, e.g. C++ text);
 - **build**: `build` compiles the file in the trusted runner before anything of it runs, and
   returns what the candidate process loads (`Build.entries`); None when the language builds at
   its first launch (Triton's JIT);
@@ -117,6 +118,11 @@ class KernelBackend:
     name: str = ""
     cpu_refusal: str | None = None
     runtime_modules: dict[str, frozenset[str]] = {}
+
+    def sidecar_text(self, info: Any, path: Path) -> str | None:
+        """The text of a source file the kernel file names beside it (read by the runner for
+        the scan; None: there is none). Raises the kernel file's format error when unreadable."""
+        return None
 
     def scan_parts(self, tree: ast.Module, sidecar_text: str | None) -> list[Violation]:
         """The backend's own rules on the file's non-Python parts (`sidecar_text`: a source file

@@ -24,6 +24,11 @@ class CudaBackend(KernelBackend):
 
         return RUNTIME_MODULES
 
+    def sidecar_text(self, info: Any, path: Path) -> str | None:
+        from autokernel.kernelfile import cuda_source_text
+
+        return cuda_source_text(info, path) if info.cuda_file is not None else None
+
     def scan_parts(self, tree: ast.Module, sidecar_text: str | None) -> list[Violation]:
         from autokernel.cuda.scan import scan_cuda_parts
 

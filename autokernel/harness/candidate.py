@@ -135,10 +135,12 @@ class Candidate(CandidateTiming):
         self.recorder = FallbackRecorder(self.monitor, self.device)
         self.recorder.filler = self.filler
         self_test(self.monitor, self.recorder, self.device)
-        for name, entries in (self.job.get("prebuilt") or {}).items():
+        prebuilt = self.job.get("prebuilt") or {}
+        if prebuilt:  # builds the runner made: each backend loads its own, and forbids others
             from autokernel.backends import backend
 
-            backend(name).prepare_candidate(entries)
+            for name, entries in prebuilt.items():
+                backend(name).prepare_candidate(entries)
         self._confine()
         poison_free_cache(self.device, self.filler)
         self.snapshot = IdentitySnapshot.take(harness_namespaces(self.job["kernel_type"]))

@@ -289,8 +289,9 @@ def run_bench(
     of the kernel itself, including "not a kernel file", is a BenchResult.
     """
     from autokernel.harness.cases import default_timing_dtypes, default_timing_shapes
+    from autokernel.backends import backend
     from autokernel.harness.static_scan import coding_problem, scan_source, summarize
-    from autokernel.kernelfile import KernelFileError, cuda_source_text, parse_kernel_source
+    from autokernel.kernelfile import KernelFileError, parse_kernel_source
     from autokernel.ops import get_spec
     from autokernel.ops.spec import dtype_name, parse_dtype
 
@@ -352,15 +353,12 @@ def run_bench(
         correctness_dtypes=[dtype_name(d) for d in checked_dtypes],
         timing_meaningful=device == "cuda",
     )
-    sidecar_text = None  # a source file the kernel file names (a CUDA_FILE), for the scan
-    if info.cuda_file is not None:
-        try:
-            sidecar_text = cuda_source_text(info, path)
-        except KernelFileError as exc:
-            result.status, result.stage, result.rule = Status.REJECTED, "static_scan", \
-                "kernel-format"
-            result.reason = f"not a valid kernel file: {exc}"
-            return finish(result)
+    try:  # a source file the kernel file names (a CUDA_FILE), for the scan
+        sidecar_text = backend(info.backend).sidecar_text(info, path)
+    except KernelFileError as exc:
+        result.status, result.stage, result.rule = Status.REJECTED, "static_scan", "kernel-format"
+        result.reason = f"not a valid kernel file: {exc}"
+        return finish(result)
     if static_scan:
         violations = scan_source(source, sidecar_text)
         if violations:

@@ -5,8 +5,8 @@ results.tsv and verify.json into `benchmarks_dir/NAME/` with a README.md saying 
 where (GPU, driver, versions, commit, command), and `readme_section` renders the README's "A
 real night" section from the same run: the per-target table (the keep rule's figure and the best
 kernel's speedups at the primary shape, as report.md has them) and verify's end-to-end figures
-against eager PyTorch and torch.compile. `scripts/record_result.py` calls both; nothing here
-invents a figure: every number comes from the run's own files.
+against eager PyTorch and torch.compile. `python -m autokernel.benchmarks record-result` calls
+both; nothing here invents a figure: every number comes from the run's own files.
 """
 
 from __future__ import annotations
@@ -19,7 +19,8 @@ from typing import Any
 from autokernel.integrate.report import RunReport, build_report, write_report
 from autokernel.text import format_duration, format_ratio, format_speedup, markdown_cell
 
-SECTION_BEGIN = "<!-- gpu-result:begin (written by scripts/record_result.py) -->"
+SECTION_BEGIN = ("<!-- gpu-result:begin (written by python -m autokernel.benchmarks "
+                 "record-result) -->")
 SECTION_END = "<!-- gpu-result:end -->"
 COPIED_FILES = ("report.md", "progress.png", "results.tsv", "verify.json")
 TABLE = ("target", "share", "× baseline (keep rule)", "× eager", "× compile", "experiments",
@@ -120,7 +121,7 @@ def record_readme(report: RunReport, info: dict[str, Any], commit: str, driver: 
         end_to_end_sentence(report.verify or {}),
         "",
         "Files: `report.md` (the run's report), `progress.png`, `results.tsv`, `verify.json`, "
-        "copied from the run's workspace by `scripts/record_result.py`.",
+        "copied from the run's workspace by `python -m autokernel.benchmarks record-result`.",
         "",
     ])
 

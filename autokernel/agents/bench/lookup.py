@@ -1,7 +1,7 @@
 """A harness that answers from a table of measured latencies instead of running kernels.
 
 docs/benchmarks/config-sweep-h100/sweep.json holds, per kernel type and shape, the H100 latency of
-60 configurations of the starter's TUNABLE_SPACE (`scripts/gpu_config_sweep.py`: the starter, its
+60 configurations of the starter's TUNABLE_SPACE (`python -m autokernel.benchmarks config-sweep`: the starter, its
 one-step neighbours, random ones). `LookupHarness.latency` serves those figures; a configuration the
 table lacks is a failed run (no figure was measured for it, so none is made up). Every call counts.
 

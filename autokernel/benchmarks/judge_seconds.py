@@ -1,7 +1,7 @@
 """Median seconds per experiment of the harness on a GPU, as the loop runs it (issue 26 budget:
 at most 10 s).
 
-    python scripts/gpu_judge_seconds.py [--kernels softmax rmsnorm] [--repeats 7]
+    python -m autokernel.benchmarks judge-seconds [--kernels softmax rmsnorm] [--repeats 7]
         [--no-incumbent] [--full]
 
 Each experiment is `run_bench` on the kernel type's starter exactly as the loop's screen calls it
@@ -22,7 +22,7 @@ from pathlib import Path
 BUDGET_S = 10.0
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     from autokernel.harness.runner import run_bench
     from autokernel.kernels import starter_path
     from autokernel.text import count_of
@@ -33,7 +33,7 @@ def main() -> int:
     parser.add_argument("--no-incumbent", action="store_true")
     parser.add_argument("--full", action="store_true")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     failed = False
     with tempfile.TemporaryDirectory(prefix="judge-seconds-") as tmp:
         for kernel in args.kernels:

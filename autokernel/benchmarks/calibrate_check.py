@@ -1,7 +1,7 @@
 """On a GPU machine: does `autokernel doctor` recognise the card and measure sensible ceilings?
 
-    python scripts/gpu_calibrate_check.py            # re-measures (takes ~10 s on an H100)
-    python scripts/gpu_calibrate_check.py --cached   # accept cached ceilings
+    python -m autokernel.benchmarks calibrate-check           # re-measures (~10 s on an H100)
+    python -m autokernel.benchmarks calibrate-check --cached   # accept cached ceilings
 
 Runs `autokernel doctor --json --calibrate` in a subprocess, then checks that the GPU matched a
 datasheet entry (not an estimate), that the entry's compute capability is the card's, and that the
@@ -22,10 +22,10 @@ COPY_FRACTION = (0.70, 1.00)
 GEMM_FRACTION = (0.55, 1.00)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--cached", action="store_true", help="do not force a re-measurement")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     command = [sys.executable, "-m", "autokernel", "doctor", "--json"]
     command.append("--no-calibrate" if args.cached else "--calibrate")

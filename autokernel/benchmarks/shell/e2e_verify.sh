@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# After the tuner run on examples/models/llama.py (scripts/gpu_tuner_run.sh), on the same
+# After the tuner run on examples/models/llama.py (`python -m autokernel.benchmarks tuner-run`), on the same
 # H100/H200: splice its finished kernels into the model and measure end to end, then write the
 # report, and collect the figures under docs/benchmarks/e2e-llama/:
 #
-#   scripts/gpu_verify.sh [RUN_DIR] [DOCS_DIR]
+#   python -m autokernel.benchmarks e2e-verify [RUN_DIR] [DOCS_DIR]
 #
-# RUN_DIR: the run's workspace (default autokernel_runs/gpu-tuner-llama, gpu_tuner_run.sh's), or
-# the run_dir.tar.gz that gpu_tuner_run.sh left in $OUT (extracted next to this checkout first).
+# RUN_DIR: the run's workspace (default autokernel_runs/gpu-tuner-llama, tuner-run's), or
+# the run_dir.tar.gz that tuner-run left in $OUT (extracted next to this checkout first).
 # DOCS_DIR: default docs/benchmarks/e2e-llama. It receives
 #   README.md     GPU, versions, commit; end-to-end speedup vs eager and vs torch.compile with
 #                 the Amdahl estimate beside it; accuracy; what was routed, with each backward
@@ -23,7 +23,7 @@ set -euo pipefail
 RUN_DIR=${1:-autokernel_runs/gpu-tuner-llama}
 DOCS_DIR=${2:-docs/benchmarks/e2e-llama}
 PYTHON=${PYTHON:-python}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 
 if [[ -f "$RUN_DIR" && "$RUN_DIR" == *.tar.gz ]]; then
     mkdir -p autokernel_runs

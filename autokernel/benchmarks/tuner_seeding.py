@@ -1,6 +1,6 @@
 """Seeded vs unseeded tuner sweeps on the H100 config-sweep table, offline (no GPU, no API).
 
-    .venv/bin/python scripts/tuner_seeding_bench.py [--seeds 30] [--out docs/benchmarks]
+    python -m autokernel.benchmarks tuner-seeding [--seeds 30] [--out docs/benchmarks]
                                                     [--hybrid-stops]
 
 Harness calls until a configuration within 1% of each structure's best is measured, answered from
@@ -33,7 +33,8 @@ def _markdown(report: dict, commit: str) -> str:
         f"{report['seeds'][-1]} ({len(report['seeds'])} per arm and target)",
         f"- data: `{report['table']}` (H100 80GB HBM3, do_bench, measured at commit 0de5c0e: "
         "see its sweep.md); no GPU was used here",
-        "- method: `scripts/tuner_seeding_bench.py` (autokernel.agents.bench.seeding "
+        "- method: `python -m autokernel.benchmarks tuner-seeding` "
+        "(autokernel.agents.bench.seeding "
         "says what is counted); calls = every harness call of the sweep, the starter's "
         "included, the same count for every arm, until one "
         f"within {report['tolerance']:.0%} of the structure's best is measured",
@@ -62,13 +63,13 @@ def _markdown(report: dict, commit: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=30)
     parser.add_argument("--out", type=Path, default=Path("docs/benchmarks"))
     parser.add_argument("--hybrid-stops", action="store_true",
                         help="end each sweep where the hybrid agent would")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     scenarios = [sweep_scenario(entry) for entry in load_table()]
     report = compare(scenarios, list(range(args.seeds)), arms=tuple(ARMS),
                      hybrid_stops=args.hybrid_stops)

@@ -1,7 +1,7 @@
 """The matmul starter at each matmul role's shapes, in the layouts models hand it, against torch.
 
-    python scripts/gpu_matmul_roles.py [--dtype fp16] [--out DIR]
-    python scripts/gpu_matmul_roles.py --smoke        # CPU interpreter, tiny shapes, no timing
+    python -m autokernel.benchmarks matmul-roles [--dtype fp16] [--out DIR]
+    python -m autokernel.benchmarks matmul-roles --smoke   # CPU interpreter, tiny shapes, no timing
 
 Rows: linear layers (KernelBench 44's 65536x3072x768 and its down projection, a decode GEMM),
 batched products (minGPT's q @ kᵀ and P @ V on views of one fused qkv projection, 128 x 8 heads
@@ -94,12 +94,12 @@ def relative_error(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float
     return float((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
     elif not torch.cuda.is_available():
@@ -130,7 +130,7 @@ def main() -> int:
         rows.append(row)
         print(json.dumps(row), flush=True)
 
-    commit = source_commit(Path(__file__).resolve().parents[1])
+    commit = source_commit(Path(__file__).resolve().parents[2])
     where = "CPU interpreter (smoke: no timing)" if args.smoke else torch.cuda.get_device_name()
     lines = [f"matmul starter by role, {args.dtype} on {where}, commit {commit}, "
              f"torch {torch.__version__}", "",

@@ -1,7 +1,7 @@
 """What a `--agent claude` night can cost with the default caps, from the code's own caps and
 list prices (the README's "What a Claude night costs" quotes this script's output).
 
-    python scripts/claude_night_cost.py [--experiments 100]
+    python -m autokernel.benchmarks claude-night-cost [--experiments 100]
 
 With no --max-cost and no --max-llm-calls, what bounds an experiment is the agent's own limits:
 one planning request of at most `planner_max_tokens` output tokens, then a conversation of at
@@ -43,10 +43,10 @@ def night_cost() -> NightCost:
                      output * price.output / 1e6, price.input, price.cache_read, price.output)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--experiments", type=int, default=100)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cost = night_cost()
     print(f"default model {cost.model}: ${cost.input_per_mtok:g}/M input, "
           f"${cost.cache_read_per_mtok:g}/M cache reads, ${cost.output_per_mtok:g}/M output")

@@ -2,8 +2,8 @@
 
     autokernel run examples/models/mistral_decoder.py --hours 8 --out runs/mistral
     autokernel verify runs/mistral
-    COMMIT=$(git rev-parse --short HEAD) python scripts/record_result.py runs/mistral \\
-        mistral-h200-$(git rev-parse --short HEAD) --readme README.md
+    COMMIT=$(git rev-parse --short HEAD) python -m autokernel.benchmarks record-result \\
+        runs/mistral mistral-h200-$(git rev-parse --short HEAD) --readme README.md
 
 writes docs/benchmarks/NAME/ (the run's report.md, progress.png, results.tsv, verify.json and a
 README.md with the GPU, driver, versions, commit and command) and replaces the README's section
@@ -18,10 +18,10 @@ import argparse
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from autokernel.benchmarks.record import REPO
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run_dir", type=Path, help="a finished run, verified")
     parser.add_argument("name", help="the record's directory under docs/benchmarks/")
@@ -30,7 +30,7 @@ def main() -> int:
     parser.add_argument("--benchmarks", type=Path, default=REPO / "docs" / "benchmarks")
     parser.add_argument("--allow-cpu", action="store_true",
                         help="accept a CPU run (a rehearsal: its timings mean nothing)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     from autokernel.integrate.result_record import record_result, replace_section
     from autokernel.versions import source_commit

@@ -1,6 +1,8 @@
-"""The flash_attention starter against SDPA on a GPU: correctness and device time, head dims 64-1024.
+"""The flash_attention starter against SDPA on a GPU: correctness and device time, head dims
+64-1024.
 
-    python scripts/gpu_flash_attention_check.py [--quick] [--baseline-rev REV] [--wide-configs]
+    python -m autokernel.benchmarks flash-attention-check [--quick] [--baseline-rev REV]
+        [--wide-configs]
 
 Grid: head dim D in 64/128/256/512/1024 x S in 1024/2048/4096 x causal and not x fp16/bf16, with
 H·D = 2048 and B·S = 16384 (the FlashAttention papers' benchmark shapes), inputs from the op's own
@@ -26,9 +28,7 @@ Needs a CUDA GPU. The main grid takes about a minute on an H100, most of it comp
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,13 +42,14 @@ import torch.nn.functional as F
 import triton
 import triton.testing
 
+from autokernel.benchmarks.record import REPO
+from autokernel.benchmarks.starters import load_file_as_module, starter_source_at
 from autokernel.kernelfile import set_tunables
 from autokernel.kernels import starter_path
 from autokernel.ops import get_spec
 from autokernel.ops.spec import dtype_name
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[1]
 DEVICE = "cuda"
 SPEC = get_spec("flash_attention")
 HEAD_DIMS = (64, 128, 256, 512, 1024)
@@ -59,22 +60,6 @@ TOKENS = 16384  # B·S
 WARMUP_MS, REP_MS = 10, 40
 WIDE_CONFIGS = [{"BLOCK_DV": dv, "BLOCK_DK": dk, "NUM_WARPS": warps}
                 for dv in (256, 512, 1024) for dk in (64, 128) for warps in (4, 8)]
-
-
-def load_file_as_module(path: Path, name: str) -> ModuleType:
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module  # Triton reads a kernel's source through its module
-    module_spec.loader.exec_module(module)
-    return module
-
-
-def starter_source_at(rev: str) -> str | None:
-    relative = starter_path("flash_attention").relative_to(REPO).as_posix()
-    shown = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{relative}"],
-                           capture_output=True, text=True, check=False)
-    return shown.stdout if shown.returncode == 0 else None
 
 
 def module_from_source(source: str, directory: Path, name: str) -> ModuleType:
@@ -126,13 +111,13 @@ def shape_for(head_dim: int, seq_len: int) -> tuple[int, int, int, int]:
     return (max(1, TOKENS // seq_len), max(1, HEADS_TIMES_DIM // head_dim), seq_len, head_dim)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="S = 2048 only")
     parser.add_argument("--baseline-rev", help="also time the starter as committed at this rev")
     parser.add_argument("--wide-configs", action="store_true",
                         help="time tunable settings of the tiled path (D = 512, 1024)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -142,7 +127,7 @@ def main() -> int:
     starter = load_file_as_module(starter_path("flash_attention"), "flash_attention_starter")
     contestants: dict[str, Callable[..., torch.Tensor]] = {"kernel": starter.kernel_fn}
     if args.baseline_rev:
-        source = starter_source_at(args.baseline_rev)
+        source = starter_source_at(args.baseline_rev, "flash_attention")
         if source is None:
             print(f"no starter at {args.baseline_rev}", file=sys.stderr)
             return 2

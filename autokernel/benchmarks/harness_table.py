@@ -1,6 +1,6 @@
 """Run the harness on every starter on the GPU and write the table for docs/.
 
-    python scripts/gpu_harness_table.py [--out docs/benchmarks/harness-starters-<gpu>.md]
+    python -m autokernel.benchmarks harness-table [--out docs/benchmarks/harness-starters-<gpu>.md]
                                         [--repeats 5] [--device cuda] [--quick]
                                         [--backend triton|cuda]
 
@@ -39,9 +39,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from autokernel.benchmarks.record import REPO
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[1]
 TARGET_SECONDS = 10.0
 SPEED_KERNELS = ("softmax", "rmsnorm")
 
@@ -94,7 +94,7 @@ def table_rows(kernel_type: str, result: Any) -> list[str]:
     return rows
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--repeats", type=int, default=5)
@@ -102,7 +102,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="fewer shapes (smoke test)")
     parser.add_argument("--kernels", nargs="*", default=None)
     parser.add_argument("--backend", default="triton", choices=("triton", "cuda"))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     import torch
     import triton
@@ -157,7 +157,8 @@ def main() -> int:
         f"{sys.version.split()[0]}",
         f"- autokernel commit: `{source_commit(REPO)}`",
         f"- date: {started.strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- command: `python scripts/gpu_harness_table.py{' --quick' if args.quick else ''}"
+        "- command: `python -m autokernel.benchmarks harness-table"
+        f"{' --quick' if args.quick else ''}"
         f"{'' if args.device == 'cuda' else ' --device cpu'}"
         f"{' --backend cuda' if args.backend == 'cuda' else ''}`",
         "",

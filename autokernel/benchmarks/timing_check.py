@@ -1,7 +1,7 @@
 """Does the harness's timing hold up? Agreement with do_bench, and A/A and A/B keep rates.
 
-    python scripts/gpu_timing_check.py agreement [--kernels rmsnorm softmax ...] --out DIR
-    python scripts/gpu_timing_check.py keep-rates --out DIR [--trials 40] [--configs ...]
+    python -m autokernel.benchmarks timing-check agreement [--kernels rmsnorm softmax ...] --out DIR
+    python -m autokernel.benchmarks timing-check keep-rates --out DIR [--trials 40] [--configs ...]
 
 `agreement`: every starter at two medium shapes and one large one, fp16. The harness
 (`run_bench`, a fresh worker, quick correctness in fp16, timing as in a run) reports device-time
@@ -35,9 +35,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from autokernel.benchmarks.record import REPO
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[1]
 AGREEMENT_TOLERANCE = 0.10
 IQR_LIMIT = 0.05
 ROW = ("2048x2048", "3136x3072", "8192x8192")
@@ -241,7 +241,7 @@ def _skip_compile_baselines(cache: Path, kernel_type: str, shapes: list[tuple[in
 
 def agreement_lines(device: str, rows: list[str]) -> list[str]:
     lines = header("Harness device time against triton.testing.do_bench", device,
-                   "python scripts/gpu_timing_check.py agreement")
+                   "python -m autokernel.benchmarks timing-check agreement")
     lines += [
         "Harness: `run_bench` on each starter (fresh worker; quick correctness in fp16), timing "
         "as in a run: fresh inputs per call, L2 flushed (256 MiB), batches queued behind a GPU "
@@ -288,7 +288,8 @@ def keep_rates(args: argparse.Namespace) -> int:
 
 def keep_rate_lines(args: argparse.Namespace, results: dict[str, Any]) -> list[str]:
     lines = header("Keep rule against a known truth: A/A and A/B keep rates", args.device,
-                   f"python scripts/gpu_timing_check.py keep-rates --trials {args.trials}")
+                   "python -m autokernel.benchmarks timing-check keep-rates --trials "
+                   f"{args.trials}")
     lines += [
         "Each trial: one `run_bench` of the candidate with the incumbent timed alongside (the "
         "judge times each in its own sandboxed process: guards on every call, fresh inputs "
@@ -409,7 +410,7 @@ def write(out: Path, name: str, lines: list[str], raw: Any, quiet: bool = False)
         print(text)
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=("agreement", "keep-rates"))
     parser.add_argument("--out", type=Path, default=Path("gpu-out"))
@@ -418,7 +419,7 @@ def main() -> int:
     parser.add_argument("--configs", nargs="*", default=None, choices=list(KEEP_CONFIGS))
     parser.add_argument("--trials", type=int, default=40)
     parser.add_argument("--timeout", type=float, default=300.0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.mode == "agreement":
         return agreement(args)
     return keep_rates(args)

@@ -4,7 +4,7 @@
 # The set runs in autokernel_runs/kernelbench-gpu (git-ignored); its results.md/.json/.tsv and
 # logs/ are copied to $OUT (the device runner's output folder) when it is set.
 #
-#   COMMIT=<sha> scripts/gpu_kernelbench.sh [MINUTES_PER_PROBLEM] [PROBLEM.py...]
+#   COMMIT=<sha> python -m autokernel.benchmarks kernelbench [MINUTES_PER_PROBLEM] [PROBLEM.py...]
 #
 # A set larger than one call is chained: RESUME=1 continues the set already in SET_DIR (put the
 # previous call's set.tar.gz back there), and STOP_AFTER_S=<seconds> interrupts the set cleanly
@@ -14,7 +14,7 @@
 # (the last has no optimizable target: its row says so). Each problem also spends ~0.5-2 min
 # on profiling and verify (torch.compile of the original and the patched model).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 PYTHON=${PYTHON:-python3}
 minutes=${1:-0.5}
 shift $(( $# > 0 ? 1 : 0 ))

@@ -1,6 +1,6 @@
 """Host launch cost of the Triton starters against eager PyTorch, at a small and a medium shape.
 
-    python scripts/gpu_host_cost.py [--git-rev REV] [--ops rmsnorm softmax ...]
+    python -m autokernel.benchmarks host-cost [--git-rev REV] [--ops rmsnorm softmax ...]
 
 For each starter in autokernel/kernels (fp16), and for the op's stock eager PyTorch path:
 
@@ -25,7 +25,6 @@ import argparse
 import importlib.util
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -38,12 +37,12 @@ import torch
 import triton
 import triton.testing
 
-from autokernel.kernels import starter_path
+from autokernel.benchmarks.record import REPO
+from autokernel.benchmarks.starters import load_file_as_module, starter_source_at
 from autokernel.ops import KERNEL_TYPES, get_spec
 from autokernel.ops.spec import OpSpec
 from autokernel.versions import source_commit
 
-REPO = Path(__file__).resolve().parents[1]
 DTYPE = torch.float16
 # (small, medium) per op, by dim name (a dim the op's spec lacks is dropped; one it has and this
 # table lacks is 1). Small: a decode step's sizes; medium: where host cost and device time meet.
@@ -73,26 +72,15 @@ def shape_for(spec: OpSpec, sizes: dict[str, int]) -> tuple[int, ...]:
     return tuple(sizes.get(dim, 1) for dim in spec.dims)
 
 
-def load_file_as_module(path: Path, name: str) -> ModuleType:
-    module_spec = importlib.util.spec_from_file_location(name, path)
-    assert module_spec is not None and module_spec.loader is not None
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[name] = module  # Triton reads a kernel's source through its module
-    module_spec.loader.exec_module(module)
-    return module
-
-
 def starter_at(rev: str, kernel_type: str, directory: Path) -> ModuleType | None:
     """The starter as committed at `rev`, imported from a file under `directory`; None if the
     file did not exist there."""
-    relative = starter_path(kernel_type).relative_to(REPO)
-    shown = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:{relative.as_posix()}"],
-                           capture_output=True, text=True, check=False)
-    if shown.returncode != 0:
+    source = starter_source_at(rev, kernel_type)
+    if source is None:
         return None
     tag = re.sub(r"\W", "_", rev)
     path = directory / f"{kernel_type}_at_{tag}.py"
-    path.write_text(shown.stdout)
+    path.write_text(source)
     return load_file_as_module(path, path.stem)
 
 

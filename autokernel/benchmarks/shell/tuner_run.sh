@@ -3,7 +3,7 @@
 # layer shapes at an 8192-token prefill: realistic sizes) on one H100/H200, in chunks of at most
 # ~9.5 minutes so that each chunk fits a 10-minute command limit:
 #
-#   scripts/gpu_tuner_run.sh [RUN_DIR]     # first call: profile + run; later calls: resume
+#   python -m autokernel.benchmarks tuner-run [RUN_DIR]  # first call: profile + run; later calls: resume
 #
 # Call it again until it prints "run finished". Each chunk stops the loop with SIGTERM (the loop
 # finishes the experiment in progress and saves its state; `autokernel resume` continues it), so
@@ -26,7 +26,7 @@ HOURS=${HOURS:-0.3333}
 CHUNK_SECONDS=${CHUNK_SECONDS:-540}
 TOP=${TOP:-8}
 PYTHON=${PYTHON:-python}
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv || true
 
@@ -52,7 +52,7 @@ finished=$("$PYTHON" -c "import json,sys; print(json.load(open(sys.argv[1]))['fi
     "$RUN_DIR/state.json")
 if [[ "$finished" == "True" ]]; then
     mkdir -p "$RUN_DIR/report"
-    "$PYTHON" scripts/tuner_run_summary.py "$RUN_DIR" > "$RUN_DIR/report/tuner-run.md"
+    "$PYTHON" -m autokernel.benchmarks tuner-run-summary "$RUN_DIR" > "$RUN_DIR/report/tuner-run.md"
     cat "$RUN_DIR/report/tuner-run.md"
     echo "run finished"
 else

@@ -5,14 +5,14 @@
 # every kernel type as a triton_op. Everything lands in $OUT (the device runner's output
 # folder) or ./gpu-out, each step's log written as it runs.
 #
-#   COMMIT=<sha> scripts/gpu_in_context.sh MODEL HOURS ONLY [VERIFY_BUDGET] [tests]
+#   COMMIT=<sha> python -m autokernel.benchmarks in-context MODEL HOURS ONLY [VERIFY_BUDGET] [tests]
 #
 # MODEL: a model file (examples/models/... or a KernelBench problem); HOURS: the run's --hours;
 # ONLY: the run's --only list ("" for the plan's top targets); VERIFY_BUDGET: verify's --budget
 # (seconds of timing per batch, default 6); "tests" as the fifth argument runs the GPU tests of
 # tests/test_triton_ops.py first.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../../.."  # the repository root
 OUT=${OUT:-gpu-out}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1

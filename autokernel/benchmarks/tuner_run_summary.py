@@ -1,6 +1,6 @@
 """Summarize a tuner run's workspace as Markdown: per-target speedups, throughput of the loop.
 
-    python scripts/tuner_run_summary.py RUN_DIR > docs/benchmarks/tuner-run.md
+    python -m autokernel.benchmarks tuner-run-summary RUN_DIR > docs/benchmarks/tuner-run.md
 
 Reads only results.tsv, state.json, run.json and git (standard library), so it runs on the GPU
 machine as it is. Figures:
@@ -121,7 +121,14 @@ def summarize(run_dir: Path) -> str:
     return "\n".join(out)
 
 
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m autokernel.benchmarks tuner-run-summary RUN_DIR", file=sys.stderr)
+        return 2
+    print(summarize(Path(args[0])))
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: tuner_run_summary.py RUN_DIR")
-    print(summarize(Path(sys.argv[1])))
+    sys.exit(main())

@@ -1,6 +1,7 @@
 """How much is there to find? Every starter configuration a tuner could pick, timed by do_bench.
 
-    python scripts/gpu_config_sweep.py --out DIR [--targets rmsnorm:2048x2048 ...] [--limit 60]
+    python -m autokernel.benchmarks config-sweep --out DIR [--targets rmsnorm:2048x2048 ...]
+        [--limit 60]
         [--rep 100] [--edits NAME=VALUE[,NAME=VALUE] ...]
 
 For each target (kernel type and shape, fp16) the starter's TUNABLE_SPACE is enumerated: the
@@ -168,7 +169,7 @@ def markdown(results: list[dict[str, Any]], header: list[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--targets", nargs="*", default=list(DEFAULT_TARGETS),
@@ -177,7 +178,7 @@ def main() -> int:
     parser.add_argument("--rep", type=int, default=100, help="do_bench milliseconds per timing")
     parser.add_argument("--edits", nargs="*", default=None,
                         help="time only the starter and these edits, e.g. MIN_TILE_ELEMENTS=1")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
     import triton
 
@@ -188,7 +189,8 @@ def main() -> int:
         (f"- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}, triton "
          f"{triton.__version__}, python {sys.version.split()[0]}"),
         f"- commit: {source_commit()}",
-        (f"- method: `scripts/gpu_config_sweep.py --limit {args.limit}`; each configuration is "
+        (f"- method: `python -m autokernel.benchmarks config-sweep --limit {args.limit}`; "
+         "each configuration is "
          "the starter edited by `set_tunables`, checked against the reference, then `do_bench` "
          f"median (L2 cleared before every call, {args.rep} ms)"),
     ]

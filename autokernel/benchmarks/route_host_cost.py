@@ -1,6 +1,6 @@
 """Host cost of a routed call, per kernel type: what `patch(model)` adds over the bare launch.
 
-    python scripts/gpu_route_host_cost.py [--out FILE.md] [--types rmsnorm softmax ...]
+    python -m autokernel.benchmarks route-host-cost [--out FILE.md] [--types rmsnorm softmax ...]
 
 For each kernel type, a one-op module in the way models call it (nn.RMSNorm, F.softmax inside a
 module, a residual add feeding an nn.RMSNorm, ...) is patched with the type's starter kernel
@@ -225,11 +225,11 @@ def measure(case: Case, profile_log: io.StringIO) -> dict[str, Any]:
             "routing_us": us["routed"] - us["bare"]}
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("route-host-cost.md"))
     parser.add_argument("--types", nargs="*", default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     cases = [c for c in _cases() if not args.types or c.kernel_type in args.types]
     profile_log = io.StringIO()
     rows = []
@@ -249,7 +249,7 @@ def main() -> int:
     versions = ", ".join(f"{k} {v}" for k, v in software_versions().items())
     text = (f"# Host cost of a routed call per kernel type\n\n{torch.cuda.get_device_name()}; "
             f"{versions}; commit {source_commit()}; fp16; "
-            f"`python scripts/gpu_route_host_cost.py`\n\n{header}\n" + "\n".join(
+            f"`python -m autokernel.benchmarks route-host-cost`\n\n{header}\n" + "\n".join(
                 f"| {r['type']} | {r['calls']} | {'ok' if r['agrees'] else 'DIFFERS'} | "
                 f"{r['eager']:.1f} | {r['routed']:.1f} | {r['bare']:.1f} | "
                 f"{r['routing_us']:+.1f} |" for r in rows) + "\n")

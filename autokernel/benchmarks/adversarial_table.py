@@ -2,7 +2,7 @@
 with the verdict it must get, and what a pytest run (its junit XML) found.
 
     python -m pytest tests/test_harness.py -k adversarial_and_honest --junitxml=run.xml
-    python scripts/adversarial_table.py run.xml > table.md
+    python -m autokernel.benchmarks adversarial-table run.xml > table.md
 
 The verdicts in the table are the test's expectations for a device (the test module computes them
 for the device it sees; `--device cuda` renders the GPU's on a CPU machine, for an XML made on a
@@ -17,15 +17,15 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from autokernel.benchmarks.record import REPO
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("junit_xml", type=Path)
     parser.add_argument("--device", choices=("cpu", "cuda"), default=None,
                         help="whose expectations to render (default: this machine's)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     import torch
 
     available = torch.cuda.is_available

@@ -1,6 +1,6 @@
 """Profile every shipped example model on the GPU and write the plans as markdown for docs/.
 
-    python scripts/gpu_profile_examples.py OUT_DIR [--dtype fp16] [--models gpt2 bert ...]
+    python -m autokernel.benchmarks profiles OUT_DIR [--dtype fp16] [--models gpt2 bert ...]
                                            [--record-fixtures tests/fixtures/recorded]
 
 For each model it runs `autokernel profile` as a user would (a fresh process, timed from start to
@@ -29,10 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from autokernel.benchmarks.record import REPO
+
 if TYPE_CHECKING:
     from autokernel.profiling.plan import Plan
 
-REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "examples" / "models"
 TIME_LIMIT_S = 60.0
 SHARE_TOLERANCE = 0.01
@@ -101,14 +102,14 @@ def check(model: str, seconds: float, plan: Plan) -> Verdict:
     return verdict
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--dtype", default="fp16")
     parser.add_argument("--device", default="cuda", help="cpu: smoke-test this script only")
     parser.add_argument("--models", nargs="+", default=list(EXPECTATIONS))
     parser.add_argument("--record-fixtures", type=Path, default=None)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
     from autokernel.profiling.plan import Plan
