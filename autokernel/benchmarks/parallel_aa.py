@@ -1,7 +1,8 @@
 """One GPU: does `--gpus 1` (the multi-GPU code path, one worker process) decide as today's loop,
 and as fast? An A/A check, with today's loop run twice for the noise reference.
 
-    python scripts/gpu_parallel_aa.py [--model M] [--top 2] [--experiments 8] [--out DIR]
+    python -m autokernel.benchmarks parallel-aa [--model M] [--top 2] [--experiments 6]
+        [--out DIR] [--no-reference]
 
 One profile (`autokernel profile --json`) gives every run the same targets; then, each with the
 tuner, the same seed and the same experiments per target:
@@ -32,13 +33,13 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from parallel_runs import ROOT, autokernel, machine, read_run, same_prefix  # noqa: E402
+from autokernel.benchmarks.parallel_runs import ROOT, autokernel, read_run, same_prefix
+from autokernel.benchmarks.record import environment
 
 RATE_TOLERANCE = 0.05
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default=str(ROOT / "examples" / "models" / "tiny_llama.py"))
     parser.add_argument("--device", default="cuda")
@@ -47,7 +48,7 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=ROOT / "autokernel_runs" / "parallel-aa")
     parser.add_argument("--no-reference", action="store_true", help="skip serial2")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     out = args.out
     if out.exists():
@@ -89,7 +90,8 @@ def main() -> int:
     decisions_ok = shared == len(serial) or (reference is not None and shared >= reference)
     passed = decisions_ok and rate >= -RATE_TOLERANCE  # faster is no defect
     result = {
-        "machine": machine(), "model": args.model, "top": args.top,
+        "machine": environment("parallel-aa", list(argv or [])), "model": args.model,
+        "top": args.top,
         "experiments_per_target": args.experiments, "seed": args.seed,
         "runs": {name: {"experiments": f.experiments, "per_hour": round(f.per_hour, 1),
                         "steady_per_hour": round(f.steady_per_hour, 1),
@@ -103,8 +105,9 @@ def main() -> int:
         "passed": passed,
     }
     (out / "aa.json").write_text(json.dumps(result, indent=1) + "\n")
+    gpu = (result["machine"].get("gpu") or {}).get("name") or args.device
     lines = [
-        f"# --gpus 1 against today's loop (A/A), {result['machine'].get('gpus')}", "",
+        f"# --gpus 1 against today's loop (A/A), {gpu}", "",
         "| run | experiments | kept | an hour | steady an hour | active s |",
         "|---|---|---|---|---|---|",
         *(f"| {n} | {r['experiments']} | {len(r['keeps'])} | {r['per_hour']} | "
@@ -121,4 +124,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,7 +1,8 @@
 """Experiments an hour against GPUs, in one call: `autokernel run --gpus N` for each N, then
 `autokernel kernelbench --gpus N` for each N, on the same plan and the same problems.
 
-    python scripts/parallel_scaling.py [--gpus 1,2,4] [--minutes 5] [--model M] [--top 8]
+    python -m autokernel.benchmarks parallel-scaling [--gpus 1,2,4] [--minutes 5] [--model M]
+        [--top 8]
         [--kernelbench examples/kernelbench] [--problem-minutes 2] [--out DIR]
 
 For each N (skipped where the machine has fewer GPUs; on --device cpu, interpreter workers):
@@ -24,8 +25,8 @@ import shutil
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from parallel_runs import ROOT, autokernel, machine, read_run  # noqa: E402
+from autokernel.benchmarks.parallel_runs import ROOT, autokernel, read_run
+from autokernel.benchmarks.record import environment
 
 
 def available_gpus(device: str) -> int:
@@ -94,7 +95,8 @@ def idle_share(worker: dict) -> float:
 
 
 def table(results: dict) -> list[str]:
-    lines = [f"# Experiments an hour against GPUs ({results['machine'].get('gpus')})", ""]
+    gpu = (results["machine"].get("gpu") or {}).get("name") or "cpu"
+    lines = [f"# Experiments an hour against GPUs ({gpu})", ""]
     runs = results["run"]
     if runs:
         base = runs.get("1", {}).get("per_hour")
@@ -117,7 +119,7 @@ def table(results: dict) -> list[str]:
     return lines
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gpus", default="1,2,4", help="worker counts, e.g. 1,2,4,8")
     parser.add_argument("--device", default="cuda")
@@ -130,7 +132,7 @@ def main() -> int:
     parser.add_argument("--no-run", action="store_true")
     parser.add_argument("--no-kernelbench", action="store_true")
     parser.add_argument("--out", type=Path, default=ROOT / "autokernel_runs" / "scaling")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     have = available_gpus(args.device)
     counts = [n for n in (int(x) for x in args.gpus.split(",")) if n <= have]
@@ -142,7 +144,7 @@ def main() -> int:
     log = out / "scaling.log"
     saved = out / "scaling.json"
     results = json.loads(saved.read_text()) if saved.is_file() else {"run": {}, "kernelbench": {}}
-    results["machine"] = machine()
+    results["machine"] = environment("parallel-scaling", list(argv or []))
     if not args.no_run:
         run_scaling(args, out, counts, log, results)
     if not args.no_kernelbench:
@@ -155,4 +157,4 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -1,5 +1,5 @@
-"""Helpers of the multi-GPU scripts (gpu_parallel_aa.py, parallel_scaling.py): run the CLI,
-read a finished run's figures. Not a command of its own."""
+"""Helpers of the multi-GPU benchmarks (`parallel-aa`, `parallel-scaling`): run the CLI, read a
+finished run's figures. Not a benchmark of its own."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
+from autokernel.benchmarks.record import REPO as ROOT
 
 
 def autokernel(args: list[str], log: Path, timeout_s: float | None = None) -> tuple[int, float]:
@@ -83,27 +83,3 @@ def same_prefix(a: list[Any], b: list[Any]) -> int:
             break
         count += 1
     return count
-
-
-def machine() -> dict[str, Any]:
-    """GPU model(s), driver and versions, for the record."""
-    info: dict[str, Any] = {"python": sys.version.split()[0]}
-    try:
-        import torch
-
-        info["torch"] = torch.__version__
-        info["gpus"] = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
-    except Exception as exc:  # noqa: BLE001 - a record, not a check
-        info["torch"] = f"unavailable: {exc}"
-    try:
-        import triton
-
-        info["triton"] = triton.__version__
-    except Exception:  # noqa: BLE001
-        pass
-    try:
-        info["commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
-                                        capture_output=True, text=True).stdout.strip()
-    except OSError:
-        pass
-    return info
