@@ -68,3 +68,5 @@ def test_ray_workers_judge_side_by_side_and_a_killed_actor_is_judged_again(
     assert sum(w["lost"] for w in board.values()) == 1 and len(board) == 2
     # The two candidates were judged at once, one on each actor.
     assert {r["gpu"] for r in rows[1:]} == set(board)
+    # The actors' directories on the node are gone with them.
+    assert not (Path(tempfile.gettempdir()) / f"autokernel-{state.run_tag}").exists()

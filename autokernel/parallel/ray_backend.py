@@ -59,10 +59,12 @@ class RayJudgeWorker(JudgeWorker):
         super().__init__(label, node_dir / f"worker{slot}", device, dict(NVLINK_MULTICAST_OFF),
                          harness_cache=node_dir / "harness")
 
-    def pid(self) -> int:
-        import os
+    def forget(self) -> None:
+        """Remove this run's directory on the node (worker directories and compile caches),
+        when the run's workers close."""
+        import shutil
 
-        return os.getpid()
+        shutil.rmtree(self.directory.parent, ignore_errors=True)
 
 
 def connect(address: str) -> Any:
@@ -161,6 +163,11 @@ class RayPool:
         return identity
 
     def close(self, *, abandon: bool = False) -> None:
+        if not abandon:  # leave no directory behind on the nodes
+            try:
+                self.ray.get([actor.forget.remote() for actor in self._actors], timeout=60)
+            except Exception:  # an actor gone with its node: its directory went with it
+                pass
         for actor in self._actors:
             try:
                 self.ray.kill(actor, no_restart=True)
