@@ -104,5 +104,5 @@ def test_the_ci_blocks_are_the_commands_ci_runs() -> None:
                               check=True).stdout
 
     assert block("setup") == ('python3 -m venv .venv && .venv/bin/pip install -c '
-                              'constraints/ci.txt -e ".[test]"\n')
+                              'constraints/ci.txt -e ".[test,ray]"\n')
     assert block("test") == ".venv/bin/python -m pytest -n auto --dist worksteal\n"

@@ -137,6 +137,12 @@ class ClaudeAgent:
     def max_llm_calls(self) -> int | None:
         return self.budget.max_llm_calls
 
+    @property
+    def queued_drafts(self) -> int:
+        """Drafts of this round written and not handed out yet: a loop judging experiments on
+        several GPUs (autokernel.parallel) takes them at once, side by side."""
+        return len(self._queue)
+
     def budget_stop_reason(self, prompt_chars: int = 0) -> str:
         """Why the next request must not be made (a cap would be crossed), or ''."""
         return self.budget.stop_reason(prompt_chars)

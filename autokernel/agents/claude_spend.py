@@ -166,6 +166,10 @@ def usage_spend(model: str, usage: Any, fallback_model: str | None = None) -> Sp
     return spend
 
 
+# The running total of each run's ledger opened in this process, by the ledger's path.
+_RUN_TOTALS: dict[str, Spend] = {}
+
+
 class RunBudget:
     """The run's LLM spend against its caps, saved in the workspace after every call."""
 
@@ -187,10 +191,17 @@ class RunBudget:
         self._largest_call_usd = 0.0
 
     def open_ledger(self, workspace: str | None) -> None:
-        """Count what earlier sessions of this run spent, once, and record every call from now."""
+        """Count what earlier sessions of this run spent, once, and record every call from now.
+        Budgets of one run in this process (an agent per target, with --gpus) share one total,
+        so the caps hold for the run, not for each agent."""
         if workspace is None or self._ledger is not None:
             return
         self._ledger = Path(workspace) / LEDGER_FILE
+        key = str(self._ledger.resolve())
+        if key in _RUN_TOTALS:
+            self.total = _RUN_TOTALS[key]
+            return
+        _RUN_TOTALS[key] = self.total
         try:
             earlier = Spend.from_dict(json.loads(self._ledger.read_text()))
         except (OSError, ValueError, AttributeError):

@@ -101,7 +101,9 @@ class HybridAgent:
         self.structure_sweeps = structure_sweeps
         self.initial_sweep = initial_sweep and structure_sweeps
         self._state: _TargetState | None = None
-        self._pending: tuple[str, int, Proposal] | None = None  # (who, experiment, proposal)
+        # (who, experiment) of each proposal handed out and not observed yet, by its id: with
+        # --gpus several are judged at once (autokernel.parallel), observed in any order.
+        self._pending: dict[int, tuple[str, int, Proposal]] = {}
         self.last_message = ""
         self.handover_note = ""  # set once the tuner carries on alone: the run's end says it
         self._notices: list[str] = []
@@ -191,7 +193,7 @@ class HybridAgent:
             self.last_message = self.tuner.last_message
             return None
         proposal.agent = getattr(self.tuner, "name", "tuner")
-        self._pending = ("alone", context.experiment, proposal)
+        self._pending[id(proposal)] = ("alone", context.experiment, proposal)
         return proposal
 
     def _begin_target(self, context: AgentContext) -> None:
@@ -228,11 +230,11 @@ class HybridAgent:
             if proposal is None:
                 self.last_message = getattr(self.llm, "last_message", "")
                 return None
-        self._pending = (who, context.experiment, proposal)
+        self._pending[id(proposal)] = (who, context.experiment, proposal)
         return proposal
 
     def observe(self, proposal: Proposal, result: BenchResult, kept: bool) -> None:
-        pending, self._pending = self._pending, None
+        pending = self._pending.pop(id(proposal), None)
         if pending is None or pending[2] is not proposal:
             return
         who, experiment, _ = pending

@@ -133,6 +133,10 @@ class TunerAgent:
     """LFBO-style tuner. See the module docstring for the algorithm."""
 
     name = "tuner"
+    # One instance serves every target (its search is keyed by target), and a proposal costs
+    # milliseconds: a loop judging candidates in parallel (autokernel.parallel) may ask for the
+    # next before the last is measured, naming the ones in flight in `sibling_drafts`.
+    serves_many_targets = True
 
     def __init__(
         self,
@@ -197,7 +201,8 @@ class TunerAgent:
             self._searches[key] = search
 
         observations = self._observations(space, context.history)
-        visited = {o.config for o in observations} | {best_config}
+        visited = {o.config for o in observations} | {best_config} \
+            | self._in_flight(space, context.sibling_drafts)
         search.queue = [(c, why) for c, why in search.queue if c not in visited]
         # Queued points that the last measurements showed to launch a measured kernel again are
         # dropped (on the H100, 3 of a ViT layernorm's 12 initial points); the next batch still
@@ -245,6 +250,21 @@ class TunerAgent:
         return None
 
     # -- the search -----------------------------------------------------------------------------
+    @staticmethod
+    def _in_flight(space: TunableSpace, drafts: list[str]) -> set[Config]:
+        """The configurations of kernels proposed but not measured yet (judged in parallel):
+        proposed once, never twice. Drafts that are descriptions, not sources, are skipped."""
+        configs: set[Config] = set()
+        for draft in drafts:
+            try:
+                _, tunables = space_of(draft)
+            except KernelFileError:
+                continue
+            config = space.encode(tunables)
+            if config is not None:
+                configs.add(config)
+        return configs
+
     def _observations(self, space: TunableSpace, history: list[Attempt]) -> list[_Observation]:
         found: dict[Config, _Observation] = {}
         for attempt in history:

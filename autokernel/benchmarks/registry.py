@@ -70,6 +70,12 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               "torch.matmul", module="matmul_roles"),
     Benchmark("claude-night-cost", "what a --agent claude night can cost with the default caps "
               "(the README's figure)", module="claude_night_cost", gpu=False),
+    Benchmark("parallel-aa", "one GPU: --gpus 1 (the multi-GPU loop, one worker) against "
+              "today's loop, and today's twice: shared keep decisions, experiments an hour",
+              module="parallel_aa"),
+    Benchmark("parallel-scaling", "experiments an hour of `run --gpus N` and problems an hour of "
+              "`kernelbench --gpus N`, N = 1, 2, 4 by default, in one call",
+              module="parallel_scaling"),
     Benchmark("record-result", "record a verified run as the README's measured result "
               "(docs/benchmarks/NAME/)", module="record_result", gpu=False),
 )

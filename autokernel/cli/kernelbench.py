@@ -38,7 +38,37 @@ def _problem_line(index: int, total: int, record: dict[str, Any]) -> str:
     why = reason_cell(record)
     if why:
         parts.append(why)
-    return f"{head}: {'; '.join(parts)} ({took})"
+    where = f" on {record['worker']}" if record.get("worker") else ""  # --gpus
+    return f"{head}: {'; '.join(parts)} ({took}{where})"
+
+
+class ProblemLines:
+    """--gpus: problems run at once, so each phase change is a line of its own (no progress
+    line, which follows one problem)."""
+
+    def __init__(self, total: int, names: list[str], logs: Path, minutes: float) -> None:
+        self.total, self.names, self.logs, self.minutes = total, names, logs, minutes
+        self.phases: dict[int, str] = {}
+
+    def start(self, index: int) -> None:
+        from autokernel.kernelbench.progress import PROFILING
+
+        self.phases[index] = PROFILING
+        console.print(f"[{index + 1}/{self.total}] {self.names[index]}: {PROFILING}; its log: "
+                      f"{self.logs / (self.names[index] + '.log')}", highlight=False,
+                      soft_wrap=True)
+
+    def update(self, index: int, phase: Any) -> None:
+        from autokernel.kernelbench.progress import OPTIMIZING
+
+        if phase.name != self.phases.get(index):
+            self.phases[index] = phase.name
+            budget = f" (up to {self.minutes:g} min)" if phase.name == OPTIMIZING else ""
+            console.print(f"[{index + 1}/{self.total}] {self.names[index]}: {phase.name}{budget}",
+                          highlight=False)
+
+    def end(self) -> None:
+        return None
 
 
 class ProblemProgress:
@@ -140,6 +170,9 @@ def kernelbench(
     resume: bool = typer.Option(False, "--resume", help="Continue the set in --out: a problem "
                                 "with a result keeps it, the others run (an interrupted one "
                                 "from the start)."),
+    gpus: str = typer.Option(None, "--gpus", help="Run a problem on each of these GPUs at once: "
+                             "all, a count, or indices (0,2,3); on --device cpu, that many "
+                             "problems in the interpreter.", show_default="one at a time"),
 ) -> None:
     """Run KernelBench-style problems through profile → run → verify; table and fast_p."""
     from autokernel.kernelbench.suite import LOGS_DIR, SuiteInterrupted, hard_limit_s
@@ -152,7 +185,7 @@ def kernelbench(
         paths=paths, minutes_per_problem=minutes_per_problem, device=plain(device),
         dtype=plain(dtype), out=out, agent=plain(agent) or "auto", top=top,
         all_kernels=all_kernels, claude_model=claude_model, max_cost=max_cost, seed=seed,
-        resume=resume)
+        resume=resume, gpus=gpus)
     try:
         kset = prepare_kernelbench(options, Progress(console, err_console))
     except PipelineError as exc:
@@ -168,8 +201,12 @@ def kernelbench(
         console.print(f"resuming: {len(kset.finished)} of {count_of(total, 'problem')} keep "
                       "their result", highlight=False)
 
-    progress = ProblemProgress(total, kset.names, out / LOGS_DIR, minutes_per_problem,
-                               device_name)
+    progress: Any = ProblemProgress(total, kset.names, out / LOGS_DIR, minutes_per_problem,
+                                    device_name)
+    if kset.slots is not None:
+        console.print(f"{count_of(len(kset.slots), 'problem')} at a time, on "
+                      f"{', '.join(s.label for s in kset.slots)}", highlight=False)
+        progress = ProblemLines(total, kset.names, out / LOGS_DIR, minutes_per_problem)
 
     def on_record(index: int, record: dict[str, Any]) -> None:
         progress.end()

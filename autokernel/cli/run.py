@@ -20,6 +20,14 @@ def kernel_types(text: str | None) -> frozenset[str]:
     return frozenset(t.strip() for t in (text or "").split(",") if t.strip())
 
 
+GPUS_HELP = ("Judge experiments on several GPUs, one worker each: all, a count, or indices "
+             "(0,2,3); targets run in parallel. On --device cpu, interpreter workers stand in "
+             "for GPUs.")
+RAY_HELP = ("Judge experiments on the GPUs of a Ray cluster (auto: the one this machine is part "
+            "of; or its address); --gpus then counts the cluster's GPUs (default all). Needs "
+            "the ray extra.")
+
+
 def run(
     model_file: Path = MODEL_FILE_ARGUMENT,
     device: Device = DEVICE_OPTION,
@@ -101,6 +109,9 @@ def run(
                               show_default="live when stdout is a terminal"),
     yes: bool = typer.Option(False, "--yes", help="Start even when, on the CPU, the model is "
                              "too large for the night to finish a handful of experiments."),
+    gpus: str = typer.Option(None, "--gpus", rich_help_panel=PANEL_HARNESS, help=GPUS_HELP,
+                             show_default="one GPU, in this process"),
+    ray: str = typer.Option(None, "--ray", rich_help_panel=PANEL_HARNESS, help=RAY_HELP),
 ) -> None:
     """Profile MODEL.py, then optimize its top kernels overnight in a workspace git repo."""
     from autokernel.pipeline import PipelineError, Progress, RunOptions, run_pipeline
@@ -115,7 +126,7 @@ def run(
         screen=screen, bench_timeout=bench_timeout, check_all_dtypes=check_all_dtypes,
         agent=plain(agent) or "auto", seed=seed, claude_model=claude_model, max_cost=max_cost,
         max_llm_calls=max_llm_calls, drafts=drafts, backend=plain(backend) or "triton", out=out,
-        yes=yes,
+        yes=yes, gpus=gpus, ray=ray,
     )
     try:
         outcome = run_pipeline(options, Progress(console, err_console, live))
@@ -139,12 +150,16 @@ def resume(
     live: bool = typer.Option(None, "--live/--no-live", rich_help_panel=PANEL_OUTPUT,
                               help="Live dashboard, or plain log lines.",
                               show_default="live when stdout is a terminal"),
+    gpus: str = typer.Option(None, "--gpus", rich_help_panel=PANEL_HARNESS, help=GPUS_HELP,
+                             show_default="the run's own"),
+    ray: str = typer.Option(None, "--ray", rich_help_panel=PANEL_HARNESS, help=RAY_HELP,
+                            show_default="the run's own"),
 ) -> None:
     """Continue an interrupted (or extend a finished) run from where it stopped."""
     from autokernel.pipeline import PipelineError, Progress, ResumeOptions, resume_pipeline
 
     options = ResumeOptions(directory=directory, hours=hours, agent=plain(agent),
-                            max_cost=max_cost, max_llm_calls=max_llm_calls)
+                            max_cost=max_cost, max_llm_calls=max_llm_calls, gpus=gpus, ray=ray)
     try:
         outcome = resume_pipeline(options, Progress(console, err_console, live))
     except PipelineError as exc:

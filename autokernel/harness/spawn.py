@@ -49,6 +49,9 @@ KEEP_ENV_NAMES: frozenset[str] = frozenset({
 KEEP_ENV_PREFIXES: tuple[str, ...] = (
     "LC_", "CUDA_", "NVIDIA_", "TRITON_", "TORCH_", "TORCHINDUCTOR_", "HIP_", "ROCM_", "HSA_",
     "AUTOKERNEL_",
+    # NVLink multicast stays off in every process of a multi-GPU run (autokernel.parallel):
+    # NCCL_NVLS_ENABLE, NVSHMEM_DISABLE_NVLS (TORCH_SYMM_MEM_DISABLE_MULTICAST is a TORCH_ one).
+    "NCCL_", "NVSHMEM_",
 )
 SECRET_ENV = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.IGNORECASE)
 

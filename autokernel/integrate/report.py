@@ -322,7 +322,9 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
         lines += [f"> {markdown_cell(CPU_TIMING_NOTE)}.", ""]
     lines += ["## Targets", ""]
     lines += _md_table([c.header for c in TABLE_COLUMNS], [_table_row(t) for t in report.targets])
-    lines += ["", markdown_cell(FIGURES_NOTE) + ".", "", "## End to end", ""]
+    lines += ["", markdown_cell(FIGURES_NOTE) + ".", ""]
+    lines += gpus_section(report.root)
+    lines += ["## End to end", ""]
     if report.verify:
         v = report.verify
         accuracy = v["accuracy"]
@@ -366,6 +368,21 @@ def markdown(report: RunReport, plot_name: str = PLOT_FILE) -> str:
             lines.append(f"- stopped: {markdown_cell(t.stop_reason)}")
         lines.append("")
     return "\n".join(lines) + "\n"
+
+
+def gpus_section(root: Path) -> list[str]:
+    """A run with --gpus or --ray: per GPU its experiments, rate, idle time and targets, over
+    every session (autokernel.parallel.board); nothing for a one-GPU run."""
+    from autokernel.loop.workspace import CACHE_DIR
+    from autokernel.parallel.board import BOARD_FILE, REPORT_HEADER, report_rows
+
+    rows = report_rows(root / CACHE_DIR / BOARD_FILE)
+    if not rows:
+        return []
+    return ["## GPUs", "", *_md_table(REPORT_HEADER, rows), "",
+            "Experiments an hour and idle share over the time each worker was up, every "
+            "session added; lost: times the worker died and its experiment was judged again.",
+            ""]
 
 
 def plot_progress(report: RunReport, path: Path) -> Path:

@@ -22,6 +22,7 @@ from autokernel.pipeline.stages import resolve_device
 
 if TYPE_CHECKING:
     from autokernel.kernelbench.problem import ProblemJob
+    from autokernel.parallel.slots import Slot
 
 
 @dataclass
@@ -40,8 +41,12 @@ class KernelbenchOptions:
     max_cost: float | None = None
     seed: int = 0
     resume: bool = False  # continue the set in `out`
+    gpus: str | None = None  # --gpus: a problem per GPU at once (None: one at a time)
 
     def check(self) -> None:
+        from autokernel.pipeline.options import check_gpus
+
+        check_gpus(self.gpus)
         if self.minutes_per_problem <= 0:
             raise PipelineError(f"--minutes-per-problem must be positive; got "
                                 f"{self.minutes_per_problem:g}")
@@ -69,6 +74,7 @@ class KernelbenchSet:
     template: ProblemJob
     agent_note: str
     finished: dict[str, dict[str, Any]]
+    slots: list[Slot] | None = None  # --gpus: where problems run at once (None: one at a time)
 
 
 def prepare_kernelbench(options: KernelbenchOptions, progress: Progress) -> KernelbenchSet:
@@ -85,6 +91,7 @@ def prepare_kernelbench(options: KernelbenchOptions, progress: Progress) -> Kern
         raise PipelineError(str(exc)) from None
     device = resolve_device(options.device, progress)
     dtype = options.dtype or ("fp16" if device == "cuda" else "fp32")
+    slots = set_slots(options.gpus, device)
     agent_options = options.agent_options()
     try:
         agent_name, agent_note = resolve_agent_name(options.agent)
@@ -109,8 +116,36 @@ def prepare_kernelbench(options: KernelbenchOptions, progress: Progress) -> Kern
                           minutes=options.minutes_per_problem, agent=agent_name,
                           agent_options=agent_options, top=options.top,
                           all_kernels=options.all_kernels)
+    if slots is not None:
+        meta["workers"] = [slot.label for slot in slots]
+        if device == "cuda":  # the set's GPUs, not this process's first
+            import torch
+
+            meta["gpu"] = torch.cuda.get_device_name(int(slots[0].label.split(".")[0]))
     return KernelbenchSet(out=out, problems=problems, names=names, meta=meta,
-                          template=template, agent_note=agent_note, finished=finished)
+                          template=template, agent_note=agent_note, finished=finished,
+                          slots=slots)
+
+
+def set_slots(gpus: str | None, device: str) -> list[Slot] | None:
+    """The GPUs (interpreter workers on the CPU) --gpus gives the set, each running a problem
+    at a time; GPUs of different models are refused (one table, one GPU model)."""
+    if gpus is None:
+        return None
+    from autokernel.parallel.slots import GpuSpecError, local_slots, one_model
+
+    try:
+        slots = local_slots(gpus, device)
+    except GpuSpecError as exc:
+        raise PipelineError(str(exc)) from None
+    if device == "cuda":
+        import torch
+
+        refusal = one_model({s.label: torch.cuda.get_device_name(int(s.label.split(".")[0]))
+                             for s in slots})
+        if refusal:
+            raise PipelineError(refusal)
+    return slots
 
 
 def run_kernelbench(kset: KernelbenchSet, on_start: Callable[[int], None],
@@ -125,8 +160,16 @@ def run_kernelbench(kset: KernelbenchSet, on_start: Callable[[int], None],
         on_record(index, record)
         write_tables(kset.out, records, kset.meta, kset.names)
 
-    records = run_suite(kset.problems, kset.out, kset.template, record_done,
-                        lambda index, path: on_start(index), kset.finished, on_phase=on_phase)
+    if kset.slots is not None:
+        from autokernel.kernelbench.on_gpus import run_suite_on_gpus
+
+        records = run_suite_on_gpus(kset.problems, kset.out, kset.template, kset.slots,
+                                    record_done, lambda index, path: on_start(index),
+                                    kset.finished, on_phase=on_phase)
+    else:
+        records = run_suite(kset.problems, kset.out, kset.template, record_done,
+                            lambda index, path: on_start(index), kset.finished,
+                            on_phase=on_phase)
     write_tables(kset.out, records, kset.meta, kset.names)
     return records
 

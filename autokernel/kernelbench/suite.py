@@ -24,6 +24,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
@@ -41,6 +42,7 @@ from autokernel.kernelbench.progress import Phase, read_phase
 
 LOGS_DIR = "logs"
 WATCH_INTERVAL_S = 3.0  # how often a running problem's log is read for its phase
+STOP_POLL_S = 0.5  # how often a problem run in a thread looks for the set's stop
 # Profiling a large model, torch.compile of four contestants in verify and a harness run that
 # outlives the loop's clock all come on top of the loop's budget.
 HARD_LIMIT_GRACE_S = 900.0
@@ -123,29 +125,37 @@ def _stop_child(child: subprocess.Popen) -> None:
 
 
 def _wait(child: subprocess.Popen, log: Path, limit_s: float,
-          watch: Callable[[Phase], None] | None) -> int:
+          watch: Callable[[Phase], None] | None, stop: threading.Event | None = None) -> int:
     """The child's exit status; `watch` gets the problem's phase every few seconds meanwhile.
-    Raises subprocess.TimeoutExpired past `limit_s`."""
+    Raises subprocess.TimeoutExpired past `limit_s`, and KeyboardInterrupt once `stop` is set
+    (a problem run in a thread: Ctrl-C reaches the main thread only)."""
     deadline = time.monotonic() + limit_s
+    interval = WATCH_INTERVAL_S if stop is None else STOP_POLL_S
+    last_watch = time.monotonic()
     while True:
         try:
-            return child.wait(timeout=min(WATCH_INTERVAL_S, max(0.0, deadline - time.monotonic())))
+            return child.wait(timeout=min(interval, max(0.0, deadline - time.monotonic())))
         except subprocess.TimeoutExpired:
             if time.monotonic() >= deadline:
                 raise
-            if watch is not None:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt from None
+            if watch is not None and time.monotonic() - last_watch >= WATCH_INTERVAL_S:
+                last_watch = time.monotonic()
                 watch(read_phase(log))
 
 
 def run_one(job: ProblemJob, log: Path, limit_s: float,
-            watch: Callable[[Phase], None] | None = None) -> dict[str, Any]:
+            watch: Callable[[Phase], None] | None = None, env: dict[str, str] | None = None,
+            stop: threading.Event | None = None) -> dict[str, Any]:
     """Run `job` in a child process; its record, or one saying why there is none. `watch` is
-    told the problem's phase (from its log) every few seconds while it runs."""
+    told the problem's phase (from its log) every few seconds while it runs. `env`: added to
+    the child's environment (a GPU's pin); `stop`: set, the child is stopped as by Ctrl-C."""
     job_path = log.with_suffix(".job.json")
     job.save(job_path)
     result_path = Path(job.result_path)
     result_path.unlink(missing_ok=True)
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **(env or {}))
     if job.device == "cpu":
         from autokernel.device import interpreter_env
 
@@ -160,7 +170,7 @@ def run_one(job: ProblemJob, log: Path, limit_s: float,
             start_new_session=True,
         )
         try:
-            code = _wait(child, log, limit_s, watch)
+            code = _wait(child, log, limit_s, watch, stop)
         except subprocess.TimeoutExpired:
             _stop_child(child)
             record = new_record(job)

@@ -36,6 +36,11 @@ class LoopConfig:
     # one); "auto" (the Triton starter, then the CUDA starter as the first experiment, kept only
     # where it is faster at the profiled shapes).
     backend: str = "triton"
+    # Where experiments are judged (autokernel.parallel): None, in this process on the run's one
+    # device; else --gpus as given ("all", "2", "0,2,3"), one harness worker per GPU (per
+    # interpreter worker on the CPU); `ray` the cluster's address (--ray) when Ray runs them.
+    gpus: str | None = None
+    ray: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -4,6 +4,7 @@ best kernel so far, the reference implementation and the target's history from r
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 
 from autokernel.agents.base import AgentContext, Attempt
 from autokernel.harness.result import BenchResult
@@ -23,10 +24,14 @@ class Briefing:
     """Builds each experiment's `AgentContext`; keeps every target's history in memory, read
     from results.tsv once and extended as rows are written."""
 
-    def __init__(self, workspace: Workspace, plan: Plan, config: LoopConfig) -> None:
+    def __init__(self, workspace: Workspace, plan: Plan, config: LoopConfig,
+                 best_source: Callable[[TargetState], str] | None = None) -> None:
         self.ws = workspace
         self.plan = plan
         self.config = config
+        # The target's best kernel. By default kernel.py, which at rest is the current target's
+        # best; targets optimized in parallel (autokernel.parallel) read it from its commit.
+        self.best_source = best_source or (lambda target: workspace.read_kernel())
         self._history: dict[int, list[Attempt]] = {}
         self._reference_sources: dict[str, str] = {}
         # The tuner never reads the prompt: it does not pay for compiling each kernel.
@@ -40,7 +45,7 @@ class Briefing:
             target=self.plan.targets[target.index],
             device=self.config.device,
             gpu_summary=self.gpu_summary(target, self.history_of(target, results)),
-            best_source=self.ws.read_kernel(),
+            best_source=self.best_source(target),
             reference_source=self.reference_source(target.kernel_type),
             history=list(self.history_of(target, results)),
             best=BenchResult.from_dict(target.best_result) if target.best_result else None,
@@ -92,7 +97,7 @@ class Briefing:
         return self.hardware.render(
             device=self.config.device, facts=gpu_facts(self.config.device, name),
             kernel_type=planned.kernel_type, shape=planned.bench_shape, dtype=planned.dtype,
-            best=verdict, best_source=self.ws.read_kernel(), candidate=self._candidate(history))
+            best=verdict, best_source=self.best_source(target), candidate=self._candidate(history))
 
     def _candidate(self, history: list[Attempt]) -> tuple[str, str] | None:
         """The latest experiment's kernel when it was not kept and its attempt was saved."""

@@ -108,12 +108,17 @@ def target_summary(target: TargetState, best_level: float | None = None) -> str:
     return text
 
 
+# How often a log repeats the per-GPU lines of a run with --gpus (autokernel.parallel.board).
+WORKER_LINES_EVERY_S = 300.0
+
+
 class PlainDashboard:
     """Log lines with a timestamp, for pipes, files and CI."""
 
     def __init__(self, stream: Any = None, history: Iterable[Any] = ()) -> None:
         self.stream = stream
         self.chain = KeepChain.of_rows(history)  # results.tsv so far (a resumed run's)
+        self._workers_said: float | None = None
 
     def _print(self, text: str) -> None:
         stream = self.stream or sys.stdout
@@ -139,6 +144,17 @@ class PlainDashboard:
     def experiment(self, state: RunState, target: TargetState, row: ResultRow) -> None:
         self.chain.add(row)
         self._print(row_summary(row, target.consecutive_reverts, self.chain.level(target.tag)))
+
+    def workers(self, lines: list[str], *, always: bool = False) -> None:
+        """The per-GPU lines of a run with --gpus: which target each GPU judges, its experiments
+        an hour, its idle time. Shown at the start, every few minutes and at the end."""
+        now = time.monotonic()
+        if not always and self._workers_said is not None \
+                and now - self._workers_said < WORKER_LINES_EVERY_S:
+            return
+        self._workers_said = now
+        for line in lines:
+            self._print(line)
 
     def target_finished(self, state: RunState, target: TargetState) -> None:
         self._print(f"finished {target.tag}: "
@@ -181,6 +197,7 @@ class LiveDashboard:
         # Each row with the target's plateau count right after it (the count moves on).
         self.rows: deque[tuple[ResultRow, int]] = deque(maxlen=last_rows)
         self.messages: deque[str] = deque(maxlen=3)
+        self.worker_lines: list[str] = []  # a run with --gpus: one line per GPU
         self.state: RunState | None = None
         self.chain = KeepChain.of_rows(history)
         self._live: Any = None
@@ -221,6 +238,10 @@ class LiveDashboard:
         self.state = state
         self.message(f"finished {target.tag}: {target.stop_reason}")
 
+    def workers(self, lines: list[str], *, always: bool = False) -> None:
+        with self._lock:
+            self.worker_lines = list(lines)
+
     def render(self) -> Any:
         with self._lock:
             return self._render()
@@ -236,6 +257,8 @@ class LiveDashboard:
         elapsed = time.monotonic() - self._session_start
         rate = self._session_experiments / elapsed * 3600 if elapsed > 30 else None
         current = state.targets[state.current].tag if state.current is not None else "–"
+        if self.worker_lines:  # --gpus: every open target is under way at once
+            current = ", ".join(t.tag for t in state.targets if t.status == "active") or "–"
         header = Text.assemble(
             (f"{self.title}", "bold"),
             f"   device {self.device}   agent {self.agent}   target ",
@@ -278,6 +301,8 @@ class LiveDashboard:
         parts.append(fit_table(TARGET_COLUMNS, target_rows, width, row_styles=styles))
         parts.append(Text(""))
         parts.append(fit_table(RECENT_COLUMNS, recent_rows, width, title="last experiments"))
+        if self.worker_lines:
+            parts += [Text("workers", style="bold")] + [Text(line) for line in self.worker_lines]
         parts += [Text(m, style="dim") for m in self.messages]
         parts.append(Text("Ctrl-C: stop after this experiment (twice: abort it)", style="dim"))
         return Group(*parts)

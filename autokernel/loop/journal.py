@@ -130,7 +130,8 @@ class Journal:
         weights = self.judge.weights(target)
         if flight.phase == "benchmarked" and flight.verdict in COMMITTED_STATUSES:
             assert result is not None
-            if self.ws.read_kernel() != flight.source:
+            # (No kernel.py yet: a verdict judged elsewhere, autokernel.parallel, before any keep.)
+            if not self.ws.kernel_path.is_file() or self.ws.read_kernel() != flight.source:
                 self.ws.write_kernel(flight.source)
             flight.commit = self.ws.commit_paths(
                 commit_message(target, flight, result), [KERNEL_FILE])
@@ -141,7 +142,8 @@ class Journal:
                          fields_of_flight(flight), result, flight.verdict or "fail",
                          flight.verdict_reason, commit=flight.commit or "", seconds=seconds,
                          stage=(result.stage or "") if result is not None else "agent",
-                         tunables=flight.tunables, weights=weights, vs_best=flight.vs_best)
+                         tunables=flight.tunables, weights=weights, vs_best=flight.vs_best,
+                         gpu=flight.gpu)
         if not self.results.has(flight.experiment):
             if flight.result:
                 self.ws.write_verdict(flight.experiment, flight.result)
@@ -162,6 +164,8 @@ class Journal:
         weights = self.judge.weights(target)
         if status == "baseline":
             m = measure(result, experiment, row.commit, weights) if result is not None else None
+            if m is not None:
+                m.gpu = row.gpu
             target.baseline = m
             target.best = m if m is not None and m.passed else None
             target.best_commit = row.commit
@@ -177,6 +181,8 @@ class Journal:
                 target.visit_keeps += 1
                 target.consecutive_reverts = 0
                 target.best = measure(result, experiment, row.commit, weights) if result else None
+                if target.best is not None:
+                    target.best.gpu = row.gpu
                 target.best_commit = row.commit
                 self.state.head = row.commit
                 target.best_result = result.to_dict() if result is not None else None
@@ -216,7 +222,9 @@ class Journal:
         if best is not None and best.passed:
             relative = f"{KERNELS_DIR}/{target.tag}.py"
             (self.ws.root / relative).parent.mkdir(exist_ok=True)
-            (self.ws.root / relative).write_text(self.ws.read_kernel(), encoding="utf-8")
+            # The target's best from its commit: with targets in parallel (autokernel.parallel)
+            # kernel.py holds whichever target was committed last.
+            (self.ws.root / relative).write_text(self.best_source(target), encoding="utf-8")
             target.kernel_file = relative
             paths.append(relative)
         summary = "no passing kernel"

@@ -63,11 +63,15 @@ class Judge:
 
     def __init__(self, workspace: Workspace, plan: Plan, config: LoopConfig,
                  bench: Callable[..., BenchResult] | None,
-                 best_source: Callable[[TargetState], str]) -> None:
+                 best_source: Callable[[TargetState], str],
+                 harness_cache: Path | None = None) -> None:
         self.ws = workspace
         self.plan = plan
         self.config = config
         self.best_source = best_source
+        # The harness's compile caches and torch.compile baselines: the workspace's by default;
+        # the workers of one machine share one (autokernel.parallel).
+        self.harness_cache = harness_cache or workspace.cache_dir / "harness"
         self._bench_fn = bench
         if bench is not None:
             check_bench(bench)
@@ -122,7 +126,7 @@ class Judge:
         if self._bench_fn is None:
             self._bench_fn = default_bench()
             check_bench(self._bench_fn)
-        cache = self.ws.cache_dir / "harness"
+        cache = self.harness_cache
         cache.mkdir(parents=True, exist_ok=True)
         try:
             return self._bench_fn(

@@ -134,6 +134,9 @@ class ResultRow:
     tunables: dict[str, Any] = field(default_factory=dict)
     launch_digest: str = ""
     hypothesis: str = ""  # why the agent expected it to be faster; read back into its history
+    # Where it was judged: "" on a run's one device; the worker's GPU ("0", "2"), interpreter
+    # worker ("cpu1") or Ray worker ("10.0.0.5/0") of a run with --gpus (autokernel.parallel).
+    gpu: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

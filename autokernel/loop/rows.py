@@ -79,7 +79,7 @@ def commit_message(target: TargetState, flight: InFlight, result: BenchResult) -
 def result_row(target: TargetState, plan_target: Target, experiment: int, fields: dict[str, Any],
                result: BenchResult | None, status: str, reason: str, *, commit: str,
                seconds: float, stage: str, tunables: dict[str, Any], weights: Weights,
-               vs_best: list[float] | None = None) -> ResultRow:
+               vs_best: list[float] | None = None, gpu: str = "") -> ResultRow:
     """The experiment's results.tsv row."""
     objective = None
     if result is not None and result.passed:
@@ -121,6 +121,7 @@ def result_row(target: TargetState, plan_target: Target, experiment: int, fields
         tunables=tunables,
         launch_digest=(result.launch_digest or "") if result else "",
         hypothesis=sanitize(fields.get("hypothesis") or "", 300),
+        gpu=gpu,
     )
 
 

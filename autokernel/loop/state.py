@@ -47,6 +47,7 @@ class Measurement:
     pct_peak_measured: float | None = None
     passed: bool = True
     shapes: int = 1  # timed shapes the objective is weighted over
+    gpu: str = ""  # the worker that timed it (results.tsv's gpu column; "" on a one-device run)
 
     @property
     def pct_peak_best_known(self) -> float | None:
@@ -119,6 +120,7 @@ class InFlight:
     verdict_reason: str = ""
     vs_best: list[float] | None = None  # paired speedup over the best: estimate, low, high
     commit: str | None = None
+    gpu: str = ""  # the worker that judged it (results.tsv's gpu column)
 
     def __post_init__(self) -> None:
         if self.phase not in PHASES:

@@ -58,6 +58,10 @@ class RunOptions:
     backend: str = "triton"
     out: Path | None = None  # None: ./autokernel_runs/<model>-<timestamp>
     yes: bool = False  # start a CPU night that would finish only a handful of experiments
+    # Judge experiments on several GPUs (autokernel.parallel): --gpus all|N|0,2,3 on this
+    # machine (interpreter workers on the CPU), or the GPUs of the Ray cluster at --ray.
+    gpus: str | None = None  # None: the run's one device, in this process (as before)
+    ray: str | None = None  # "auto" or the cluster's address
 
     def check(self) -> None:
         """Refuse bad values before anything starts (PipelineError naming the option)."""
@@ -89,6 +93,7 @@ class RunOptions:
                                     f"known: {', '.join(KERNEL_TYPES)}")
         if self.plan_file is not None and not self.plan_file.is_file():
             raise PipelineError(f"plan file not found: {self.plan_file}")
+        check_gpus(self.gpus)
 
     def agent_options(self) -> dict[str, Any]:
         """Only the agent options the user gave: an agent refuses one it cannot use (--max-cost
@@ -108,9 +113,12 @@ class ResumeOptions:
     agent: str | None = None
     max_cost: float | None = None
     max_llm_calls: int | None = None
+    gpus: str | None = None  # None: the run's own (--gpus, --ray of `run`)
+    ray: str | None = None
 
     def check(self) -> None:
         check_positive(self.hours, "--hours")
+        check_gpus(self.gpus)
 
     def agent_options(self) -> dict[str, Any]:
         given = (("max_cost", self.max_cost), ("max_llm_calls", self.max_llm_calls))
@@ -146,3 +154,15 @@ def check_positive(value: float | None, option: str, *, allow_zero: bool = False
     if value is not None and (value < 0 or (value == 0 and not allow_zero)):
         raise PipelineError(f"{option} must be {'0 or more' if allow_zero else 'positive'}; "
                             f"got {value:g}")
+
+
+def check_gpus(gpus: str | None) -> None:
+    """PipelineError when --gpus is not all, a count or a list of indices."""
+    if gpus is None:
+        return
+    from autokernel.parallel.slots import GpuSpecError, parse_gpus
+
+    try:
+        parse_gpus(gpus)
+    except GpuSpecError as exc:
+        raise PipelineError(str(exc)) from None

@@ -5,6 +5,7 @@ resume` call; a scheduler calls them the same way, with its own `Progress`."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +53,7 @@ def run_pipeline(options: RunOptions, progress: Progress | None = None) -> RunOu
         raise PipelineError("--backend cuda needs a GPU: CUDA C++ kernels cannot run on --device "
                             "cpu (use --backend triton, or auto, which is Triton there)")
     dtype = options.dtype or ("fp16" if device == "cuda" else "fp32")
+    check_run_workers(options.gpus, options.ray, device)
     agent_options = options.agent_options()
     agent, agent_name, agent_note = make_run_agent(options.agent, agent_options)
 
@@ -82,7 +84,8 @@ def run_pipeline(options: RunOptions, progress: Progress | None = None) -> RunOu
         check_cpu_night(plan, chosen, config, options.yes, progress)
     workspace, state = create_workspace(root, run_tag, options.model_file, options.class_name,
                                         plan, chosen, config, agent_options)
-    return drive(workspace, plan, state, config, agent, agent_note, progress)
+    return drive(workspace, plan, state, config, agent, agent_note, progress,
+                 make_agent=lambda: make_run_agent(options.agent, agent_options)[0])
 
 
 def resume_pipeline(options: ResumeOptions, progress: Progress | None = None) -> RunOutcome:
@@ -111,6 +114,15 @@ def resume_pipeline(options: ResumeOptions, progress: Progress | None = None) ->
     if not _resumable(options, state, progress):
         return RunOutcome(workspace=workspace, state=state, reason="")
     config.device = resolve_device(config.device, progress)
+    if options.gpus is not None or options.ray is not None:  # else the run's own workers
+        config.gpus = options.gpus if options.gpus is not None else config.gpus or "all"
+        config.ray = options.ray if options.ray is not None else config.ray
+    check_run_workers(config.gpus, config.ray, config.device)
+
+    def agent_like_this() -> Any:
+        return make_run_agent(options.agent or config.agent, options.agent_options(),
+                              saved_options=run_info.get("agent_options", {}))[0]
+
     agent, agent_name, agent_note = make_run_agent(
         options.agent or config.agent, options.agent_options(),
         saved_options=run_info.get("agent_options", {}))
@@ -118,7 +130,19 @@ def resume_pipeline(options: ResumeOptions, progress: Progress | None = None) ->
     state.finished = False
     state.sessions += 1
     return drive(workspace, plan, state, config, agent, agent_note, progress,
-                 new_hours=options.hours)
+                 new_hours=options.hours, make_agent=agent_like_this)
+
+
+def check_run_workers(gpus: str | None, ray: str | None, device: str) -> None:
+    """PipelineError when this machine cannot give the run the workers --gpus/--ray ask for."""
+    if gpus is None and ray is None:
+        return
+    from autokernel.parallel.start import WorkersUnavailable, check_workers
+
+    try:
+        check_workers(gpus, ray, device)
+    except WorkersUnavailable as exc:
+        raise PipelineError(str(exc)) from None
 
 
 def _resumable(options: ResumeOptions, state: RunState, progress: Progress) -> bool:
@@ -142,8 +166,11 @@ def _resumable(options: ResumeOptions, state: RunState, progress: Progress) -> b
 
 
 def drive(workspace: Workspace, plan: Plan, state: RunState, config: LoopConfig, agent: Any,
-          agent_note: str, progress: Progress, new_hours: float | None = None) -> RunOutcome:
-    """Run the loop with a dashboard to its end, then write the report and say the summary."""
+          agent_note: str, progress: Progress, new_hours: float | None = None,
+          make_agent: Callable[[], Any] | None = None) -> RunOutcome:
+    """Run the loop with a dashboard to its end, then write the report and say the summary.
+    With --gpus or --ray the loop hands experiments to workers (autokernel.parallel), and
+    `make_agent` makes the agent of each further target when the agent serves only one."""
     from autokernel.loop.config import CPU_LOOP_NOTE
     from autokernel.loop.dashboard import status_text
     from autokernel.loop.journal import RunInconsistent
@@ -163,13 +190,23 @@ def drive(workspace: Workspace, plan: Plan, state: RunState, config: LoopConfig,
         timing_note=CPU_LOOP_NOTE if config.device == "cpu" else "",
         history=read_rows(workspace.results_path),
     )
-    runner = Runner(workspace, plan, state, config, agent, dashboard=dashboard)
+    from autokernel.parallel.scheduler import ParallelError
+    from autokernel.parallel.start import WorkersUnavailable, parallel_runner, uses_workers
+
+    try:
+        runner: Any = (parallel_runner(workspace, plan, state, config, agent, make_agent,
+                                       dashboard) if uses_workers(config)
+                       else Runner(workspace, plan, state, config, agent, dashboard=dashboard))
+    except WorkersUnavailable as exc:
+        raise PipelineError(str(exc)) from None
     if new_hours is not None:
         runner.extend_hours(new_hours)
     try:
         reason = runner.run()
     except (WorkspaceError, RunInconsistent) as exc:
         raise PipelineError(str(exc), code=RUN_FAILED) from None
+    except ParallelError as exc:
+        raise PipelineError(str(exc)) from None
     spend = getattr(agent, "total", None)  # an LLM agent's usage over the whole run
     usage = spend.describe() if spend is not None and getattr(spend, "calls", 0) else ""
     progress.end_of_run(workspace, state, reason, usage)

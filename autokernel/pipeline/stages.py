@@ -141,6 +141,9 @@ def loop_config(options: RunOptions, device: str, dtype: str, agent_name: str) -
         screen=options.screen,
         seed=options.seed,
         backend=options.backend,
+        # --ray alone: every GPU of the cluster.
+        gpus=options.gpus if options.gpus is not None or options.ray is None else "all",
+        ray=options.ray,
     )
 
 
