@@ -21,6 +21,7 @@ from starter_checks import (
     nan_filled_allocations,
     seeded_inputs,
     starter_space,
+    sweep_cases,
 )
 
 from autokernel.aot import check_file, format_result, triton_interprets
@@ -98,9 +99,7 @@ class _PickyCompiledKernel:
 
 
 @pytest.mark.parametrize("causal", CAUSAL)
-@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
-@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
-@pytest.mark.parametrize("shape", SPEC.cpu_sweep + SPEC.cpu_edge_shapes, ids=str)
+@pytest.mark.parametrize("shape, dtype, atol, rtol, distribution", sweep_cases(SPEC))
 def test_matches_reference_small(shape, dtype, atol, rtol, distribution, causal, device) -> None:
     args = _inputs(shape, dtype, device, distribution, causal=causal)
     assert_matches_reference(SPEC, KERNEL.kernel_fn, args,

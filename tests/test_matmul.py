@@ -21,6 +21,7 @@ from starter_checks import (
     nan_filled_allocations,
     seeded_inputs,
     starter_space,
+    sweep_cases,
 )
 
 from autokernel.ops import get_spec
@@ -61,9 +62,7 @@ class _RefusesLargeLaunches:
         return launch
 
 
-@pytest.mark.parametrize("distribution", DISTRIBUTIONS)
-@pytest.mark.parametrize("dtype, atol, rtol", DTYPE_TOLERANCES)
-@pytest.mark.parametrize("shape", SPEC.cpu_sweep + SPEC.cpu_edge_shapes, ids=str)
+@pytest.mark.parametrize("shape, dtype, atol, rtol, distribution", sweep_cases(SPEC))
 def test_matches_reference_small(shape, dtype, atol, rtol, distribution, device) -> None:
     args = _inputs(shape, dtype, device, distribution)
     assert_matches_reference(SPEC, KERNEL.kernel_fn, args, f"{shape} {dtype} {distribution}")
