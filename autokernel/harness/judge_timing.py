@@ -44,7 +44,9 @@ from autokernel.harness.compare import bits
 from autokernel.harness.dedicated import DedicatedBuffer, share_like
 from autokernel.harness.inputs import generator, tensors
 from autokernel.harness.judge_channel import CandidateGone, Endpoint
-from autokernel.harness.judge_clock import Reservoir, check_batch_clock, next_spin
+from autokernel.harness.judge_clock import (
+    ProcessClock, Reservoir, check_batch_clock, next_spin,
+)
 from autokernel.harness.outputs import clone_outputs
 from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
 from autokernel.harness.protocol import TimedShape, baseline_key
@@ -453,10 +455,17 @@ class JudgeTiming:
             else:
                 endpoint.ask("stage", "timing", where, inputs=[list(x) for x in made])
             spin = remote.spin_us if self.device.type == "cuda" else 0.0
+            # On the CPU the process's own CPU time bounds what it did (see check_batch_clock)
+            clock = ProcessClock(endpoint.pid) if self.device.type != "cuda" and endpoint.pid \
+                else None
+            cpu_before = clock.read() if clock else None
             began = _perf_counter()
             reply = endpoint.ask("batch", "timing", where, calls=list(range(calls)),
                                  spin_us=spin)
             wall_us = (_perf_counter() - began) * 1e6
+            cpu_after = clock.read() if clock else None
+            cpu_us = cpu_after - cpu_before if cpu_before is not None and cpu_after is not None \
+                else None
             if self.device.type == "cuda":
                 endpoint.pause()  # no work of its own between its reply and the slots' copies
             try:
@@ -471,7 +480,8 @@ class JudgeTiming:
                 for seed, out in zip(seeds, outputs):
                     self.audit.offer(seed, out)
             remote.batches += 1
-            problem = check_batch_clock(wall_us, device_us, spin, calls * self.per_call_us)
+            problem = check_batch_clock(wall_us, device_us, spin, calls * self.per_call_us,
+                                        cpu_us)
             if problem is not None and ahead:
                 contradictions += 1
                 if contradictions > WALL_RETRIES:
