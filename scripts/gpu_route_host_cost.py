@@ -156,6 +156,7 @@ class Case:
     bare: Callable[[nn.Module, Callable[..., Any], tuple[Any, ...]], Callable[[], Any]]
     role: str = ""
     params: dict[str, Any] | None = None
+    shape: tuple[int, ...] = ()  # the profiled shape, where the route needs it (an LM head's)
 
 
 def _cases(sizes: Sizes) -> list[Case]:
@@ -199,7 +200,7 @@ def _cases(sizes: Sizes) -> list[Case]:
              params={"eps": 1e-5}),
         Case("linear_cross_entropy", lambda: Head(d, vocab),
              lambda: (_randn(rows, d), torch.randint(0, vocab, (rows,), device=DEVICE)),
-             lambda m, k, a: lambda: k(a[0], m.lm_head.weight, a[1])),
+             lambda m, k, a: lambda: k(a[0], m.lm_head.weight, a[1]), shape=(rows, d, vocab)),
     ]
 
 
@@ -220,7 +221,7 @@ def _kernel(case: Case, stub: bool) -> Any:
              "params": verified_params(case.kernel_type, dict(case.params or {})),
              "sites": [""],  # the one-op module itself, as the profiler would name it
              "tolerances": {dtype_name(d): [t.atol, t.rtol] for d, t in spec.tolerances.items()},
-             "limits": {}, "shape": []}
+             "limits": {}, "shape": list(case.shape)}
     source = stub_source(case.kernel_type) if stub else starter_path(case.kernel_type).read_text()
     integration: dict[str, Integration] = {case.kernel_type: get_integration(case.kernel_type)}
     [kernel] = build_kernels([entry], {entry["tag"]: source}, REFERENCES, integration,
