@@ -203,7 +203,20 @@ def _existing_op(name: str) -> Callable[..., torch.Tensor] | None:
 def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
     """A custom op may not return (a view of) one of its inputs, nor one output twice; copy in
     that rare case (each of a tuple of outputs). Every routed call pays this check, so each
-    non-empty input's storage is looked up once, not once per output."""
+    non-empty input's storage is looked up once, not once per output; a single output (most
+    kernels') is checked inline, without the set."""
+    if type(out) is torch.Tensor:
+        try:
+            if not out.numel():
+                return out
+            pointer = out.untyped_storage().data_ptr()
+            for a in inputs:
+                if isinstance(a, torch.Tensor) and a.numel() and \
+                        a.untyped_storage().data_ptr() == pointer:
+                    return out.clone()
+            return out
+        except RuntimeError:  # a storage that is not real (`_storage_pointer`): the long way
+            pass
     taken = {_storage_pointer(a) for a in inputs if isinstance(a, torch.Tensor) and a.numel()}
     taken.discard(None)
     return _fresh(out, taken)

@@ -77,7 +77,7 @@ from autokernel.integrate.function_routes import (
     Slot,
     route_rope_functions,
 )
-from autokernel.integrate.integration import Integration
+from autokernel.integrate.integration import Integration, ModuleRoute
 from autokernel.integrate.logits_chain import (
     computed_arguments,
     defer_linear,
@@ -100,11 +100,16 @@ from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. ar
     UNDER_COMPILE,
     Outcome,
     PatchReport,
+    Plan,
     RoutedKernel,
     RouteStats,
+    call_signature,
     host_code,
     in_compiled_graphs,
     plain_arguments,
+    planned_call,
+    remember,
+    run_planner,
 )
 from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
 
@@ -116,17 +121,23 @@ Handler = Callable[[RoutedKernel, Any, tuple[Any, ...], Mapping[str, Any], Route
 
 
 class _Route:
-    """A module's forward, sent to a kernel when the call fits and to the original otherwise."""
+    """A module's forward, sent to a kernel when the call fits and to the original otherwise.
+
+    The route's decision is made once per call signature and kept (`routing.call_signature`):
+    a later call of the same signature reads the module's inputs (`ModuleRoute.inputs`), looks
+    its plan up and runs it."""
 
     def __init__(self, module: nn.Module, kernel: RoutedKernel, stats: RouteStats,
-                 call: Callable[..., Outcome], **details: Any) -> None:
+                 route: ModuleRoute, **details: Any) -> None:
         self.module = module
         self.kernel = kernel
         self.stats = stats
-        self.call = call
+        self.inputs = route.inputs
+        self.plan = route.plan
         self.details = details
         self.previous = module.__dict__.get("forward")  # an instance override we sit on
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[str, Any] = {}  # what a route keeps between calls (Linear's Wᵀ)
+        self.plans: dict[Any, Plan] = {}
 
     def original(self, *args: Any, **kwargs: Any) -> Any:
         if self.previous is not None:
@@ -136,16 +147,47 @@ class _Route:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if holds_sum(args, kwargs):  # a deferred add (residual_norm.py) reaching another route
             args, kwargs = value_of_sums(args, kwargs)
-        if torch.compiler.is_compiling():
-            out, reason = self.call(self, args, kwargs)
-        else:  # the route's checks and kernel call are no torch calls of the model's
+        if torch.compiler.is_compiling():  # decided anew: Dynamo traces the checks
+            out, reason = self.call(args, kwargs)
+            if reason is None:
+                return out
+            return self.original(*args, **kwargs)
+        # The route's checks and kernel call are no torch calls of the model's: with a Router's
+        # mode on, torch-function handling is off for them.
+        if torch._C._is_torch_function_mode_enabled():
             with host_code():
-                out, reason = self.call(self, args, kwargs)
+                out, reason = self._planned(args, kwargs)
+        else:
+            out, reason = self._planned(args, kwargs)
         if reason is None:
-            self.stats.count_call()
+            self.stats.calls += 1
             return out
         self.stats.count_fallback(reason)
         return self.original(*args, **kwargs)
+
+    def call(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        """The route on one call, planned for it alone: (output, None) or (None, why not)."""
+        values = self.inputs(self, args, kwargs)
+        if type(values) is str:
+            return None, values
+        plan = self.plan(self, *values)
+        return (None, plan) if type(plan) is str else plan(*values)
+
+    def _planned(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        values = self.inputs(self, args, kwargs)
+        if type(values) is str:
+            return None, values
+        key = call_signature(values) if not torch._C._is_any_autocast_enabled() else None
+        if key is None:  # planned for this call alone (a subclass, autocast): as it always was
+            with host_code():
+                plan = self.plan(self, *values)
+                return (None, plan) if type(plan) is str else plan(*values)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = remember(self.plans, key, self.plan(self, *values))
+        if type(plan) is str:
+            return None, plan
+        return plan(*values)
 
 
 def _recognize(module: nn.Module, kernels: Mapping[str, RoutedKernel]
@@ -178,7 +220,9 @@ class Router(TorchFunctionMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.routes: dict[Any, list[tuple[RoutedKernel, Handler, RouteStats]]] = {}
+        # func -> (kernel, planner or None, handler, stats, that route's plans by signature)
+        self.routes: dict[Any, list[tuple[RoutedKernel, Any, Handler, RouteStats,
+                                          dict[Any, Plan]]]] = {}
         self.depth: dict[str, int] = {}
         self.entered = False  # the mode is on the stack (entered once, by the outermost scope)
         self.chains = False  # an explicit-attention route may hand out stand-ins
@@ -190,8 +234,11 @@ class Router(TorchFunctionMode):
             self.chains = self.chains or route.handler is start_chain
             self.sums = self.sums or route.handler is defer_add
             self.logits = self.logits or route.handler is defer_linear
+            handler = route.handler or run_planner(route.plan)
+            plans: dict[Any, Plan] = {}  # one route's, shared by its functions
             for func in route.functions:
-                self.routes.setdefault(func, []).append((kernel, route.handler, stats))
+                self.routes.setdefault(func, []).append(
+                    (kernel, route.plan, handler, stats, plans))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Router:
         return self  # holds kernels and counters, no model state
@@ -220,10 +267,13 @@ class Router(TorchFunctionMode):
         if routes is None:
             return func(*args, **kwargs)
         refused: tuple[RouteStats, str] | None = None
-        for kernel, handler, stats in routes:
+        for kernel, planner, handler, stats, plans in routes:
             if not self.depth.get(kernel.tag):
                 continue  # outside this kernel's call sites
-            out, reason = handler(kernel, func, args, kwargs, stats)
+            if planner is not None:
+                out, reason = planned_call(kernel, planner, plans, func, args, kwargs, stats)
+            else:
+                out, reason = handler(kernel, func, args, kwargs, stats)
             if reason is None:
                 stats.count_call()
                 return out
@@ -348,7 +398,7 @@ def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel],
             stats.skipped[path] = details
             continue
         route = kernel.integration.module_route
-        patch._install(module, _Route(module, kernel, stats, route.forward, **details))
+        patch._install(module, _Route(module, kernel, stats, route, **details))
         stats.modules.append(path)
         if route.whole_forward:
             routed.add(path)
@@ -389,7 +439,7 @@ def _tap_fused_norms(patch: Patch, kernel: RoutedKernel, modules: Mapping[str, n
         if isinstance(found, str):
             stats.skipped[path] = found
             continue
-        patch._install(module, FusedNormTap(module, kernel, stats, fused.forward, **found))
+        patch._install(module, FusedNormTap(module, kernel, stats, fused, **found))
         stats.modules.append(path)
         stats.fused_widths.add(int(found["width"]))
 

@@ -16,6 +16,7 @@ torch (and custom_ops), because `autokernel export` inlines it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -275,19 +276,178 @@ def kernel_running() -> bool:
 
 def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
     """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
-    direct = kernel.op.direct
-    registered = direct is None or _needs_custom_op(args)
+    if kernel.op.direct is None or _needs_custom_op(args):
+        return _call_registered(kernel, *args)
+    return _call_direct(kernel, *args)
+
+
+def _call_registered(kernel: RoutedKernel, *args: Any) -> Outcome:
+    """The kernel through its registered op: autograd and the compiler see it."""
     _RUNNING[0] += 1
     try:
-        if registered:
-            return kernel.op.op(*args), None
-        with host_code():
-            return direct(*args), None
+        return kernel.op.op(*args), None
     except (ValueError, NotImplementedError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return None, f"kernel refused: {first[:80]}"
+        return None, _kernel_refusal(exc)
     finally:
         _RUNNING[0] -= 1
+
+
+def _call_direct(kernel: RoutedKernel, *args: Any) -> Outcome:
+    """The kernel's plain function, without the dispatcher, with torch-function handling off
+    for its host code when a mode is on (a Router's: `host_code`)."""
+    _RUNNING[0] += 1
+    try:
+        if torch._C._is_torch_function_mode_enabled():
+            with host_code():
+                return kernel.op.direct(*args), None  # type: ignore[misc]
+        return kernel.op.direct(*args), None  # type: ignore[misc]
+    except (ValueError, NotImplementedError) as exc:
+        return None, _kernel_refusal(exc)
+    finally:
+        _RUNNING[0] -= 1
+
+
+def _kernel_refusal(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"kernel refused: {first[:80]}"
+
+
+def kernel_caller(kernel: RoutedKernel, *tensors: torch.Tensor) -> Callable[..., Outcome]:
+    """How a plan calls the kernel for calls of its signature: through the registered op where
+    autograd or the compiler needs it (`_needs_custom_op` of these tensors, decided now: grad
+    mode and requires_grad are part of the signature), the plain function otherwise."""
+    if kernel.op.direct is None or _needs_custom_op(tensors):
+        return functools.partial(_call_registered, kernel)
+    return functools.partial(_call_direct, kernel)
+
+
+# ---------------------------------------------------------------------------------------------
+# Decisions made once per call signature
+#
+# A route's checks (dtype, device, shapes, the axis and the parameters it was verified with, the
+# module's weight and eps) depend only on what `call_signature` keeps of a call: each tensor's
+# shape, strides, dtype, device and requires_grad, and every other argument's value, with the
+# grad mode. So a route makes a *plan* the first time it sees a signature: the reason the call
+# is left to PyTorch (a str), or a runner that calls the kernel on this call's values with
+# nothing left to check (the registered op or the plain function chosen, shapes computed). Each
+# later call of that signature pays a dictionary lookup and the runner. Nothing is cached while
+# torch.compile traces (Dynamo traces the route's checks instead) or under autocast (whose dtype
+# is not in the signature: the checks refuse it), nor for a call holding a value the signature
+# cannot stand for (a tensor subclass, an object): those are planned on every call.
+
+Runner = Callable[..., Outcome]
+Plan = Any  # a Runner, or a str: why calls of the signature are left to PyTorch
+MAX_PLANS = 64  # signatures per route; a model that keeps changing shapes plans the rest per call
+
+# Values a signature holds as themselves (with their type: to a route, True is not 1).
+SIGNATURE_SCALARS = frozenset({int, float, bool, complex, str, type(None), type(Ellipsis),
+                               torch.dtype, torch.device, torch.memory_format, torch.layout})
+
+
+class _Unsignable(Exception):
+    """A value no signature stands for: the call is planned, not looked up."""
+
+
+def _sequence_signature(value: Any) -> Any:
+    if type(value) in (tuple, list, torch.Size) and \
+            all(type(v) in SIGNATURE_SCALARS for v in value):
+        return (type(value), tuple(value))
+    raise _Unsignable
+
+
+def call_signature(values: tuple[Any, ...],
+                   kwargs: Mapping[str, Any] | None = None) -> tuple[Any, ...] | None:
+    """What a route's decision on these values (and keyword arguments) depends on, with the grad
+    mode; None when one of them is neither a plain tensor (nor Parameter) nor a plain value (or
+    a tuple or list of them). Every planned call computes it, so the loop is written out."""
+    key: list[Any] = [torch.is_grad_enabled()]
+    add = key.append
+    try:
+        for value in (*values, *kwargs.values()) if kwargs else values:
+            kind = type(value)
+            if kind is torch.Tensor or kind is nn.Parameter:
+                add((value.shape, value.stride(), value.dtype, value.device,
+                     value.requires_grad))
+            elif kind in SIGNATURE_SCALARS:
+                add(kind)
+                add(value)
+            else:
+                add(_sequence_signature(value))
+    except (_Unsignable, RuntimeError):  # RuntimeError: a tensor without strides (sparse)
+        return None
+    if kwargs:
+        add(tuple(kwargs))  # the keywords' names, in order
+    return tuple(key)
+
+
+def plans_apply() -> bool:
+    """Whether calls now may be looked up by signature (see above): not while compiling, not
+    under autocast."""
+    return not torch.compiler.is_compiling() and not torch._C._is_any_autocast_enabled()
+
+
+def remember(plans: dict[Any, Plan], key: Any, plan: Plan) -> Plan:
+    """Keep `plan` for `key` (None: a call that is planned every time), up to MAX_PLANS."""
+    if key is not None and len(plans) < MAX_PLANS:
+        plans[key] = plan
+    return plan
+
+
+def planned_call(kernel: RoutedKernel, planner: Callable[..., Plan], plans: dict[Any, Plan],
+                 func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+                 stats: RouteStats) -> Outcome:
+    """A torch call through a call route's plan for its signature (made on first sight):
+    `planner(kernel, func, args, kwargs, stats)` gives the plan, a runner `(args, kwargs)` or
+    the reason."""
+    key = None
+    if plans_apply():
+        signature = call_signature(args, kwargs)
+        if signature is not None:
+            key = (func, signature)
+    plan = plans.get(key) if key is not None else None
+    if plan is None:
+        plan = remember(plans, key, planner(kernel, func, args, kwargs, stats))
+    if type(plan) is str:
+        return None, plan
+    return plan(args, kwargs)
+
+
+def run_planner(planner: Callable[..., Plan]) -> Callable[..., Outcome]:
+    """A call route's handler from its planner: plans the one call and runs it (what a caller
+    that keeps no plans, or torch.compile's trace, gets)."""
+
+    def handler(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any], stats: RouteStats) -> Outcome:
+        plan = planner(kernel, func, args, kwargs, stats)
+        return (None, plan) if type(plan) is str else plan(args, kwargs)
+
+    handler.__name__ = getattr(planner, "__name__", "handler")
+    return handler
+
+
+def argument_getter(names: tuple[str, ...], args: tuple[Any, ...],
+                    name: str) -> Callable[[tuple[Any, ...], Mapping[str, Any]], Any]:
+    """Where calls of this signature (these many positional arguments, the same keywords) hold
+    argument `name` of a function taking `names`: a getter `(args, kwargs) -> value`, so that a
+    runner binds no arguments per call. Only for an argument the call passes."""
+    position = names.index(name)
+    if position < len(args):
+        return lambda args, kwargs: args[position]
+    return lambda args, kwargs: kwargs[name]
+
+
+def module_attribute(module: nn.Module, name: str) -> Any:
+    """`getattr(module, name, None)`, without nn.Module.__getattr__'s Python for the common
+    cases (a parameter, buffer or child module; a plain attribute such as eps): a routed call
+    reads the module's weight and eps on every call."""
+    attributes = module.__dict__
+    if name in attributes:
+        return attributes[name]
+    for store in ("_parameters", "_buffers", "_modules"):
+        held = attributes.get(store)
+        if held is not None and name in held:
+            return held[name]
+    return getattr(module, name, None)
 
 
 def _only_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
@@ -380,14 +540,22 @@ def _axis_view(x: torch.Tensor, axis: int) -> torch.Tensor:
     return x.reshape(math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
 
 
-def _call_over_axis(kernel: RoutedKernel, x: torch.Tensor, axis: int, *trailing: Any) -> Outcome:
-    """A single-input kernel over dim `axis` of x: on its rows when that is the last dim (the
-    signature every kernel takes), else on the [outer, N, inner] view with the axis argument 1.
+def over_axis_caller(kernel: RoutedKernel, x: torch.Tensor, axis: int,
+                     *trailing: Any) -> Callable[[torch.Tensor], Outcome]:
+    """A plan's call of a single-input kernel over dim `axis` of tensors of x's signature:
+    `(x) -> Outcome`, on x's rows when that is the last dim (the signature every kernel takes;
+    a 2-D x is its rows), else on the [outer, N, inner] view with the axis argument 1.
     `trailing` arguments (reduce's op) follow the axis, which is then passed at the last dim too
-    (-1)."""
+    (-1). The output is the kernel's, in the shape of what it was given."""
+    call = kernel_caller(kernel, x)
     if axis == x.ndim - 1:
-        return _call_kernel(kernel, _rows(x, x.shape[-1]), *((-1, *trailing) if trailing else ()))
-    return _call_kernel(kernel, _axis_view(x, axis), 1, *trailing)
+        width, extra = x.shape[-1], ((-1, *trailing) if trailing else ())
+        if x.ndim == 2:
+            return lambda x: call(x, *extra)
+        return lambda x: call(x.reshape(-1, width), *extra)
+    shape = x.shape
+    view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
+    return lambda x: call(x.reshape(view), 1, *trailing)
 
 
 def _unverified(kernel: RoutedKernel, name: str, value: float | None) -> str | None:

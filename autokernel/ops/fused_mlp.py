@@ -29,8 +29,8 @@ from autokernel import reference
 from autokernel.reference import MLP_ACTIVATIONS, mlp_activation
 from autokernel.integrate.integration import Integration, ModuleRoute
 from autokernel.integrate.routing import (
-    Outcome, RoutedKernel, _call_kernel, _close, _only_argument, _plain_linear, _positional_arity,
-    _probe_inputs, _probe_passes, _refusal, _rows,
+    Outcome, Plan, RoutedKernel, _close, _only_argument, _plain_linear, _positional_arity,
+    _probe_inputs, _probe_passes, _refusal, kernel_caller, module_attribute,
 )
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
@@ -383,17 +383,36 @@ def _recognize_gated_mlp(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
         else None
 
 
-def _fused_mlp_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+def _fused_mlp_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                      ) -> tuple[Any, ...] | str:
     x = _only_argument(args, kwargs)
-    gate, up, down = (getattr(route.module, n).weight for n in route.details["projections"])
-    if x is None or x.ndim == 0 or x.shape[-1] != gate.shape[1]:
-        return None, "arguments"
+    if x is None:
+        return "arguments"
+    module = route.module
+    return (x, *(module_attribute(module_attribute(module, name), "weight")
+                 for name in route.details["projections"]))
+
+
+def _plan_fused_mlp(route: Any, x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+                    down: torch.Tensor) -> Plan:
+    if x.ndim == 0 or x.shape[-1] != gate.shape[1]:
+        return "arguments"
     why = _refusal(route.kernel, x, gate, up, down)
     if why:
-        return None, why
-    out, why = _call_kernel(route.kernel, _rows(x, x.shape[-1]), gate, up, down,
-                            *_activation_arguments(route.kernel))
-    return (None, why) if why else (out.reshape(*x.shape[:-1], down.shape[0]), None)
+        return why
+    call, activation = kernel_caller(route.kernel, x, gate, up, down), \
+        _activation_arguments(route.kernel)
+    width, rows = x.shape[-1], x.ndim != 2
+    shape = (*x.shape[:-1], down.shape[0])
+
+    def run(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+            down: torch.Tensor) -> Outcome:
+        if not rows:
+            return call(x, gate, up, down, *activation)
+        out, why = call(x.reshape(-1, width), gate, up, down, *activation)
+        return (None, why) if why else (out.reshape(shape), None)
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -401,7 +420,8 @@ INTEGRATION = Integration(
            "-> Tensor",
     fake=_fake_fused_mlp,
     backward="recompute",
-    module_route=ModuleRoute(_recognize_gated_mlp, _fused_mlp_forward, whole_forward=True),
+    module_route=ModuleRoute(_recognize_gated_mlp, _fused_mlp_inputs, _plan_fused_mlp,
+                             whole_forward=True),
     example=lambda dtype: tuple(torch.empty(s, dtype=dtype)
                                 for s in ((64, 128), (256, 128), (256, 128), (128, 256))),
 )

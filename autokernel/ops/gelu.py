@@ -18,8 +18,8 @@ from torch import nn
 from autokernel.integrate.custom_ops import saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_kernel, _close, _only_argument,
-    _positional_arity, _probe_inputs, _probe_passes, _refusal,
+    _REQUIRED, Plan, RoutedKernel, RouteStats, _bind, _close, _only_argument, _positional_arity,
+    _probe_inputs, _probe_passes, _refusal, argument_getter, kernel_caller,
 )
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
@@ -215,22 +215,24 @@ GELU_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 }
 
 
-def _gelu_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+def _plan_gelu(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
     """F.gelu(x, approximate=...), which nn.GELU's forward calls too."""
-    bound = _bind(args, kwargs, *GELU_SIGNATURES[func])
+    names, defaults = GELU_SIGNATURES[func]
+    bound = _bind(args, kwargs, names, defaults)
     if bound is None:
-        return None, "arguments"
+        return "arguments"
     x, approximate = bound["input"], bound["approximate"]
     if not isinstance(x, torch.Tensor) or x.numel() == 0:
-        return None, "arguments"
+        return "arguments"
     verified = kernel.params.get("approximate", "none")
     if approximate != verified:
-        return None, f"approximate={approximate!r} (verified: {verified!r})"
+        return f"approximate={approximate!r} (verified: {verified!r})"
     why = _refusal(kernel, x)
     if why:
-        return None, why
-    return _call_kernel(kernel, x, approximate)
+        return why
+    call, get_x = kernel_caller(kernel, x), argument_getter(names, args, "input")
+    return lambda args, kwargs: call(get_x(args, kwargs), approximate)
 
 
 def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
@@ -252,15 +254,20 @@ def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str,
     return {"approximate": approximate} if _probe_passes(computes_gelu) else None
 
 
-def _gelu_module_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-                         ) -> Outcome:
+def _gelu_module_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                        ) -> tuple[Any, ...] | str:
     x = _only_argument(args, kwargs)
-    if x is None or x.numel() == 0:
-        return None, "arguments"
+    return "arguments" if x is None else (x,)
+
+
+def _plan_gelu_module(route: Any, x: torch.Tensor) -> Plan:
+    if x.numel() == 0:
+        return "arguments"
     why = _refusal(route.kernel, x)
     if why:
-        return None, why
-    return _call_kernel(route.kernel, x, route.details["approximate"])
+        return why
+    call, approximate = kernel_caller(route.kernel, x), route.details["approximate"]
+    return lambda x: call(x, approximate)
 
 
 INTEGRATION = Integration(
@@ -268,8 +275,9 @@ INTEGRATION = Integration(
     fake=lambda x, approximate: torch.empty_like(x, memory_format=torch.contiguous_format),
     backward="analytic",
     gradient=_gelu_gradient,
-    call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), _gelu_call),)},
+    call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), plan=_plan_gelu),)},
     # GELU written out as a module's whole forward (after a probe).
-    module_route=ModuleRoute(_recognize_gelu_module, _gelu_module_forward, whole_forward=True),
+    module_route=ModuleRoute(_recognize_gelu_module, _gelu_module_inputs, _plan_gelu_module,
+                             whole_forward=True),
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), "none"),
 )

@@ -16,8 +16,8 @@ from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
 from autokernel.integrate.integration import CallRoute, Integration
 from autokernel.integrate.routing import (
-    _REQUIRED, Outcome, RoutedKernel, RouteStats, _bind, _call_over_axis, _input_over_one_dim,
-    _refusal,
+    _REQUIRED, Outcome, Plan, RoutedKernel, RouteStats, _bind, _input_over_one_dim, _refusal,
+    argument_getter, over_axis_caller,
 )
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
@@ -255,22 +255,32 @@ SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 }
 
 
-def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = _bind(args, kwargs, *SOFTMAX_SIGNATURES[func])
+def _plan_softmax(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
+    names, defaults = SOFTMAX_SIGNATURES[func]
+    bound = _bind(args, kwargs, names, defaults)
     found = _input_over_one_dim(kernel, bound)
     if isinstance(found, str):
-        return None, found
+        return found
     x, axis = found
+    assert bound is not None  # found: the call fits the signature
     if bound["dtype"] not in (None, x.dtype):
-        return None, "dtype argument"
+        return "dtype argument"
     if x.numel() == 0:
-        return None, "empty"
+        return "empty"
     why = _refusal(kernel, x)
     if why:
-        return None, why
-    out, why = _call_over_axis(kernel, x, axis)
-    return (None, why) if why else (out.reshape(x.shape), None)
+        return why
+    call, get_x = over_axis_caller(kernel, x, axis), argument_getter(names, args, "input")
+    if x.ndim == 2 and axis == 1:
+        return lambda args, kwargs: call(get_x(args, kwargs))
+    shape = tuple(x.shape)
+
+    def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        out, why = call(get_x(args, kwargs))
+        return (None, why) if why else (out.reshape(shape), None)
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -278,6 +288,6 @@ INTEGRATION = Integration(
     fake=fake_like_first,
     backward="analytic",
     gradient=_softmax_gradient,
-    call_routes={"": (CallRoute(tuple(SOFTMAX_SIGNATURES), _softmax_call),)},
+    call_routes={"": (CallRoute(tuple(SOFTMAX_SIGNATURES), plan=_plan_softmax),)},
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype),),
 )
