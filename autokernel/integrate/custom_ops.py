@@ -25,6 +25,7 @@ inlines it into a self-contained module.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import linecache
@@ -178,6 +179,8 @@ class KernelOp:
     integration: Integration | None = None  # the op entry's schema, backward and routes
     compile_path: str = CUSTOM_OP  # TRITON_OP: Inductor sees its launches; CUSTOM_OP: opaque
     opaque_reason: str | None = None  # why a custom_op is not a triton_op
+    # The kernel file's kernel_fn as written (the bare launch verify times routed calls against)
+    kernel_fn: Callable[..., Any] | None = None
 
     @property
     def compile_label(self) -> str:
@@ -330,12 +333,14 @@ def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], so
             return _unaliased(traced(*_fitted(args, arity)), args)
 
         try:
-            return _register(kernel_type, source, device_type, integration, reference,
-                             TRITON_OP, transparent, implementation)
+            op = _register(kernel_type, source, device_type, integration, reference,
+                           TRITON_OP, transparent, implementation)
+            return dataclasses.replace(op, kernel_fn=kernel_fn)
         except Exception as exc:  # a schema triton_op cannot take: the custom_op still works
             why = f"triton_op registration failed: {type(exc).__name__}: {exc}"[:160]
-    return _register(kernel_type, source, device_type, integration, reference, CUSTOM_OP,
-                     implementation, implementation, why)
+    op = _register(kernel_type, source, device_type, integration, reference, CUSTOM_OP,
+                   implementation, implementation, why)
+    return dataclasses.replace(op, kernel_fn=kernel_fn)
 
 
 def _register(kernel_type: str, source: str, device_type: str, integration: Integration,

@@ -54,6 +54,7 @@ inlines it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -95,6 +96,7 @@ from autokernel.integrate.residual_norm import (
     value_of_sums,
 )
 from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
+    _RECORDER,
     DTYPES,
     PROBE_SEED,
     UNDER_COMPILE,
@@ -147,6 +149,9 @@ class _Route:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if holds_sum(args, kwargs):  # a deferred add (residual_norm.py) reaching another route
             args, kwargs = value_of_sums(args, kwargs)
+        recorder = _RECORDER[0]  # verify times routed calls again (`routing.recording_calls`)
+        if recorder is not None:
+            recorder.begin(self.kernel.tag)
         if torch.compiler.is_compiling():  # decided anew: Dynamo traces the checks
             out, reason = self.call(args, kwargs)
             if reason is None:
@@ -160,7 +165,9 @@ class _Route:
         else:
             out, reason = self._planned(args, kwargs)
         if reason is None:
-            self.stats.calls += 1
+            self.stats.count_call()
+            if recorder is not None:
+                recorder.record_routed(self.kernel.tag, functools.partial(self, *args, **kwargs))
             return out
         self.stats.count_fallback(reason)
         return self.original(*args, **kwargs)
@@ -243,6 +250,21 @@ class Router(TorchFunctionMode):
     def __deepcopy__(self, memo: dict[int, Any]) -> Router:
         return self  # holds kernels and counters, no model state
 
+    def replay(self, tag: str, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any]) -> Callable[[], Any]:
+        """A routed torch call made again as the model made it: through this mode, inside the
+        kernel's scope (the mode entered for the one call: a scope enters it once for all)."""
+
+        def call_again() -> Any:
+            self.depth[tag] = self.depth.get(tag, 0) + 1
+            try:
+                with self:
+                    return func(*args, **kwargs)
+            finally:
+                self.depth[tag] -= 1
+
+        return call_again
+
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
@@ -270,12 +292,17 @@ class Router(TorchFunctionMode):
         for kernel, planner, handler, stats, plans in routes:
             if not self.depth.get(kernel.tag):
                 continue  # outside this kernel's call sites
+            recorder = _RECORDER[0]  # verify times routed calls again (`recording_calls`)
+            if recorder is not None:
+                recorder.begin(kernel.tag)
             if planner is not None:
                 out, reason = planned_call(kernel, planner, plans, func, args, kwargs, stats)
             else:
                 out, reason = handler(kernel, func, args, kwargs, stats)
             if reason is None:
                 stats.count_call()
+                if recorder is not None:
+                    recorder.record_routed(kernel.tag, self.replay(kernel.tag, func, args, kwargs))
                 return out
             if reason == DEFERRED:
                 return out

@@ -16,10 +16,11 @@ torch (and custom_ops), because `autokernel export` inlines it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,9 +30,11 @@ from torch import nn
 from autokernel.integrate.custom_ops import (  # `autokernel export` inlines that module
     BACKWARD_DESCRIPTION,
     KernelOp,
+    _fitted,
+    _kernel_fn_arity,
 )
 from autokernel.integrate.triton_ops import TRITON_OP
-from autokernel.integrate.integration import Integration
+from autokernel.integrate.integration import Integration, Plan
 from autokernel.text import count_of, scope_name  # inlined first by `autokernel export`
 
 DTYPES: dict[str, torch.dtype] = {
@@ -283,6 +286,8 @@ def _call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
 
 def _call_registered(kernel: RoutedKernel, *args: Any) -> Outcome:
     """The kernel through its registered op: autograd and the compiler see it."""
+    if _RECORDER[0] is not None:
+        _RECORDER[0].record_bare(kernel, args)
     _RUNNING[0] += 1
     try:
         return kernel.op.op(*args), None
@@ -295,6 +300,8 @@ def _call_registered(kernel: RoutedKernel, *args: Any) -> Outcome:
 def _call_direct(kernel: RoutedKernel, *args: Any) -> Outcome:
     """The kernel's plain function, without the dispatcher, with torch-function handling off
     for its host code when a mode is on (a Router's: `host_code`)."""
+    if _RECORDER[0] is not None:
+        _RECORDER[0].record_bare(kernel, args)
     _RUNNING[0] += 1
     try:
         if torch._C._is_torch_function_mode_enabled():
@@ -310,6 +317,65 @@ def _call_direct(kernel: RoutedKernel, *args: Any) -> Outcome:
 def _kernel_refusal(exc: BaseException) -> str:
     first = (str(exc).strip().splitlines() or [""])[0]
     return f"kernel refused: {first[:80]}"
+
+
+# ---------------------------------------------------------------------------------------------
+# A routed call replayed: verify's host cost of the routing per call
+
+
+class CallRecorder:
+    """While on (`recording_calls`), the first routed call of each kernel (by tag) that a route
+    can replay alone (a module's forward, a torch call), twice over: `routed[tag]` replays it
+    through its route (the route's entry, its plan, the kernel's call), `bare[tag]` calls the
+    kernel file's kernel_fn alone on the arguments the route gave it (each of them, for a route
+    that calls it more than once: a rotary module's q and k). Timing both gives what the
+    routing adds to the kernel's own host time per call."""
+
+    def __init__(self) -> None:
+        self.routed: dict[str, Callable[[], Any]] = {}
+        self.bare: dict[str, Callable[[], Any]] = {}
+        self._launched: dict[str, list[Callable[[], Any]]] = {}  # since the tag's last route
+
+    def begin(self, tag: str) -> None:
+        """A route's call starts: the kernel calls recorded from now on are its own."""
+        self._launched.pop(tag, None)
+
+    def record_bare(self, kernel: RoutedKernel, args: tuple[Any, ...]) -> None:
+        kernel_fn = kernel.op.kernel_fn
+        if kernel.tag in self.routed or kernel_fn is None:
+            return
+        fitted = _fitted(args, _kernel_fn_arity(kernel_fn))
+        self._launched.setdefault(kernel.tag, []).append(lambda: kernel_fn(*fitted))
+
+    def record_routed(self, tag: str, replay: Callable[[], Any]) -> None:
+        """The route's call that just returned (its kernel calls were recorded meanwhile)."""
+        launched = self._launched.pop(tag, [])
+        if tag in self.routed or not launched:
+            return
+        self.routed[tag] = replay
+        self.bare[tag] = launched[0] if len(launched) == 1 else \
+            (lambda: [launch() for launch in launched])
+
+
+_RECORDER: list[CallRecorder | None] = [None]
+
+
+@contextlib.contextmanager
+def recording_calls() -> Iterator[CallRecorder]:
+    """Record the routed calls made meanwhile (`CallRecorder`); eager calls only (a compiled
+    graph runs no route)."""
+    recorder = CallRecorder()
+    _RECORDER[0] = recorder
+    try:
+        yield recorder
+    finally:
+        _RECORDER[0] = None
+
+
+def record_routed(tag: str, replay: Callable[[], Any]) -> None:
+    """A route's entry, after a call it sent to the kernel: its replay, while recording."""
+    if _RECORDER[0] is not None:
+        _RECORDER[0].record_routed(tag, replay)
 
 
 def kernel_caller(kernel: RoutedKernel, *tensors: torch.Tensor) -> Callable[..., Outcome]:
@@ -335,8 +401,7 @@ def kernel_caller(kernel: RoutedKernel, *tensors: torch.Tensor) -> Callable[...,
 # is not in the signature: the checks refuse it), nor for a call holding a value the signature
 # cannot stand for (a tensor subclass, an object): those are planned on every call.
 
-Runner = Callable[..., Outcome]
-Plan = Any  # a Runner, or a str: why calls of the signature are left to PyTorch
+Runner = Callable[..., Outcome]  # a Plan that routes: the call's values -> Outcome
 MAX_PLANS = 64  # signatures per route; a model that keeps changing shapes plans the rest per call
 
 # Values a signature holds as themselves (with their type: to a route, True is not 1).
@@ -373,7 +438,7 @@ def call_signature(values: tuple[Any, ...],
                 add(value)
             else:
                 add(_sequence_signature(value))
-    except (_Unsignable, RuntimeError):  # RuntimeError: a tensor without strides (sparse)
+    except (_Unsignable, RuntimeError):  # RuntimeError: a layout without strides (CSR)
         return None
     if kwargs:
         add(tuple(kwargs))  # the keywords' names, in order
