@@ -220,9 +220,32 @@ def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
             return out
         except RuntimeError:  # a storage that is not real (`_storage_pointer`): the long way
             pass
+    elif type(out) is tuple and _fresh_outputs(out, inputs):
+        return out  # several outputs (add_rmsnorm's y, h), each in a storage of its own
     taken = {_storage_pointer(a) for a in inputs if isinstance(a, torch.Tensor) and a.numel()}
     taken.discard(None)
     return _fresh(out, taken)
+
+
+def _fresh_outputs(outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> bool:
+    """Whether a tuple of tensors needs no copy: no two share a storage, none shares an input's
+    (the common case, answered without `_fresh`'s set per call). False when unsure."""
+    try:
+        pointers = []
+        for out in outputs:
+            if type(out) is not torch.Tensor:
+                return False
+            if out.numel():
+                pointers.append(out.untyped_storage().data_ptr())
+        if len(set(pointers)) != len(pointers):
+            return False
+        for a in inputs:
+            if isinstance(a, torch.Tensor) and a.numel() and \
+                    a.untyped_storage().data_ptr() in pointers:
+                return False
+        return True
+    except RuntimeError:  # a storage that is not real (`_storage_pointer`)
+        return False
 
 
 def _storage_pointer(tensor: torch.Tensor) -> int | None:
