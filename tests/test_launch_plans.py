@@ -24,7 +24,7 @@ import pytest
 
 CHILD = Path(__file__).resolve().parent / "fake_gpu_launches.py"
 PLANNED = ("softmax", "rmsnorm", "layernorm", "cross_entropy", "rotary_embedding", "reduce",
-           "fused_mlp", "flash_attention", "add_rmsnorm", "add_layernorm")
+           "fused_mlp", "flash_attention", "add_rmsnorm", "add_layernorm", "gelu")
 
 
 @pytest.fixture(scope="module")

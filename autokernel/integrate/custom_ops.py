@@ -25,6 +25,7 @@ inlines it into a self-contained module.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import linecache
@@ -178,6 +179,8 @@ class KernelOp:
     integration: Integration | None = None  # the op entry's schema, backward and routes
     compile_path: str = CUSTOM_OP  # TRITON_OP: Inductor sees its launches; CUSTOM_OP: opaque
     opaque_reason: str | None = None  # why a custom_op is not a triton_op
+    # The kernel file's kernel_fn as written (the bare launch verify times routed calls against)
+    kernel_fn: Callable[..., Any] | None = None
 
     @property
     def compile_label(self) -> str:
@@ -203,10 +206,46 @@ def _existing_op(name: str) -> Callable[..., torch.Tensor] | None:
 def _unaliased(out: Any, inputs: tuple[Any, ...]) -> Any:
     """A custom op may not return (a view of) one of its inputs, nor one output twice; copy in
     that rare case (each of a tuple of outputs). Every routed call pays this check, so each
-    non-empty input's storage is looked up once, not once per output."""
+    non-empty input's storage is looked up once, not once per output; a single output (most
+    kernels') is checked inline, without the set."""
+    if type(out) is torch.Tensor:
+        try:
+            if not out.numel():
+                return out
+            pointer = out.untyped_storage().data_ptr()
+            for a in inputs:
+                if isinstance(a, torch.Tensor) and a.numel() and \
+                        a.untyped_storage().data_ptr() == pointer:
+                    return out.clone()
+            return out
+        except RuntimeError:  # a storage that is not real (`_storage_pointer`): the long way
+            pass
+    elif type(out) is tuple and _fresh_outputs(out, inputs):
+        return out  # several outputs (add_rmsnorm's y, h), each in a storage of its own
     taken = {_storage_pointer(a) for a in inputs if isinstance(a, torch.Tensor) and a.numel()}
     taken.discard(None)
     return _fresh(out, taken)
+
+
+def _fresh_outputs(outputs: tuple[Any, ...], inputs: tuple[Any, ...]) -> bool:
+    """Whether a tuple of tensors needs no copy: no two share a storage, none shares an input's
+    (the common case, answered without `_fresh`'s set per call). False when unsure."""
+    try:
+        pointers = []
+        for out in outputs:
+            if type(out) is not torch.Tensor:
+                return False
+            if out.numel():
+                pointers.append(out.untyped_storage().data_ptr())
+        if len(set(pointers)) != len(pointers):
+            return False
+        for a in inputs:
+            if isinstance(a, torch.Tensor) and a.numel() and \
+                    a.untyped_storage().data_ptr() in pointers:
+                return False
+        return True
+    except RuntimeError:  # a storage that is not real (`_storage_pointer`)
+        return False
 
 
 def _storage_pointer(tensor: torch.Tensor) -> int | None:
@@ -317,12 +356,14 @@ def register_kernel(kernel_type: str, kernel_fn: Callable[..., torch.Tensor], so
             return _unaliased(traced(*_fitted(args, arity)), args)
 
         try:
-            return _register(kernel_type, source, device_type, integration, reference,
-                             TRITON_OP, transparent, implementation)
+            op = _register(kernel_type, source, device_type, integration, reference,
+                           TRITON_OP, transparent, implementation)
+            return dataclasses.replace(op, kernel_fn=kernel_fn)
         except Exception as exc:  # a schema triton_op cannot take: the custom_op still works
             why = f"triton_op registration failed: {type(exc).__name__}: {exc}"[:160]
-    return _register(kernel_type, source, device_type, integration, reference, CUSTOM_OP,
-                     implementation, implementation, why)
+    op = _register(kernel_type, source, device_type, integration, reference, CUSTOM_OP,
+                   implementation, implementation, why)
+    return dataclasses.replace(op, kernel_fn=kernel_fn)
 
 
 def _register(kernel_type: str, source: str, device_type: str, integration: Integration,

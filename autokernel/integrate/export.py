@@ -4,9 +4,10 @@
 The written module holds:
 
 - the code of `autokernel/interpreter_compat.py` and of `integrate/custom_ops.py`, `routing.py`,
-  `route_helpers.py`, `attention_chain.py`, `function_routes.py` and `patch.py`, inlined (they
-  import only torch, triton and numpy, by design), so registration, fake implementations,
-  backwards, routing and probes are the same code `autokernel verify` checked;
+  `call_recording.py`, `route_helpers.py`, `plans.py`, `attention_chain.py`,
+  `function_routes.py` and `patch.py`, inlined (they import only torch, triton and numpy, by
+  design), so registration, fake implementations, backwards, routing and probes are the same
+  code `autokernel verify` checked;
 - each finished kernel's source and the reference oracles (backward recomputation and probes use
   them) as strings, executed into their own modules on first use: kernel files are modules with
   clashing top-level names (kernel_fn, BLOCK_N...), and Triton reads a kernel's source through
@@ -42,7 +43,8 @@ if TYPE_CHECKING:
 EXPORT_MARKER = "# autokernel export"
 INLINED_MODULES = ("text.py", "interpreter_compat.py", "integrate/integration.py",
                    "integrate/triton_ops.py", "integrate/custom_ops.py",
-                   "integrate/routing.py", "integrate/route_helpers.py",
+                   "integrate/routing.py", "integrate/call_recording.py",
+                   "integrate/route_helpers.py", "integrate/plans.py",
                    "integrate/attention_chain.py",
                    "integrate/logits_chain.py",
                    "integrate/residual_norm.py", "integrate/function_routes.py",

@@ -21,10 +21,23 @@ from torch import nn
 
 INTEGRATION_MARKER = "# --- integration: torch only below; `autokernel export` ships this part ---"
 
-# (route, args, kwargs) -> (output, None) when routed, (None, why not) otherwise.
-ModuleForward = Callable[[Any, tuple[Any, ...], Mapping[str, Any]], tuple[Any, str | None]]
-# (kernel, func, args, kwargs, stats) -> the same.
+# Routes decide once per call signature (`plans.call_signature`: shapes, strides, dtypes,
+# devices, requires_grad, the grad mode, the other values themselves) and keep the decision, a
+# *plan*: why such calls are left to PyTorch (a str), or a runner that calls the kernel on a
+# call's values with nothing left to check.
+Plan = Any  # a runner, or a str
+# (route, args, kwargs) -> the values a module route's decision depends on, the call's and the
+# module's (its weight, its eps), or why the call is not one it takes (a str). Reads nothing of
+# the tensors: it runs on every call, before the plan is looked up.
+ModuleInputs = Callable[[Any, tuple[Any, ...], Mapping[str, Any]], "tuple[Any, ...] | str"]
+# (route, *values) -> a plan whose runner takes (*values) -> (output, None) when routed,
+# (None, why not) otherwise (the kernel refused the inputs).
+ModulePlanner = Callable[..., Plan]
+# (kernel, func, args, kwargs, stats) -> (output, None) when routed, (None, why not) otherwise:
+# decided on every call (a call whose decision is more than its signature: stand-ins).
 CallHandler = Callable[..., tuple[Any, str | None]]
+# (kernel, func, args, kwargs, stats) -> a plan whose runner takes (args, kwargs) -> Outcome.
+CallPlanner = Callable[..., Plan]
 # (module, kernel) -> route details, why a look-alike is not routed (a failed probe), or None.
 Recognizer = Callable[[Any, Any], "dict[str, Any] | str | None"]
 
@@ -34,7 +47,8 @@ class ModuleRoute:
     """Modules whose forward a kernel replaces (nn.RMSNorm, a SwiGLU MLP)."""
 
     recognize: Recognizer
-    forward: ModuleForward
+    inputs: ModuleInputs
+    plan: ModulePlanner
     # The module's whole forward is the kernel, so nothing inside it is routed separately.
     whole_forward: bool = False
     roles: tuple[str, ...] = ("",)  # the kernel roles that route modules (matmul: "linear")
@@ -42,10 +56,17 @@ class ModuleRoute:
 
 @dataclass(frozen=True)
 class CallRoute:
-    """Torch functions a kernel takes inside its call sites (F.softmax, torch.matmul)."""
+    """Torch functions a kernel takes inside its call sites (F.softmax, torch.matmul): a
+    planner, decided once per call signature, or a handler, decided on every call (one that
+    hands out stand-ins, or reads more than the signature: torch.max's caller)."""
 
     functions: tuple[Any, ...]
-    handler: CallHandler
+    handler: CallHandler | None = None
+    plan: CallPlanner | None = None
+
+    def __post_init__(self) -> None:
+        if (self.handler is None) == (self.plan is None):
+            raise ValueError("a CallRoute takes a handler or a planner, one of them")
 
 
 @dataclass(frozen=True)
@@ -55,9 +76,12 @@ class FusedAddRoute:
     norm module that receives one runs the kernel on its two operands."""
 
     recognize: Recognizer
-    # (tap, pending sum) -> (the norm's output, None) when fused, (None, why not) otherwise;
-    # a fused call also gives the pending sum its value, h.
-    forward: Callable[[Any, Any], tuple[Any, str | None]]
+    # (tap, pending sum) -> the values the decision depends on (x, residual, the norm's affine
+    # tensors and eps), or why not.
+    inputs: Callable[[Any, Any], "tuple[Any, ...] | str"]
+    # (tap, *values) -> a plan whose runner takes (*values) -> ((y, h), None) when fused,
+    # (None, why not) otherwise; the tap gives the pending sum its value, h.
+    plan: ModulePlanner
 
 
 @dataclass(frozen=True)

@@ -28,8 +28,8 @@ Six ways in, chosen by where PyTorch models call each kernel type:
   traces through it, so the routing costs nothing under torch.compile; and scoping it to the
   call sites keeps its per-op Python cost in eager mode off the rest of the model. Inside the
   scopes that cost is paid by the model's own calls only: routes and kernels run their host code
-  with torch-function handling off (`routing.host_code`), and a call whose arguments cannot hold
-  a stand-in skips the stand-in checks (`routing.plain_arguments`).
+  with torch-function handling off (`route_helpers.host_code`), and a call whose arguments
+  cannot hold a stand-in skips the stand-in checks (`route_helpers.plain_arguments`).
 - Explicit attention, softmax(q @ kᵀ · scale [causal mask]) @ v written out in torch calls →
   flash_attention, by deferring the scores inside the kernel's scopes (`attention_chain.py`).
 - A residual add and the norm it feeds, `h = x + r; y = norm(h)` → add_rmsnorm (an RMSNorm) or
@@ -54,6 +54,7 @@ inlines it.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -77,7 +78,23 @@ from autokernel.integrate.function_routes import (
     Slot,
     route_rope_functions,
 )
-from autokernel.integrate.integration import Integration
+from autokernel.integrate.integration import Integration, ModuleRoute, Plan
+from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
+    DTYPES,
+    PROBE_SEED,
+    Outcome,
+    PatchReport,
+    RoutedKernel,
+    RouteStats,
+)
+from autokernel.integrate.call_recording import _RECORDER
+from autokernel.integrate.route_helpers import (
+    UNDER_COMPILE,
+    host_code,
+    in_compiled_graphs,
+    plain_arguments,
+)
+from autokernel.integrate.plans import call_signature, planned_call, remember, run_planner
 from autokernel.integrate.logits_chain import (
     computed_arguments,
     defer_linear,
@@ -94,20 +111,6 @@ from autokernel.integrate.residual_norm import (
     sum_value,
     value_of_sums,
 )
-from autokernel.integrate.routing import (  # noqa: F401 - RoutedKernel & co. are this API too
-    DTYPES,
-    PROBE_SEED,
-    Outcome,
-    PatchReport,
-    RouteStats,
-    RoutedKernel,
-)
-from autokernel.integrate.route_helpers import (
-    UNDER_COMPILE,
-    host_code,
-    in_compiled_graphs,
-    plain_arguments,
-)
 from autokernel.interpreter_compat import patch_triton_interpreter  # inlined by export too
 
 Handler = Callable[[RoutedKernel, Any, tuple[Any, ...], Mapping[str, Any], RouteStats], Outcome]
@@ -118,17 +121,23 @@ Handler = Callable[[RoutedKernel, Any, tuple[Any, ...], Mapping[str, Any], Route
 
 
 class _Route:
-    """A module's forward, sent to a kernel when the call fits and to the original otherwise."""
+    """A module's forward, sent to a kernel when the call fits and to the original otherwise.
+
+    The route's decision is made once per call signature and kept (`plans.call_signature`):
+    a later call of the same signature reads the module's inputs (`ModuleRoute.inputs`), looks
+    its plan up and runs it."""
 
     def __init__(self, module: nn.Module, kernel: RoutedKernel, stats: RouteStats,
-                 call: Callable[..., Outcome], **details: Any) -> None:
+                 route: ModuleRoute, **details: Any) -> None:
         self.module = module
         self.kernel = kernel
         self.stats = stats
-        self.call = call
+        self.inputs = route.inputs
+        self.plan = route.plan
         self.details = details
         self.previous = module.__dict__.get("forward")  # an instance override we sit on
-        self.cache: dict[str, Any] = {}
+        self.cache: dict[str, Any] = {}  # what a route keeps between calls (Linear's Wᵀ)
+        self.plans: dict[Any, Plan] = {}
 
     def original(self, *args: Any, **kwargs: Any) -> Any:
         if self.previous is not None:
@@ -138,16 +147,52 @@ class _Route:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if holds_sum(args, kwargs):  # a deferred add (residual_norm.py) reaching another route
             args, kwargs = value_of_sums(args, kwargs)
-        if torch.compiler.is_compiling():
-            out, reason = self.call(self, args, kwargs)
-        else:  # the route's checks and kernel call are no torch calls of the model's
+        recorder = _RECORDER[0]  # verify times routed calls again (`recording_calls`)
+        if recorder is not None:
+            recorder.begin(self.kernel.tag)
+        if torch.compiler.is_compiling():  # decided anew: Dynamo traces the checks
+            out, reason = self.call(args, kwargs)
+            if reason is None:
+                return out
+            return self.original(*args, **kwargs)
+        # The route's checks and kernel call are no torch calls of the model's: with a Router's
+        # mode on, torch-function handling is off for them.
+        if torch._C._is_torch_function_mode_enabled():
             with host_code():
-                out, reason = self.call(self, args, kwargs)
+                out, reason = self._planned(args, kwargs)
+        else:
+            out, reason = self._planned(args, kwargs)
         if reason is None:
             self.stats.count_call()
+            if recorder is not None:
+                recorder.record_routed(self.kernel.tag, functools.partial(self, *args, **kwargs))
             return out
         self.stats.count_fallback(reason)
         return self.original(*args, **kwargs)
+
+    def call(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        """The route on one call, planned for it alone: (output, None) or (None, why not)."""
+        values = self.inputs(self, args, kwargs)
+        if type(values) is str:
+            return None, values
+        plan = self.plan(self, *values)
+        return (None, plan) if type(plan) is str else plan(*values)
+
+    def _planned(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        values = self.inputs(self, args, kwargs)
+        if type(values) is str:
+            return None, values
+        key = call_signature(values) if not torch._C._is_any_autocast_enabled() else None
+        if key is None:  # planned for this call alone (a subclass, autocast): as it always was
+            with host_code():
+                plan = self.plan(self, *values)
+                return (None, plan) if type(plan) is str else plan(*values)
+        plan = self.plans.get(key)
+        if plan is None:
+            plan = remember(self.plans, key, self.plan(self, *values))
+        if type(plan) is str:
+            return None, plan
+        return plan(*values)
 
 
 def _recognize(module: nn.Module, kernels: Mapping[str, RoutedKernel]
@@ -180,7 +225,9 @@ class Router(TorchFunctionMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.routes: dict[Any, list[tuple[RoutedKernel, Handler, RouteStats]]] = {}
+        # func -> (kernel, planner or None, handler, stats, that route's plans by signature)
+        self.routes: dict[Any, list[tuple[RoutedKernel, Any, Handler, RouteStats,
+                                          dict[Any, Plan]]]] = {}
         self.depth: dict[str, int] = {}
         self.entered = False  # the mode is on the stack (entered once, by the outermost scope)
         self.chains = False  # an explicit-attention route may hand out stand-ins
@@ -192,11 +239,29 @@ class Router(TorchFunctionMode):
             self.chains = self.chains or route.handler is start_chain
             self.sums = self.sums or route.handler is defer_add
             self.logits = self.logits or route.handler is defer_linear
+            handler = route.handler or run_planner(route.plan)
+            plans: dict[Any, Plan] = {}  # one route's, shared by its functions
             for func in route.functions:
-                self.routes.setdefault(func, []).append((kernel, route.handler, stats))
+                self.routes.setdefault(func, []).append(
+                    (kernel, route.plan, handler, stats, plans))
 
     def __deepcopy__(self, memo: dict[int, Any]) -> Router:
         return self  # holds kernels and counters, no model state
+
+    def replay(self, tag: str, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any]) -> Callable[[], Any]:
+        """A routed torch call made again as the model made it: through this mode, inside the
+        kernel's scope (the mode entered for the one call: a scope enters it once for all)."""
+
+        def call_again() -> Any:
+            self.depth[tag] = self.depth.get(tag, 0) + 1
+            try:
+                with self:
+                    return func(*args, **kwargs)
+            finally:
+                self.depth[tag] -= 1
+
+        return call_again
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
@@ -222,12 +287,20 @@ class Router(TorchFunctionMode):
         if routes is None:
             return func(*args, **kwargs)
         refused: tuple[RouteStats, str] | None = None
-        for kernel, handler, stats in routes:
+        for kernel, planner, handler, stats, plans in routes:
             if not self.depth.get(kernel.tag):
                 continue  # outside this kernel's call sites
-            out, reason = handler(kernel, func, args, kwargs, stats)
+            recorder = _RECORDER[0]  # verify times routed calls again (`recording_calls`)
+            if recorder is not None:
+                recorder.begin(kernel.tag)
+            if planner is not None:
+                out, reason = planned_call(kernel, planner, plans, func, args, kwargs, stats)
+            else:
+                out, reason = handler(kernel, func, args, kwargs, stats)
             if reason is None:
                 stats.count_call()
+                if recorder is not None:
+                    recorder.record_routed(kernel.tag, self.replay(kernel.tag, func, args, kwargs))
                 return out
             if reason == DEFERRED:
                 return out
@@ -350,7 +423,7 @@ def _route_modules(patch: Patch, kernels: Mapping[str, RoutedKernel],
             stats.skipped[path] = details
             continue
         route = kernel.integration.module_route
-        patch._install(module, _Route(module, kernel, stats, route.forward, **details))
+        patch._install(module, _Route(module, kernel, stats, route, **details))
         stats.modules.append(path)
         if route.whole_forward:
             routed.add(path)
@@ -391,7 +464,7 @@ def _tap_fused_norms(patch: Patch, kernel: RoutedKernel, modules: Mapping[str, n
         if isinstance(found, str):
             stats.skipped[path] = found
             continue
-        patch._install(module, FusedNormTap(module, kernel, stats, fused.forward, **found))
+        patch._install(module, FusedNormTap(module, kernel, stats, fused, **found))
         stats.modules.append(path)
         stats.fused_widths.add(int(found["width"]))
 

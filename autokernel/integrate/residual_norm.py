@@ -38,17 +38,19 @@ from torch import nn
 from torch.overrides import handle_torch_function
 
 from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.integration import FusedAddRoute, Plan
+from autokernel.integrate.routing import Outcome, RoutedKernel, RouteStats
 from autokernel.integrate.route_helpers import (
-    as_rows,
-    call_kernel,
+    affine_or_constant,
     call_refusal,
     host_code,
+    kernel_caller,
     kernel_running,
     plain_arguments,
     positional_arity,
     unverified_value,
 )
+from autokernel.integrate.plans import call_signature, plans_apply, remember
 
 ADD_FUNCTIONS = (torch.add, torch.Tensor.add, torch.Tensor.__add__)
 EPS_ATTRIBUTES = ("eps", "variance_epsilon", "epsilon")
@@ -275,17 +277,21 @@ def defer_add(kernel: RoutedKernel, func: Any, args: tuple[Any, ...], kwargs: Ma
 
 class FusedNormTap:
     """A norm module's forward that fuses a pending residual add into it, and otherwise runs
-    what was there before (another kernel's route, or the module's own forward)."""
+    what was there before (another kernel's route, or the module's own forward). The fusion is
+    decided once per signature of its values (`FusedAddRoute.inputs`: x, residual, the norm's
+    affine tensors and eps) and kept, as a module route's is."""
 
     def __init__(self, module: nn.Module, kernel: RoutedKernel, stats: RouteStats,
-                 fuse: Callable[[Any, Any], Outcome], **details: Any) -> None:
+                 route: FusedAddRoute, **details: Any) -> None:
         self.module = module
         self.kernel = kernel
         self.stats = stats
-        self.fuse = fuse
+        self.inputs = route.inputs
+        self.plan = route.plan
         self.details = details
         self.previous = module.__dict__.get("forward")
         self.cache: dict[str, Any] = {}
+        self.plans: dict[Any, Any] = {}
 
     def original(self, *args: Any, **kwargs: Any) -> Any:
         if self.previous is not None:
@@ -296,7 +302,7 @@ class FusedNormTap:
         pending = args[0] if len(args) == 1 and not kwargs else None
         if isinstance(pending, PendingSum) and pending.pending and pending._kernel is self.kernel:
             with host_code():  # the checks and the kernel call: ours, not the model's calls
-                out, why = self.fuse(self, pending)
+                out, why = self._fuse(pending)
             if why is None:
                 self.stats.count_call()
                 return out
@@ -305,24 +311,58 @@ class FusedNormTap:
             args, kwargs = value_of_sums(args, kwargs)
         return self.original(*args, **kwargs)
 
+    def _fuse(self, pending: PendingSum) -> Outcome:
+        """The fused kernel on the pending sum's operands: the norm's output, with the sum
+        settled as the kernel's h; or why not."""
+        values = self.inputs(self, pending)
+        if type(values) is str:
+            return None, values
+        key = call_signature(values) if plans_apply() else None
+        plan = self.plans.get(key) if key is not None else None
+        if plan is None:
+            plan = remember(self.plans, key, self.plan(self, *values))
+        if type(plan) is str:
+            return None, plan
+        out, why = plan(*values)
+        if why:
+            return None, why
+        y, h = out
+        pending.settle(h)
+        return y, None
 
-def fused_norm_call(tap: FusedNormTap, pending: PendingSum, *affine: torch.Tensor,
-                    eps: float | None) -> Outcome:
-    """The fused kernel on the pending sum's operands and the norm's affine tensors: the norm's
-    output, with the sum settled as the kernel's h; or why not."""
-    x, residual = pending.operands
+
+def fused_norm_plan(tap: FusedNormTap, x: torch.Tensor, residual: torch.Tensor,
+                    eps: float | None, *affine: tuple[torch.Tensor | None, float]) -> Plan:
+    """The fused kernel's plan for x + residual and the norm's affine tensors, each given as
+    (the module's tensor or None, the constant a missing one stands for), in the kernel's
+    order. Its runner takes (x, residual, eps, *the module's affine tensors) and returns
+    ((y, h), None) in x's shape, or (None, why not)."""
     width = x.shape[-1]
-    if any(t.shape != (width,) for t in affine):
-        return None, "shape"
+    kernel = tap.kernel
+    names = ("weight", "bias")
+    constants = tuple(affine_or_constant(tensor, tap, name, width, x, fill)
+                      for name, (tensor, fill) in zip(names, affine))
+    if any(t.shape != (width,) for t in constants):
+        return "shape"
     if eps is None:  # nn.RMSNorm's default
         eps = torch.finfo(x.dtype).eps
-    kernel = tap.kernel
-    why = call_refusal(kernel, x, residual, *affine) or unverified_value(kernel, "eps", eps)
+    why = call_refusal(kernel, x, residual, *constants) or unverified_value(kernel, "eps", eps)
     if why:
-        return None, why
-    out, why = call_kernel(kernel, as_rows(x, width), as_rows(residual, width), *affine, float(eps))
-    if why:
-        return None, why
-    y, h = out
-    pending.settle(h.reshape(x.shape))
-    return y.reshape(x.shape), None
+        return why
+    call, eps = kernel_caller(kernel, x, residual, *constants), float(eps)
+    missing = tuple(i for i, (tensor, _) in enumerate(affine) if tensor is None)
+    shape = tuple(x.shape)
+    flat = x.ndim != 2  # the kernel takes rows; a 2-D x already is its rows
+
+    def run(x: torch.Tensor, residual: torch.Tensor, _eps: Any, *tensors: Any) -> Outcome:
+        if missing:  # a norm without weight or bias: the constant that stands for it
+            tensors = tuple(constants[i] if i in missing else t for i, t in enumerate(tensors))
+        if flat:
+            out, why = call(x.reshape(-1, width), residual.reshape(-1, width), *tensors, eps)
+            if why:
+                return None, why
+            y, h = out
+            return (y.reshape(shape), h.reshape(shape)), None
+        return call(x, residual, *tensors, eps)
+
+    return run

@@ -5,8 +5,9 @@ integrate/: may this call go to the kernel, and how to call it.
   `attention_scale_unverified` (a parameter the harness did not verify), `verified_over_an_axis`,
   `input_over_one_dim`, `in_compiled_graphs`;
 - the call: `call_kernel` (the registered custom op under autograd or the compiler, the plain
-  kernel function otherwise; `kernel_running` while it runs), `call_over_axis`, `as_rows`,
-  `axis_view`, `host_code`;
+  kernel function otherwise; `kernel_running` while it runs), and for a plan made once per call
+  signature (`plans.py`) `kernel_caller` and `over_axis_caller`, that choose the way in once;
+  `as_rows`, `axis_view`, `host_code`;
 - a torch function's arguments: `bind_arguments` against a fixed signature (`REQUIRED` marks a
   parameter without default), `only_tensor_argument`, `plain_arguments`;
 - a module route's probe: `probe_tensor`, `probe_close`, `probe_passes`, and what a module's
@@ -17,6 +18,7 @@ Like routing.py it imports only torch: `autokernel export` inlines it.
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 from collections.abc import Callable, Mapping
@@ -25,6 +27,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from autokernel.integrate.call_recording import _RECORDER  # verify's replay of routed calls
 from autokernel.integrate.routing import PROBE_SEED, Outcome, RoutedKernel
 from autokernel.integrate.triton_ops import TRITON_OP
 
@@ -116,19 +119,53 @@ def kernel_running() -> bool:
 
 def call_kernel(kernel: RoutedKernel, *args: Any) -> Outcome:
     """Run the kernel; an input it rejects (ValueError/NotImplementedError) is left to PyTorch."""
-    direct = kernel.op.direct
-    registered = direct is None or _needs_custom_op(args)
+    if kernel.op.direct is None or _needs_custom_op(args):
+        return _call_registered(kernel, *args)
+    return _call_direct(kernel, *args)
+
+
+def _call_registered(kernel: RoutedKernel, *args: Any) -> Outcome:
+    """The kernel through its registered op: autograd and the compiler see it."""
+    if _RECORDER[0] is not None:
+        _RECORDER[0].record_bare(kernel, args)
     _RUNNING[0] += 1
     try:
-        if registered:
-            return kernel.op.op(*args), None
-        with host_code():
-            return direct(*args), None
+        return kernel.op.op(*args), None
     except (ValueError, NotImplementedError) as exc:
-        first = (str(exc).strip().splitlines() or [""])[0]
-        return None, f"kernel refused: {first[:80]}"
+        return None, _kernel_refusal(exc)
     finally:
         _RUNNING[0] -= 1
+
+
+def _call_direct(kernel: RoutedKernel, *args: Any) -> Outcome:
+    """The kernel's plain function, without the dispatcher, with torch-function handling off
+    for its host code when a mode is on (a Router's: `host_code`)."""
+    if _RECORDER[0] is not None:
+        _RECORDER[0].record_bare(kernel, args)
+    _RUNNING[0] += 1
+    try:
+        if torch._C._is_torch_function_mode_enabled():
+            with host_code():
+                return kernel.op.direct(*args), None  # type: ignore[misc]
+        return kernel.op.direct(*args), None  # type: ignore[misc]
+    except (ValueError, NotImplementedError) as exc:
+        return None, _kernel_refusal(exc)
+    finally:
+        _RUNNING[0] -= 1
+
+
+def _kernel_refusal(exc: BaseException) -> str:
+    first = (str(exc).strip().splitlines() or [""])[0]
+    return f"kernel refused: {first[:80]}"
+
+
+def kernel_caller(kernel: RoutedKernel, *tensors: torch.Tensor) -> Callable[..., Outcome]:
+    """How a plan calls the kernel for calls of its signature: through the registered op where
+    autograd or the compiler needs it (`_needs_custom_op` of these tensors, decided now: grad
+    mode and requires_grad are part of the signature), the plain function otherwise."""
+    if kernel.op.direct is None or _needs_custom_op(tensors):
+        return functools.partial(_call_registered, kernel)
+    return functools.partial(_call_direct, kernel)
 
 
 def only_tensor_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
@@ -221,14 +258,22 @@ def axis_view(x: torch.Tensor, axis: int) -> torch.Tensor:
     return x.reshape(math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
 
 
-def call_over_axis(kernel: RoutedKernel, x: torch.Tensor, axis: int, *trailing: Any) -> Outcome:
-    """A single-input kernel over dim `axis` of x: on its rows when that is the last dim (the
-    signature every kernel takes), else on the [outer, N, inner] view with the axis argument 1.
+def over_axis_caller(kernel: RoutedKernel, x: torch.Tensor, axis: int,
+                     *trailing: Any) -> Callable[[torch.Tensor], Outcome]:
+    """A plan's call of a single-input kernel over dim `axis` of tensors of x's signature:
+    `(x) -> Outcome`, on x's rows when that is the last dim (the signature every kernel takes;
+    a 2-D x is its rows), else on the [outer, N, inner] view with the axis argument 1.
     `trailing` arguments (reduce's op) follow the axis, which is then passed at the last dim too
-    (-1)."""
+    (-1). The output is the kernel's, in the shape of what it was given."""
+    call = kernel_caller(kernel, x)
     if axis == x.ndim - 1:
-        return call_kernel(kernel, as_rows(x, x.shape[-1]), *((-1, *trailing) if trailing else ()))
-    return call_kernel(kernel, axis_view(x, axis), 1, *trailing)
+        width, extra = x.shape[-1], ((-1, *trailing) if trailing else ())
+        if x.ndim == 2:
+            return lambda x: call(x, *extra)
+        return lambda x: call(x.reshape(-1, width), *extra)
+    shape = x.shape
+    view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
+    return lambda x: call(x.reshape(view), 1, *trailing)
 
 
 def unverified_value(kernel: RoutedKernel, name: str, value: float | None) -> str | None:

@@ -4,7 +4,8 @@
 harness verified, parameters, profiled call sites, tolerances); `RouteStats`/`PatchReport` count
 the calls each route sent to its kernel and those it left to PyTorch, with the reasons. The
 public helpers that decide whether one call may go to a kernel, call it, bind a torch function's
-arguments and judge a probe are in `route_helpers.py`.
+arguments and judge a probe are in `route_helpers.py`; a route's decision kept per call
+signature (its plan) in `plans.py`; verify's replay of routed calls in `call_recording.py`.
 
 The routes themselves live in each op entry's integration section (`autokernel/ops/<type>.py`,
 which modules and torch calls go to its kernel), applied by `patch.py`; `function_routes.py` (a

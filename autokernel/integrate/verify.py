@@ -75,6 +75,7 @@ from autokernel.integrate.end_to_end import (  # noqa: F401 - verify's API, re-e
     speedup_figure,
     speedups,
     time_device,
+    time_host,
     time_wall,
 )
 from autokernel.integrate.ablation import FORCED, NOT_JUDGED_CPU
@@ -90,10 +91,12 @@ from autokernel.text import count_of, error_summary, scope_name
 from autokernel.versions import software_versions
 
 if TYPE_CHECKING:
+    import torch
     from torch import nn
 
     from autokernel.integrate.loader import FinishedRun
     from autokernel.integrate.patch import PatchReport
+    from autokernel.integrate.call_recording import CallRecorder
 
 DEFAULT_BUDGET_S = 20.0
 
@@ -201,6 +204,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     import torch
 
     from autokernel.integrate.loader import RunError, load_finished, load_run_model
+    from autokernel.integrate.call_recording import recording_calls
     from autokernel.ops.spec import dtype_name
     from autokernel.profiling.model_loader import call_forward
 
@@ -228,7 +232,8 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
             raise RunError(f"the run's model fails on its own inputs: {one_line(exc)}") from None
         patch.report.reset_counts()
         try:
-            patched_out = call_forward(patched, inputs)
+            with recording_calls() as recorded:  # each kernel's first routed call, to time again
+                patched_out = call_forward(patched, inputs)
         except Exception as exc:
             failure = f"the patched model's forward raised {one_line(exc)}"
             return _failed(run, options, loaded_kernels.manifest, patch, dtype_label, failure,
@@ -256,6 +261,9 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
                   emit=log.emit, note=log.note)
     measured = measure_in_context(setup)
     timing = _timing(measured, options)
+    routing_cost = routing_host_cost(recorded, torch.device(device))
+    for line in routing_cost_lines(routing_cost):
+        log.emit(line)
 
     oracle_type = oracle_dtype(dtype)
     oracle_inputs = cast_inputs(inputs, oracle_type)
@@ -292,6 +300,7 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
                            for mode, tags in measured["selection"].items()}
         row["host_us_per_call"] = _host_per_call(eager_rows.get(row["tag"]),
                                                  row["calls_per_forward"])
+        row["routing_host_us"] = routing_cost.get(row["tag"])
     speedup = {which: speedups(timing[which]["contestants"]) for which in (DEVICE, WALL)}
     eager_choice = set(measured["selection"].get("eager", []))
     parts = [{"tag": r["tag"], "share": r["share"], "kernel_speedup": r["speedup_vs_eager"]}
@@ -314,6 +323,47 @@ def _verify(run: FinishedRun, options: VerifyOptions, log: VerifyLog) -> dict[st
     result["seconds"] = round(time.perf_counter() - started, 1)
     save_result(run.root, result)
     return result
+
+
+ROUTING_HOST_LIMIT_US = 10.0  # issue 25: a routed call adds at most this over the bare launch
+
+
+def routing_host_cost(recorded: CallRecorder, device: torch.device
+                      ) -> dict[str, dict[str, float]]:
+    """What the routing adds to a kernel's host time per call, per kernel tag (a GPU only):
+    its first routed call of the patched forward made again through its route ("routed"), and
+    the kernel file's kernel_fn alone on the same arguments ("bare"), each timed on the host
+    clock with the GPU held busy (`time_host`), grad off as in that forward. A kernel whose
+    route spans several calls (a deferred add and its norm, an attention or LM-head chain)
+    has no replay and no figure."""
+    import torch
+
+    if device.type != "cuda":
+        return {}
+    figures: dict[str, dict[str, float]] = {}
+    with torch.no_grad():
+        for tag, routed in recorded.routed.items():
+            try:
+                timed = time_host({"routed": routed, "bare": recorded.bare[tag]}, device)
+            except Exception:  # a replay that fails is no figure, not a failed verify
+                continue
+            us = {name: t["median_us"] for name, t in timed["contestants"].items()}
+            if "routed" in us and "bare" in us:
+                figures[tag] = {"routed_us": us["routed"], "bare_us": us["bare"],
+                                "routing_us": us["routed"] - us["bare"]}
+    return figures
+
+
+def routing_cost_lines(figures: dict[str, dict[str, float]]) -> list[str]:
+    if not figures:
+        return []
+    parts = [f"{tag} {f['routing_us']:+.1f} µs ({f['routed_us']:.1f} routed, "
+             f"{f['bare_us']:.1f} bare)" for tag, f in figures.items()]
+    over = [tag for tag, f in figures.items() if f["routing_us"] > ROUTING_HOST_LIMIT_US]
+    verdict = (f"over {ROUTING_HOST_LIMIT_US:g} µs: {', '.join(over)}" if over
+               else f"every one within {ROUTING_HOST_LIMIT_US:g} µs")
+    return [f"host cost of the routing per call, over the bare kernel_fn launch (GPU held "
+            f"busy): {'; '.join(parts)}; {verdict}"]
 
 
 def _host_per_call(row: dict[str, Any] | None, calls: int) -> float | None:

@@ -162,10 +162,18 @@ def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch
 def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
     """Straight through the compiled kernel when every pointer is 16-byte aligned, as it was
     compiled for; a view at an odd offset goes through Triton's JIT, which specializes on it."""
-    if launch.compiled is not None and all(t.data_ptr() % 16 == 0 for t in tensors):
+    if launch.compiled is not None and _aligned(tensors):
         launch.compiled[launch.grid](*tensors, *launch.args)
     else:
         launch.kernel[launch.grid](*tensors, *launch.args, **launch.options)
+
+
+def _aligned(tensors: tuple[torch.Tensor, ...]) -> bool:
+    """Every pointer 16-byte aligned (a plain loop: `all()` over a generator took ~1 µs more)."""
+    for t in tensors:
+        if t.data_ptr() % 16:
+            return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024)

@@ -20,12 +20,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from autokernel import reference
-from autokernel.integrate.integration import CallRoute, FusedAddRoute, Integration
+from autokernel.integrate.integration import CallRoute, FusedAddRoute, Integration, Plan
+from autokernel.integrate.routing import RoutedKernel
+from autokernel.integrate.plans import module_attribute
 from autokernel.integrate.residual_norm import (
-    ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_call,
+    ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_plan,
 )
-from autokernel.integrate.routing import Outcome, RoutedKernel
-from autokernel.integrate.route_helpers import affine_or_constant
 from autokernel.ops.layernorm import LAYERNORM_MODULE, SPEC as LAYERNORM, _affine
 from autokernel.ops.residual_inputs import (
     cancelling_pair, large_residual_pair, mixed_scale_pair, residual_input_maker, residual_pair,
@@ -182,13 +182,17 @@ def _recognize_layernorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
     return {"width": int(module.normalized_shape[0])}
 
 
-def _fuse_layernorm(tap: FusedNormTap, pending: PendingSum) -> Outcome:
-    x, _ = pending.operands
-    width = x.shape[-1]
+def _fused_layernorm_inputs(tap: FusedNormTap, pending: PendingSum) -> tuple[Any, ...]:
+    x, residual = pending.operands
     module = tap.module
-    weight = affine_or_constant(module.weight, tap, "weight", width, x, 1.0)
-    bias = affine_or_constant(module.bias, tap, "bias", width, x, 0.0)
-    return fused_norm_call(tap, pending, weight, bias, eps=module.eps)
+    return (x, residual, module.eps, module_attribute(module, "weight"),
+            module_attribute(module, "bias"))
+
+
+def _plan_fused_layernorm(tap: FusedNormTap, x: torch.Tensor, residual: torch.Tensor,
+                          eps: float, weight: torch.Tensor | None,
+                          bias: torch.Tensor | None) -> Plan:
+    return fused_norm_plan(tap, x, residual, eps, (weight, 1.0), (bias, 0.0))
 
 
 INTEGRATION = Integration(
@@ -198,7 +202,8 @@ INTEGRATION = Integration(
     backward="recompute",
     recompute=_add_layernorm_recompute,
     call_routes={"": (CallRoute(ADD_FUNCTIONS, defer_add),)},
-    fused_add=FusedAddRoute(_recognize_layernorm, _fuse_layernorm),
+    fused_add=FusedAddRoute(_recognize_layernorm, _fused_layernorm_inputs,
+                            _plan_fused_layernorm),
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(64, 128, dtype=dtype),
                            torch.empty(128, dtype=dtype), torch.empty(128, dtype=dtype), 1e-5),
 )

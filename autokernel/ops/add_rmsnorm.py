@@ -18,17 +18,13 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from autokernel.integrate.integration import CallRoute, FusedAddRoute, Integration
+from autokernel.integrate.integration import CallRoute, FusedAddRoute, Integration, Plan
+from autokernel.integrate.routing import RoutedKernel
+from autokernel.integrate.route_helpers import probe_close, probe_passes, probe_tensor
+from autokernel.integrate.plans import module_attribute
 from autokernel.integrate.residual_norm import (
-    ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_call,
+    ADD_FUNCTIONS, FusedNormTap, PendingSum, defer_add, fake_two_like_first, fused_norm_plan,
     handwritten_norm,
-)
-from autokernel.integrate.routing import Outcome, RoutedKernel
-from autokernel.integrate.route_helpers import (
-    affine_or_constant,
-    probe_close,
-    probe_passes,
-    probe_tensor,
 )
 from autokernel.ops.residual_inputs import (
     cancelling_pair, large_residual_pair, mixed_scale_pair, residual_input_maker, residual_pair,
@@ -201,12 +197,16 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
     return "probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim"
 
 
-def _fuse_rmsnorm(tap: FusedNormTap, pending: PendingSum) -> Outcome:
-    x, _ = pending.operands
-    weight = affine_or_constant(getattr(tap.module, "weight", None), tap, "weight", x.shape[-1],
-                                x, 1.0)
-    eps = getattr(tap.module, tap.details["eps_attribute"])
-    return fused_norm_call(tap, pending, weight, eps=eps)
+def _fused_rmsnorm_inputs(tap: FusedNormTap, pending: PendingSum) -> tuple[Any, ...]:
+    x, residual = pending.operands
+    module = tap.module
+    return x, residual, getattr(module, tap.details["eps_attribute"]), \
+        module_attribute(module, "weight")
+
+
+def _plan_fused_rmsnorm(tap: FusedNormTap, x: torch.Tensor, residual: torch.Tensor,
+                        eps: float | None, weight: torch.Tensor | None) -> Plan:
+    return fused_norm_plan(tap, x, residual, eps, (weight, 1.0))
 
 
 INTEGRATION = Integration(
@@ -215,7 +215,7 @@ INTEGRATION = Integration(
     backward="recompute",
     recompute=_add_rmsnorm_recompute,
     call_routes={"": (CallRoute(ADD_FUNCTIONS, defer_add),)},
-    fused_add=FusedAddRoute(_recognize_rmsnorm, _fuse_rmsnorm),
+    fused_add=FusedAddRoute(_recognize_rmsnorm, _fused_rmsnorm_inputs, _plan_fused_rmsnorm),
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(64, 128, dtype=dtype),
                            torch.empty(128, dtype=dtype), 1e-5),
 )

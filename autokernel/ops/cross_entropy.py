@@ -14,9 +14,10 @@ import torch.nn.functional as F
 
 from autokernel import reference
 from autokernel.integrate.custom_ops import saved_inputs
-from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
-from autokernel.integrate.route_helpers import REQUIRED, bind_arguments, call_kernel, call_refusal
+from autokernel.integrate.integration import CallRoute, Integration, Plan
+from autokernel.integrate.routing import Outcome, RoutedKernel, RouteStats
+from autokernel.integrate.route_helpers import REQUIRED, bind_arguments, call_refusal, kernel_caller
+from autokernel.integrate.plans import argument_getter
 from autokernel.ops.spec import (
     AdversarialCase, AtenRule, Inputs, OpSpec, Shape, element_size, sample,
 )
@@ -347,30 +348,40 @@ def _cross_entropy_gradient(ctx: Any, grad: torch.Tensor) -> tuple[Any, ...]:
     return (probs * scale).to(logits.dtype), None
 
 
-def _cross_entropy_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                        kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = bind_arguments(
-        args, kwargs,
-        ("input", "target", "weight", "size_average", "ignore_index", "reduce",
-         "reduction", "label_smoothing"),
-        (REQUIRED, REQUIRED, None, None, -100, None, "mean", 0.0))
+CROSS_ENTROPY_ARGUMENTS = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
+                           "reduction", "label_smoothing")
+CROSS_ENTROPY_DEFAULTS = (REQUIRED, REQUIRED, None, None, -100, None, "mean", 0.0)
+
+
+def _plan_cross_entropy(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                        kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
+    bound = bind_arguments(args, kwargs, CROSS_ENTROPY_ARGUMENTS, CROSS_ENTROPY_DEFAULTS)
     if bound is None:
-        return None, "arguments"
+        return "arguments"
     logits, targets = bound["input"], bound["target"]
     if bound["weight"] is not None or bound["size_average"] is not None or \
             bound["reduce"] is not None or bound["label_smoothing"] != 0.0:
-        return None, "weight, smoothing or legacy arguments"
+        return "weight, smoothing or legacy arguments"
     if bound["ignore_index"] != -100 or bound["reduction"] != "mean":
-        return None, "ignore_index or reduction"
-    if logits.ndim != 2 or targets.ndim != 1 or targets.dtype != torch.int64 or \
+        return "ignore_index or reduction"
+    if not (isinstance(logits, torch.Tensor) and isinstance(targets, torch.Tensor)) or \
+            logits.ndim != 2 or targets.ndim != 1 or targets.dtype != torch.int64 or \
             targets.shape[0] != logits.shape[0]:
-        return None, "shape"
+        return "shape"
     why = call_refusal(kernel, logits)
     if why:
-        return None, why
-    out, why = call_kernel(kernel, logits, targets)
-    # F.cross_entropy returns the logits' dtype; the kernel's float32 loss is cast to match.
-    return (None, why) if why else (out.to(logits.dtype), None)
+        return why
+    call, dtype = kernel_caller(kernel, logits, targets), logits.dtype
+    cast = dtype != _loss_dtype(logits)
+    get_logits, get_targets = (argument_getter(CROSS_ENTROPY_ARGUMENTS, args, name)
+                               for name in ("input", "target"))
+
+    def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        out, why = call(get_logits(args, kwargs), get_targets(args, kwargs))
+        # F.cross_entropy returns the logits' dtype; the kernel's float32 loss is cast to match.
+        return (None, why) if why else ((out.to(dtype) if cast else out), None)
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -378,6 +389,6 @@ INTEGRATION = Integration(
     fake=_fake_cross_entropy,
     backward="analytic",
     gradient=_cross_entropy_gradient,
-    call_routes={"": (CallRoute((F.cross_entropy,), _cross_entropy_call),)},
+    call_routes={"": (CallRoute((F.cross_entropy,), plan=_plan_cross_entropy),)},
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.zeros(64, dtype=torch.long)),
 )

@@ -21,15 +21,16 @@ import torch.nn.functional as F
 from autokernel import reference
 from autokernel.integrate.attention_chain import CHAIN_STARTS, start_chain
 from autokernel.integrate.custom_ops import fake_like_first
-from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.integration import CallRoute, Integration, Plan
+from autokernel.integrate.routing import RoutedKernel, RouteStats
 from autokernel.integrate.route_helpers import (
     REQUIRED,
     attention_scale_unverified,
     bind_arguments,
-    call_kernel,
     call_refusal,
+    kernel_caller,
 )
+from autokernel.integrate.plans import argument_getter
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -435,32 +436,40 @@ def _sdpa(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, causal: bool = True
     return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
 
-def _sdpa_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = bind_arguments(
-        args, kwargs,
-        ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
-         "enable_gqa"),
-        (REQUIRED, REQUIRED, REQUIRED, None, 0.0, False, None, False))
+SDPA_ARGUMENTS = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale",
+                  "enable_gqa")
+SDPA_DEFAULTS = (REQUIRED, REQUIRED, REQUIRED, None, 0.0, False, None, False)
+
+
+def _plan_sdpa(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
+    bound = bind_arguments(args, kwargs, SDPA_ARGUMENTS, SDPA_DEFAULTS)
     if bound is None:
-        return None, "arguments"
+        return "arguments"
     q, k, v = bound["query"], bound["key"], bound["value"]
     if bound["attn_mask"] is not None:
-        return None, "attn_mask"
+        return "attn_mask"
     if bound["dropout_p"]:
-        return None, "dropout"
+        return "dropout"
     causal, verified = bool(bound["is_causal"]), bool(kernel.params.get("causal", True))
     if causal != verified:
-        return None, f"is_causal={causal} (verified: {verified})"
+        return f"is_causal={causal} (verified: {verified})"
+    if not all(isinstance(t, torch.Tensor) for t in (q, k, v)):
+        return "arguments"
     if bound["enable_gqa"] or q.ndim != 4 or q.shape != k.shape or q.shape != v.shape:
-        return None, "q, k, v shapes differ"
+        return "q, k, v shapes differ"
     scale = bound["scale"]
     if scale is not None and math.isclose(float(scale), q.shape[-1] ** -0.5, rel_tol=1e-6):
         scale = None  # the default, spelled out
     why = call_refusal(kernel, q, k, v) or attention_scale_unverified(kernel, scale, q.shape[-1])
     if why:
-        return None, why
-    return call_kernel(kernel, q, k, v, causal, None if scale is None else float(scale))
+        return why
+    call = kernel_caller(kernel, q, k, v)
+    scale = None if scale is None else float(scale)
+    get_q, get_k, get_v = (argument_getter(SDPA_ARGUMENTS, args, name)
+                           for name in SDPA_ARGUMENTS[:3])
+    return lambda args, kwargs: call(get_q(args, kwargs), get_k(args, kwargs),
+                                     get_v(args, kwargs), causal, scale)
 
 
 INTEGRATION = Integration(
@@ -470,7 +479,7 @@ INTEGRATION = Integration(
     recompute=_sdpa,
     # F.scaled_dot_product_attention, and softmax(q @ kᵀ · scale [mask]) @ v written out
     # (attention_chain.py defers the scores until the chain is known).
-    call_routes={"": (CallRoute((F.scaled_dot_product_attention,), _sdpa_call),
+    call_routes={"": (CallRoute((F.scaled_dot_product_attention,), plan=_plan_sdpa),
                       CallRoute(CHAIN_STARTS, start_chain))},
     example=lambda dtype: (*(torch.empty(1, 2, 128, 64, dtype=dtype) for _ in "qkv"), True, None),
 )

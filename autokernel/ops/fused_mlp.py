@@ -27,12 +27,11 @@ from torch import nn
 
 from autokernel import reference
 from autokernel.reference import MLP_ACTIVATIONS, mlp_activation
-from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.integration import Integration, ModuleRoute, Plan
 from autokernel.integrate.routing import Outcome, RoutedKernel
 from autokernel.integrate.route_helpers import (
-    as_rows,
-    call_kernel,
     call_refusal,
+    kernel_caller,
     only_tensor_argument,
     plain_linear,
     positional_arity,
@@ -40,6 +39,7 @@ from autokernel.integrate.route_helpers import (
     probe_passes,
     probe_tensor,
 )
+from autokernel.integrate.plans import module_attribute
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -391,17 +391,36 @@ def _recognize_gated_mlp(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
         else None
 
 
-def _fused_mlp_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+def _fused_mlp_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                      ) -> tuple[Any, ...] | str:
     x = only_tensor_argument(args, kwargs)
-    gate, up, down = (getattr(route.module, n).weight for n in route.details["projections"])
-    if x is None or x.ndim == 0 or x.shape[-1] != gate.shape[1]:
-        return None, "arguments"
+    if x is None:
+        return "arguments"
+    module = route.module
+    return (x, *(module_attribute(module_attribute(module, name), "weight")
+                 for name in route.details["projections"]))
+
+
+def _plan_fused_mlp(route: Any, x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+                    down: torch.Tensor) -> Plan:
+    if x.ndim == 0 or x.shape[-1] != gate.shape[1]:
+        return "arguments"
     why = call_refusal(route.kernel, x, gate, up, down)
     if why:
-        return None, why
-    out, why = call_kernel(route.kernel, as_rows(x, x.shape[-1]), gate, up, down,
-                           *_activation_arguments(route.kernel))
-    return (None, why) if why else (out.reshape(*x.shape[:-1], down.shape[0]), None)
+        return why
+    call, activation = kernel_caller(route.kernel, x, gate, up, down), \
+        _activation_arguments(route.kernel)
+    width, rows = x.shape[-1], x.ndim != 2
+    shape = (*x.shape[:-1], down.shape[0])
+
+    def run(x: torch.Tensor, gate: torch.Tensor, up: torch.Tensor,
+            down: torch.Tensor) -> Outcome:
+        if not rows:
+            return call(x, gate, up, down, *activation)
+        out, why = call(x.reshape(-1, width), gate, up, down, *activation)
+        return (None, why) if why else (out.reshape(shape), None)
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -409,7 +428,8 @@ INTEGRATION = Integration(
            "-> Tensor",
     fake=_fake_fused_mlp,
     backward="recompute",
-    module_route=ModuleRoute(_recognize_gated_mlp, _fused_mlp_forward, whole_forward=True),
+    module_route=ModuleRoute(_recognize_gated_mlp, _fused_mlp_inputs, _plan_fused_mlp,
+                             whole_forward=True),
     example=lambda dtype: tuple(torch.empty(s, dtype=dtype)
                                 for s in ((64, 128), (256, 128), (256, 128), (128, 256))),
 )

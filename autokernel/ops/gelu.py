@@ -16,19 +16,20 @@ import torch.nn.functional as F
 from torch import nn
 
 from autokernel.integrate.custom_ops import saved_inputs
-from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute, Plan
+from autokernel.integrate.routing import RoutedKernel, RouteStats
 from autokernel.integrate.route_helpers import (
     REQUIRED,
     bind_arguments,
-    call_kernel,
     call_refusal,
+    kernel_caller,
     only_tensor_argument,
     positional_arity,
     probe_close,
     probe_passes,
     probe_tensor,
 )
+from autokernel.integrate.plans import argument_getter
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
 )
@@ -224,22 +225,24 @@ GELU_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 }
 
 
-def _gelu_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-               kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+def _plan_gelu(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+               kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
     """F.gelu(x, approximate=...), which nn.GELU's forward calls too."""
-    bound = bind_arguments(args, kwargs, *GELU_SIGNATURES[func])
+    names, defaults = GELU_SIGNATURES[func]
+    bound = bind_arguments(args, kwargs, names, defaults)
     if bound is None:
-        return None, "arguments"
+        return "arguments"
     x, approximate = bound["input"], bound["approximate"]
     if not isinstance(x, torch.Tensor) or x.numel() == 0:
-        return None, "arguments"
+        return "arguments"
     verified = kernel.params.get("approximate", "none")
     if approximate != verified:
-        return None, f"approximate={approximate!r} (verified: {verified!r})"
+        return f"approximate={approximate!r} (verified: {verified!r})"
     why = call_refusal(kernel, x)
     if why:
-        return None, why
-    return call_kernel(kernel, x, approximate)
+        return why
+    call, get_x = kernel_caller(kernel, x), argument_getter(names, args, "input")
+    return lambda args, kwargs: call(get_x(args, kwargs), approximate)
 
 
 def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:
@@ -261,15 +264,20 @@ def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str,
     return {"approximate": approximate} if probe_passes(computes_gelu) else None
 
 
-def _gelu_module_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-                         ) -> Outcome:
+def _gelu_module_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                        ) -> tuple[Any, ...] | str:
     x = only_tensor_argument(args, kwargs)
-    if x is None or x.numel() == 0:
-        return None, "arguments"
+    return "arguments" if x is None else (x,)
+
+
+def _plan_gelu_module(route: Any, x: torch.Tensor) -> Plan:
+    if x.numel() == 0:
+        return "arguments"
     why = call_refusal(route.kernel, x)
     if why:
-        return None, why
-    return call_kernel(route.kernel, x, route.details["approximate"])
+        return why
+    call, approximate = kernel_caller(route.kernel, x), route.details["approximate"]
+    return lambda x: call(x, approximate)
 
 
 INTEGRATION = Integration(
@@ -277,8 +285,9 @@ INTEGRATION = Integration(
     fake=lambda x, approximate: torch.empty_like(x, memory_format=torch.contiguous_format),
     backward="analytic",
     gradient=_gelu_gradient,
-    call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), _gelu_call),)},
+    call_routes={"": (CallRoute(tuple(GELU_SIGNATURES), plan=_plan_gelu),)},
     # GELU written out as a module's whole forward (after a probe).
-    module_route=ModuleRoute(_recognize_gelu_module, _gelu_module_forward, whole_forward=True),
+    module_route=ModuleRoute(_recognize_gelu_module, _gelu_module_inputs, _plan_gelu_module,
+                             whole_forward=True),
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), "none"),
 )

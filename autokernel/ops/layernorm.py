@@ -13,16 +13,16 @@ from torch import nn
 
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first
-from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.integration import Integration, ModuleRoute, Plan
 from autokernel.integrate.routing import Outcome, RoutedKernel
 from autokernel.integrate.route_helpers import (
     affine_or_constant,
-    as_rows,
-    call_kernel,
     call_refusal,
+    kernel_caller,
     only_tensor_argument,
     unverified_value,
 )
+from autokernel.integrate.plans import module_attribute
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES,
     ROW_CPU_EDGE_SHAPES,
@@ -256,31 +256,59 @@ def _recognize_layernorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, A
     return {}
 
 
-def _layernorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+def _layernorm_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                      ) -> tuple[Any, ...] | str:
     x = only_tensor_argument(args, kwargs)
-    if x is None or x.ndim == 0:
-        return None, "arguments"
+    if x is None:
+        return "arguments"
     module = route.module
-    normalized = tuple(module.normalized_shape)
+    return (x, module_attribute(module, "weight"), module_attribute(module, "bias"), module.eps,
+            tuple(module.normalized_shape))
+
+
+def _plan_layernorm(route: Any, x: torch.Tensor, weight: torch.Tensor | None,
+                    bias: torch.Tensor | None, eps: float, normalized: tuple[int, ...]) -> Plan:
+    """On x's rows (x itself when 2-D) over the flattened normalized dims, with the flattened
+    weight and bias (constants of ones and zeros for a module without them)."""
+    if x.ndim == 0:
+        return "arguments"
     if x.ndim < len(normalized) or tuple(x.shape[x.ndim - len(normalized):]) != normalized:
-        return None, "shape"
+        return "shape"
     width = math.prod(normalized)
-    flat_weight = module.weight.reshape(width) if module.weight is not None else None
-    flat_bias = module.bias.reshape(width) if module.bias is not None else None
-    weight = affine_or_constant(flat_weight, route, "weight", width, x, 1.0)
-    bias = affine_or_constant(flat_bias, route, "bias", width, x, 0.0)
-    why = (call_refusal(route.kernel, x, weight, bias)
-           or unverified_value(route.kernel, "eps", module.eps))
+    flat = len(normalized) != 1  # weight and bias [*normalized], passed as [width]
+    weight_rows = weight.reshape(width) if weight is not None and flat else weight
+    bias_rows = bias.reshape(width) if bias is not None and flat else bias
+    ones = affine_or_constant(weight_rows, route, "weight", width, x, 1.0)
+    zeros = affine_or_constant(bias_rows, route, "bias", width, x, 0.0)
+    why = call_refusal(route.kernel, x, ones, zeros) or unverified_value(route.kernel, "eps", eps)
     if why:
-        return None, why
-    out, why = call_kernel(route.kernel, as_rows(x, width), weight, bias, float(module.eps))
-    return (None, why) if why else (out.reshape(x.shape), None)
+        return why
+    call, eps = kernel_caller(route.kernel, x, ones, zeros), float(eps)
+    constant_weight, constant_bias = weight is None, bias is None
+    shape, rows = tuple(x.shape), x.ndim != 2 or x.shape[1] != width
+
+    def run(x: torch.Tensor, weight: torch.Tensor | None, bias: torch.Tensor | None,
+            *_: Any) -> Outcome:
+        if constant_weight:
+            weight = ones
+        elif flat:
+            weight = weight.reshape(width)  # type: ignore[union-attr]
+        if constant_bias:
+            bias = zeros
+        elif flat:
+            bias = bias.reshape(width)  # type: ignore[union-attr]
+        if not rows:
+            return call(x, weight, bias, eps)
+        out, why = call(x.reshape(-1, width), weight, bias, eps)
+        return (None, why) if why else (out.reshape(shape), None)
+
+    return run
 
 
 INTEGRATION = Integration(
     schema="(Tensor x, Tensor weight, Tensor bias, float eps) -> Tensor",
     fake=fake_like_first,
     backward="recompute",
-    module_route=ModuleRoute(_recognize_layernorm, _layernorm_forward),
+    module_route=ModuleRoute(_recognize_layernorm, _layernorm_inputs, _plan_layernorm),
     example=lambda dtype: (*(torch.empty(s, dtype=dtype) for s in ((64, 128), 128, 128)), 1e-5),
 )

@@ -26,17 +26,17 @@ from torch import nn
 from autokernel import reference
 from autokernel.integrate.attention_chain import NOT_MINE
 from autokernel.integrate.custom_ops import saved_inputs
-from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.integration import CallRoute, Integration, ModuleRoute, Plan
+from autokernel.integrate.routing import Outcome, RoutedKernel, RouteStats
 from autokernel.integrate.route_helpers import (
     REQUIRED,
-    as_rows,
     bind_arguments,
-    call_kernel,
     call_refusal,
+    kernel_caller,
     only_tensor_argument,
     plain_linear,
 )
+from autokernel.integrate.plans import argument_getter, module_attribute
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -433,28 +433,42 @@ def _recognize_linear(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any]
     return {} if plain_linear(module) else None
 
 
-def _linear_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+def _linear_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                   ) -> tuple[Any, ...] | str:
+    x = only_tensor_argument(args, kwargs)
+    if x is None:
+        return "arguments"
+    module = route.module
+    return x, module_attribute(module, "weight"), module_attribute(module, "bias")
+
+
+def _plan_linear(route: Any, x: torch.Tensor, weight: torch.Tensor,
+                 bias: torch.Tensor | None) -> Plan:
     """nn.Linear: x[..., K] @ Wᵀ + bias, with Wᵀ made contiguous once and cached until the
     weight changes. Under autograd (a weight that needs a gradient) and under torch.compile the
     kernel reads Wᵀ as a strided view instead, so gradients reach the parameter, with no copy."""
-    x = only_tensor_argument(args, kwargs)
-    module = route.module
-    weight, bias = module.weight, module.bias
-    if x is None or x.ndim == 0 or x.shape[-1] != weight.shape[1]:
-        return None, "arguments"
+    if x.ndim == 0 or x.shape[-1] != weight.shape[1]:
+        return "arguments"
     why = call_refusal(route.kernel, x, weight, *(() if bias is None else (bias,)))
     if why:
-        return None, why
-    if torch.compiler.is_compiling() or (torch.is_grad_enabled() and weight.requires_grad):
-        weight_t = weight.t()  # a view: autograd reaches the parameter, the compiler sees no copy
-    else:
-        weight_t = _cached_transpose(route, weight)
-    out, why = call_kernel(route.kernel, as_rows(x, x.shape[-1]), weight_t)
-    if why:
-        return None, why
-    if bias is not None:
-        out = out + bias if torch.is_grad_enabled() else out.add_(bias)
-    return out.reshape(*x.shape[:-1], weight.shape[0]), None
+        return why
+    grad = torch.is_grad_enabled()
+    # a view: autograd reaches the parameter, the compiler sees no copy
+    transposed_view = torch.compiler.is_compiling() or (grad and weight.requires_grad)
+    call = kernel_caller(route.kernel, x, weight)
+    width, rows = x.shape[-1], x.ndim != 2
+    shape = (*x.shape[:-1], weight.shape[0])
+
+    def run(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None) -> Outcome:
+        weight_t = weight.t() if transposed_view else _cached_transpose(route, weight)
+        out, why = call(x.reshape(-1, width) if rows else x, weight_t)
+        if why:
+            return None, why
+        if bias is not None:
+            out = out + bias if grad else out.add_(bias)
+        return (out.reshape(shape) if rows else out), None
+
+    return run
 
 
 def _cached_transpose(route: Any, weight: torch.Tensor) -> torch.Tensor:
@@ -478,43 +492,54 @@ GEMM_FUNCTIONS = (torch.matmul, torch.Tensor.matmul, torch.Tensor.__matmul__, to
                   torch.Tensor.mm)
 
 
-def _matmul_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                 kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+def _plan_matmul(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                 kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
     """A @ B with B batched (role "batched": B has three or more dims, as in attention's Q @ Kᵀ
     and P @ V or bmm) or 2-D (role "gemm": x @ W, mm); the kernel is batched like torch.matmul."""
     names = MATMUL_SIGNATURES[func]
     bound = bind_arguments(args, kwargs, names, (REQUIRED, REQUIRED))
     if bound is None:
-        return None, "arguments"
+        return "arguments"
     a, b = bound[names[0]], bound[names[1]]
     if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)) or a.ndim < 2 or \
             b.ndim < 2 or (b.ndim >= 3) != (kernel.role == "batched"):
-        return None, NOT_MINE
+        return NOT_MINE
     if a.shape[-1] != b.shape[-2]:
-        return None, "shape"
+        return "shape"
     why = call_refusal(kernel, a, b)
-    return (None, why) if why else call_kernel(kernel, a, b)
+    if why:
+        return why
+    call = kernel_caller(kernel, a, b)
+    get_a, get_b = (argument_getter(names, args, name) for name in names)
+    return lambda args, kwargs: call(get_a(args, kwargs), get_b(args, kwargs))
 
 
-def _addmm_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
+def _plan_addmm(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
     """torch.addmm(bias, x, W) (HF's Conv1D), with beta = alpha = 1: x @ W + bias."""
-    bound = bind_arguments(args, kwargs, ("input", "mat1", "mat2", "beta", "alpha"),
-                           (REQUIRED, REQUIRED, REQUIRED, 1, 1))
+    names = ("input", "mat1", "mat2", "beta", "alpha")
+    bound = bind_arguments(args, kwargs, names, (REQUIRED, REQUIRED, REQUIRED, 1, 1))
     if bound is None:
-        return None, "arguments"
+        return "arguments"
     bias, a, b = bound["input"], bound["mat1"], bound["mat2"]
     if not all(isinstance(t, torch.Tensor) for t in (bias, a, b)) or a.ndim != 2 or b.ndim != 2:
-        return None, NOT_MINE
+        return NOT_MINE
     if bound["beta"] != 1 or bound["alpha"] != 1:
-        return None, "beta or alpha"
+        return "beta or alpha"
     why = call_refusal(kernel, a, b, bias)
     if why:
-        return None, why
-    out, why = call_kernel(kernel, a, b)
-    if why:
-        return None, why
-    return (out + bias if torch.is_grad_enabled() else out.add_(bias)), None
+        return why
+    call, grad = kernel_caller(kernel, a, b), torch.is_grad_enabled()
+    get_bias, get_a, get_b = (argument_getter(names, args, name) for name in names[:3])
+
+    def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        out, why = call(get_a(args, kwargs), get_b(args, kwargs))
+        if why:
+            return None, why
+        bias = get_bias(args, kwargs)
+        return (out + bias if grad else out.add_(bias)), None
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -523,11 +548,12 @@ INTEGRATION = Integration(
     backward="analytic",
     gradient=_matmul_gradient,
     # Role "linear" (and "": a matmul kernel of a run made before roles) routes nn.Linear.
-    module_route=ModuleRoute(_recognize_linear, _linear_forward, roles=("linear", "")),
+    module_route=ModuleRoute(_recognize_linear, _linear_inputs, _plan_linear,
+                             roles=("linear", "")),
     call_routes={
-        "batched": (CallRoute(BATCHED_FUNCTIONS, _matmul_call),),
-        "gemm": (CallRoute(GEMM_FUNCTIONS, _matmul_call),
-                 CallRoute((torch.addmm, torch.Tensor.addmm), _addmm_call)),
+        "batched": (CallRoute(BATCHED_FUNCTIONS, plan=_plan_matmul),),
+        "gemm": (CallRoute(GEMM_FUNCTIONS, plan=_plan_matmul),
+                 CallRoute((torch.addmm, torch.Tensor.addmm), plan=_plan_addmm)),
     },
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(128, 64, dtype=dtype)),
 )

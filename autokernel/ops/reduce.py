@@ -27,15 +27,16 @@ import torch
 from autokernel import reference
 from autokernel.integrate.attention_chain import NOT_MINE
 from autokernel.integrate.custom_ops import saved_inputs
-from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.integration import CallRoute, Integration, Plan
+from autokernel.integrate.routing import Outcome, RoutedKernel, RouteStats
 from autokernel.integrate.route_helpers import (
     REQUIRED,
     bind_arguments,
-    call_over_axis,
     call_refusal,
     input_over_one_dim,
+    over_axis_caller,
 )
+from autokernel.integrate.plans import argument_getter, run_planner
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -398,36 +399,47 @@ SIGNATURES: dict[str, dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]]] = {
 }
 
 
-def _reduction_call(reduction: str) -> Any:
-    """The call handler of one reduction's torch functions (a role's route)."""
+def _reduction_planner(reduction: str) -> Any:
+    """The call planner of one reduction's torch functions (a role's route)."""
     signatures = SIGNATURES[reduction]
     trailing = () if reduction == "sum" else (reduction,)
 
-    def call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-             kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-        bound = bind_arguments(args, kwargs, *signatures[func])
+    def plan(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+             kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
+        names, defaults = signatures[func]
+        bound = bind_arguments(args, kwargs, names, defaults)
         found = input_over_one_dim(kernel, bound)
         if isinstance(found, str):
-            return None, found
+            return found
         x, axis = found
+        assert bound is not None  # found: the call fits the signature
         if bound.get("dtype") not in (None, x.dtype) or not x.is_floating_point():
-            return None, "dtype"
+            return "dtype"
         if x.numel() < kernel.limits.get("min_elements", 1) or \
                 x.shape[axis] < kernel.limits.get("min_row", 1):
-            return None, "smaller than a reduce target"
+            return "smaller than a reduce target"
         why = call_refusal(kernel, x)
         if why:
-            return None, why
-        out, why = call_over_axis(kernel, x, axis, *trailing)
-        if why:
-            return None, why
-        out = out.reshape(x.shape[:axis] + x.shape[axis + 1:])
-        return (out.unsqueeze(axis) if bound["keepdim"] else out), None
+            return why
+        call = over_axis_caller(kernel, x, axis, *trailing)
+        get_x = argument_getter(names, args, "input")
+        keepdim, kept = bound["keepdim"], x.shape[:axis] + x.shape[axis + 1:]
+        shape = (*kept[:axis], 1, *kept[axis:]) if keepdim else tuple(kept)
+        # The kernel's output over the last dim of a 2-D x already is the reduction's.
+        reshaped = keepdim or not (x.ndim == 2 and axis == 1)
 
-    return call
+        def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+            out, why = call(get_x(args, kwargs))
+            if why:
+                return None, why
+            return (out.reshape(shape) if reshaped else out), None
+
+        return run
+
+    return plan
 
 
-_amax_call = _reduction_call("amax")
+_amax_call = run_planner(_reduction_planner("amax"))
 # torch.max(input, dim, keepdim=False) -> (values, indices), as torch.Tensor.max(dim, keepdim).
 _MAX_SIGNATURE = (("input", "dim", "keepdim"), (REQUIRED, REQUIRED, False))
 MAX_FUNCTIONS = (torch.max, torch.Tensor.max)
@@ -526,7 +538,8 @@ INTEGRATION = Integration(
     gradient=_reduce_gradient,
     # One role per reduction ("" is the sum's): a kernel takes only its own op's calls; the
     # amax kernel also takes torch.max(x, dim) where its indices go unused.
-    call_routes={("" if r == "sum" else r): (CallRoute(tuple(SIGNATURES[r]), _reduction_call(r)),
+    call_routes={("" if r == "sum" else r): (CallRoute(tuple(SIGNATURES[r]),
+                                                       plan=_reduction_planner(r)),
                                              *((CallRoute(MAX_FUNCTIONS, _max_values_call),)
                                                if r == "amax" else ()))
                  for r in OPS},

@@ -15,15 +15,13 @@ from torch import nn
 
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first
-from autokernel.integrate.integration import Integration, ModuleRoute
-from autokernel.integrate.residual_norm import eps_attribute, handwritten_norm
+from autokernel.integrate.integration import Integration, ModuleRoute, Plan
 from autokernel.integrate.routing import Outcome, RoutedKernel
 from autokernel.integrate.route_helpers import (
     affine_or_constant,
-    as_rows,
     axis_view,
-    call_kernel,
     call_refusal,
+    kernel_caller,
     only_tensor_argument,
     positional_arity,
     probe_close,
@@ -32,6 +30,8 @@ from autokernel.integrate.route_helpers import (
     unverified_value,
     verified_over_an_axis,
 )
+from autokernel.integrate.plans import module_attribute
+from autokernel.integrate.residual_norm import eps_attribute, handwritten_norm
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
     AXIS_CPU_SWEEP,
@@ -402,36 +402,55 @@ def _recognize_rmsnorm(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any
     return f"probe: does not compute x·rsqrt(mean(x²) + eps)·weight over the last dim or dim {axis}"
 
 
-def _rmsnorm_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+def _rmsnorm_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                    ) -> tuple[Any, ...] | str:
     x = only_tensor_argument(args, kwargs)
-    if x is None or x.ndim == 0:
-        return None, "arguments"
+    if x is None:
+        return "arguments"
     module = route.module
+    return x, module_attribute(module, "weight"), getattr(module, route.details["eps_attribute"])
+
+
+def _plan_rmsnorm(route: Any, x: torch.Tensor, weight: torch.Tensor | None,
+                  eps: float | None) -> Plan:
+    """Over the last dim on x's rows (x itself when 2-D), or over the verified axis on the
+    [outer, N, inner] view; a weightless norm with a constant gain of ones."""
+    if x.ndim == 0:
+        return "arguments"
     axis = route.details.get("axis", -1)
     if not -x.ndim <= axis < x.ndim:
-        return None, "fewer dims than the verified axis"
+        return "fewer dims than the verified axis"
     axis %= x.ndim
     width = x.shape[axis]
-    weight = affine_or_constant(getattr(module, "weight", None), route, "weight", width, x, 1.0)
-    if weight.shape != (width,):
-        return None, "shape"
-    eps = getattr(module, route.details["eps_attribute"])
+    gain = affine_or_constant(weight, route, "weight", width, x, 1.0)
+    if gain.shape != (width,):
+        return "shape"
     if eps is None:  # nn.RMSNorm's default
         eps = torch.finfo(x.dtype).eps
-    why = call_refusal(route.kernel, x, weight) or unverified_value(route.kernel, "eps", eps)
+    why = call_refusal(route.kernel, x, gain) or unverified_value(route.kernel, "eps", eps)
     if why:
-        return None, why
-    if axis == x.ndim - 1:
-        out, why = call_kernel(route.kernel, as_rows(x, width), weight, float(eps))
+        return why
+    call, eps = kernel_caller(route.kernel, x, gain), float(eps)
+    ones = gain if weight is None else None
+    shape = tuple(x.shape)
+    if axis == x.ndim - 1 and x.ndim == 2:
+        def run(x: torch.Tensor, weight: torch.Tensor | None, _eps: Any) -> Outcome:
+            return call(x, weight if ones is None else ones, eps)
+    elif axis == x.ndim - 1:
+        def run(x: torch.Tensor, weight: torch.Tensor | None, _eps: Any) -> Outcome:
+            out, why = call(x.reshape(-1, width), weight if ones is None else ones, eps)
+            return (None, why) if why else (out.reshape(shape), None)
     else:
-        out, why = call_kernel(route.kernel, axis_view(x, axis), weight, float(eps), 1)
-    return (None, why) if why else (out.reshape(x.shape), None)
+        def run(x: torch.Tensor, weight: torch.Tensor | None, _eps: Any) -> Outcome:
+            out, why = call(axis_view(x, axis), weight if ones is None else ones, eps, 1)
+            return (None, why) if why else (out.reshape(shape), None)
+    return run
 
 
 INTEGRATION = Integration(
     schema="(Tensor x, Tensor weight, float eps, int axis=-1) -> Tensor",
     fake=fake_like_first,
     backward="recompute",
-    module_route=ModuleRoute(_recognize_rmsnorm, _rmsnorm_forward),
+    module_route=ModuleRoute(_recognize_rmsnorm, _rmsnorm_inputs, _plan_rmsnorm),
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype), torch.empty(128, dtype=dtype), 1e-5),
 )

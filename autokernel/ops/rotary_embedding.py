@@ -15,16 +15,17 @@ from torch import nn
 
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
-from autokernel.integrate.integration import Integration, ModuleRoute
+from autokernel.integrate.integration import Integration, ModuleRoute, Plan
 from autokernel.integrate.routing import Outcome, RoutedKernel
 from autokernel.integrate.route_helpers import (
-    call_kernel,
     call_refusal,
+    kernel_caller,
     positional_arity,
     probe_close,
     probe_passes,
     probe_tensor,
 )
+from autokernel.integrate.plans import module_attribute
 from autokernel.ops.spec import AdversarialCase, Inputs, OpSpec, Shape, element_size, sample
 from autokernel.profiling.callsites import significant_unclaimed, unclaimed_span, Context, SiteKey
 from autokernel.profiling.site_readers import (
@@ -408,26 +409,40 @@ def _recognize_rotary(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any]
     return "probe: does not compute q·cos[:S] + rotate_half(q)·sin[:S] (and k)"
 
 
-def _rotary_forward(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+def _rotary_inputs(route: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+                   ) -> tuple[Any, ...] | str:
     if len(args) != 2 or kwargs:
-        return None, "arguments"
-    q, k = args
+        return "arguments"
     cos_name, sin_name = route.details["tables"]
-    cos, sin = getattr(route.module, cos_name), getattr(route.module, sin_name)
+    module = route.module
+    return (*args, module_attribute(module, cos_name), module_attribute(module, sin_name))
+
+
+def _plan_rotary(route: Any, q: Any, k: Any, cos: torch.Tensor, sin: torch.Tensor) -> Plan:
+    """q and k rotated by the tables' first S rows (the tables themselves when S is all of
+    them: no slice per call)."""
     if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor)) or q.ndim != 4 or \
             k.ndim != 4 or q.shape[-2] != k.shape[-2] or q.shape[-1] != cos.shape[-1] or \
             k.shape[-1] != cos.shape[-1] or q.shape[-2] > cos.shape[0]:
-        return None, "shape"
+        return "shape"
     seq_len = q.shape[-2]
-    cos, sin = cos[:seq_len], sin[:seq_len]
-    why = call_refusal(route.kernel, q, k, cos, sin)  # a float32 table would promote q: not ours
+    # a float32 table would promote q: not ours
+    why = call_refusal(route.kernel, q, k, cos[:seq_len], sin[:seq_len])
     if why:
-        return None, why
-    q_out, why = call_kernel(route.kernel, q, cos, sin)
-    if why:
-        return None, why
-    k_out, why = call_kernel(route.kernel, k, cos, sin)
-    return (None, why) if why else ((q_out, k_out), None)
+        return why
+    call = kernel_caller(route.kernel, q, k, cos, sin)
+    whole = seq_len == cos.shape[0]
+
+    def run(q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> Outcome:
+        if not whole:
+            cos, sin = cos[:seq_len], sin[:seq_len]
+        q_out, why = call(q, cos, sin)
+        if why:
+            return None, why
+        k_out, why = call(k, cos, sin)
+        return (None, why) if why else ((q_out, k_out), None)
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -435,7 +450,8 @@ INTEGRATION = Integration(
     fake=fake_like_first,
     backward="analytic",
     gradient=_rotary_gradient,
-    module_route=ModuleRoute(_recognize_rotary, _rotary_forward, whole_forward=True),
+    module_route=ModuleRoute(_recognize_rotary, _rotary_inputs, _plan_rotary,
+                             whole_forward=True),
     function_routes=True,  # a model's own rope(x, cos, sin) functions: function_routes.py
     example=(lambda dtype:
              tuple(torch.empty(s, dtype=dtype) for s in ((1, 2, 128, 64), (128, 64), (128, 64)))),

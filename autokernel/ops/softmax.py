@@ -14,15 +14,16 @@ import torch.nn.functional as F
 
 from autokernel import reference
 from autokernel.integrate.custom_ops import fake_like_first, saved_inputs
-from autokernel.integrate.integration import CallRoute, Integration
-from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
+from autokernel.integrate.integration import CallRoute, Integration, Plan
+from autokernel.integrate.routing import Outcome, RoutedKernel, RouteStats
 from autokernel.integrate.route_helpers import (
     REQUIRED,
     bind_arguments,
-    call_over_axis,
     call_refusal,
     input_over_one_dim,
+    over_axis_caller,
 )
+from autokernel.integrate.plans import argument_getter
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
     AXIS_CPU_SWEEP,
@@ -258,22 +259,32 @@ SOFTMAX_SIGNATURES: dict[Any, tuple[tuple[str, ...], tuple[Any, ...]]] = {
 }
 
 
-def _softmax_call(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
-                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Outcome:
-    bound = bind_arguments(args, kwargs, *SOFTMAX_SIGNATURES[func])
+def _plan_softmax(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
+                  kwargs: Mapping[str, Any], _stats: RouteStats) -> Plan:
+    names, defaults = SOFTMAX_SIGNATURES[func]
+    bound = bind_arguments(args, kwargs, names, defaults)
     found = input_over_one_dim(kernel, bound)
     if isinstance(found, str):
-        return None, found
+        return found
     x, axis = found
+    assert bound is not None  # found: the call fits the signature
     if bound["dtype"] not in (None, x.dtype):
-        return None, "dtype argument"
+        return "dtype argument"
     if x.numel() == 0:
-        return None, "empty"
+        return "empty"
     why = call_refusal(kernel, x)
     if why:
-        return None, why
-    out, why = call_over_axis(kernel, x, axis)
-    return (None, why) if why else (out.reshape(x.shape), None)
+        return why
+    call, get_x = over_axis_caller(kernel, x, axis), argument_getter(names, args, "input")
+    if x.ndim == 2 and axis == 1:
+        return lambda args, kwargs: call(get_x(args, kwargs))
+    shape = tuple(x.shape)
+
+    def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
+        out, why = call(get_x(args, kwargs))
+        return (None, why) if why else (out.reshape(shape), None)
+
+    return run
 
 
 INTEGRATION = Integration(
@@ -281,6 +292,6 @@ INTEGRATION = Integration(
     fake=fake_like_first,
     backward="analytic",
     gradient=_softmax_gradient,
-    call_routes={"": (CallRoute(tuple(SOFTMAX_SIGNATURES), _softmax_call),)},
+    call_routes={"": (CallRoute(tuple(SOFTMAX_SIGNATURES), plan=_plan_softmax),)},
     example=lambda dtype: (torch.empty(64, 128, dtype=dtype),),
 )
