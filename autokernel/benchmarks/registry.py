@@ -33,7 +33,8 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               module="harness_table",
               records=("starters-h200.*", "harness-starters-h100-*")),
     Benchmark("judge-seconds", "median seconds per experiment of the harness as the loop runs "
-              "it (issue 26 budget: 10 s)", module="judge_seconds"),
+              "it (issue 26 budget: 10 s)", module="judge_seconds",
+              records=("judge-h200-*.md",)),
     Benchmark("host-cost", "host launch cost of the Triton starters against eager PyTorch",
               module="host_cost", records=("timing-h100.md",)),
     Benchmark("route-host-cost", "host cost of a routed call per kernel type, over the bare "
