@@ -162,7 +162,7 @@ def _plan(tmp_path: Path, source: str) -> Any:
     path = tmp_path / "model.py"
     path.write_text(source)
     loaded = load_model_file(path, device="cpu")
-    return build_plan(profile_model(loaded, warmup=1, iters=1), model="m", class_name="Model")
+    return build_plan(profile_model(loaded, warmup=1, iters=3), model="m", class_name="Model")
 
 
 HEAD_AND_LOSS = '''
@@ -198,7 +198,9 @@ def test_the_profiler_claims_head_and_loss_as_one_call(bias, loss, route, tmp_pa
     assert target.kernel_type == "linear_cross_entropy" and target.calls == 1
     assert tuple(target.bench_shape) == (20, 16, 120)
     assert target.route == route
-    assert target.share == pytest.approx(1.0, abs=0.05)  # both parts' time (views aside)
+    # Both parts' time: the head alone is about 0.6 of this forward on the CPU, both parts 0.9-1.0
+    # (views and the float cast aside, whose share grows on a busy machine).
+    assert target.share > 0.8
 
 
 def test_a_head_whose_logits_are_used_otherwise_stays_a_matmul(tmp_path) -> None:

@@ -66,7 +66,10 @@ def test_ray_workers_judge_side_by_side_and_a_killed_actor_is_judged_again(
     assert state.targets[0].experiments == 2
     board = read_json(run_dir / ".cache" / "gpus.json")
     assert sum(w["lost"] for w in board.values()) == 1 and len(board) == 2
-    # The two candidates were judged at once, one on each actor.
-    assert {r["gpu"] for r in rows[1:]} == set(board)
+    assert board[worker["label"]]["lost"] == 1  # the killed actor, and no other
+    # Each candidate row names the actor that judged it. Which actor judges the lost experiment
+    # again is the scheduler's choice (the first one free: often the other actor, when it finished
+    # its own candidate before Ray restarted the killed one), so the two rows may share one.
+    assert {r["gpu"] for r in rows[1:]} <= set(board)
     # The actors' directories on the node are gone with them.
     assert not (Path(tempfile.gettempdir()) / f"autokernel-{state.run_tag}").exists()
