@@ -78,7 +78,27 @@ def copy_run(made: MadeRun, destination: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def made_run(tmp_path_factory: pytest.TempPathFactory) -> MadeRun:
-    return make_run(tmp_path_factory.mktemp("finished_run"))
+    if not os.environ.get("PYTEST_XDIST_WORKER"):  # no xdist: this process is the session
+        return make_run(tmp_path_factory.mktemp("finished_run"))
+    # Under xdist every worker is a session of its own: the first to ask makes the run (3 min of
+    # CPU) under a lock in the directory the workers share, and the others read it back.
+    from filelock import FileLock
+
+    shared = tmp_path_factory.getbasetemp().parent / "finished_run"
+    shared.mkdir(exist_ok=True)
+    with FileLock(str(shared / "lock")):
+        failed, printed = shared / "failed.txt", shared / "run_output.txt"
+        if failed.exists():
+            pytest.fail(f"the shared finished run failed in another worker: {failed.read_text()}")
+        if printed.exists():
+            return MadeRun(shared / "run", printed.read_text())
+        try:
+            made = make_run(shared)
+        except BaseException as error:
+            failed.write_text(str(error)[-4000:])
+            raise
+        printed.write_text(made.run_output)
+        return made
 
 
 @pytest.fixture
