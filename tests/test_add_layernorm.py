@@ -125,6 +125,7 @@ def test_strided_and_three_dim_inputs(device) -> None:
                              "3-d")
 
 
+@pytest.mark.slow
 def test_the_starter_passes_the_harness(tmp_path: Path) -> None:
     result = run_bench(starter_path("add_layernorm"), device=DEVICE, quick=True, timeout_s=300,
                        cache_dir=tmp_path / "cache")
@@ -153,6 +154,7 @@ def test_the_profiler_claims_the_add_and_the_layernorm_as_one_call() -> None:
     assert [s.module for s in plain.call_sites] == ["blocks.1.ln_1"]  # fed by no add
 
 
+@pytest.mark.slow
 def test_verify_routes_the_pair_as_one_kernel_call_with_gradients(tmp_path: Path) -> None:
     """The patched fixture model equals eager, one kernel call per nn.LayerNorm pair (a bias-free
     one included); under autograd the gradients of its input and parameters match eager's."""

@@ -142,6 +142,7 @@ def _cheat_kernel(name: str, tmp_path: Path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_the_starter_passes_the_harness(tmp_path: Path) -> None:
     result = run_bench(starter_path("add_rmsnorm"), device=DEVICE, quick=True, timeout_s=300,
                        cache_dir=tmp_path / "cache")
@@ -178,6 +179,7 @@ def test_the_profiler_claims_the_add_and_the_norm_as_one_call() -> None:
     assert all(dict(s.params) == {"eps": 1e-6} for s in fused.call_sites)
 
 
+@pytest.mark.slow
 def test_verify_routes_the_pair_as_one_kernel_call_with_gradients(tmp_path: Path) -> None:
     """The patched fixture model equals eager, with one kernel call per pair; under autograd the
     gradients of its input and parameters match eager's (the op's recompute backward)."""

@@ -75,6 +75,7 @@ class ChannelSums(nn.Module):
         return x.sum(dim=1, keepdim=True), torch.sum(x, 1), x.sum(-1), x.sum((0, 1))
 
 
+@pytest.mark.slow
 def test_a_reduce_kernel_verified_over_an_axis_takes_sums_over_dim_1() -> None:
     (kernel,) = build(entry("reduce", params={"axis": 1}))
     model = ChannelSums()
@@ -246,6 +247,7 @@ class ChannelStatistics(nn.Module):
                 torch.amax(x, -1), x.sum(1), x.mean((0, 1)), x.amax())
 
 
+@pytest.mark.slow
 def test_mean_and_amax_kernels_take_only_their_own_op_over_any_dim() -> None:
     mean, amax = build(entry("reduce", "mean", {"axis": 1, "op": "mean"}, tag="01_mean"),
                        entry("reduce", "amax", {"axis": 1, "op": "amax"}, tag="02_amax"))
@@ -318,6 +320,7 @@ def test_a_target_mixing_last_dim_and_axis_sites_routes_each_call_over_its_own_d
 # The loop on an axis target, end to end on the interpreter
 
 
+@pytest.mark.slow
 def test_the_loop_tunes_a_sum_over_dim_1_and_its_kernel_routes_the_call(tmp_path: Path) -> None:
     """A KernelBench-style sum over dim 1 of x[4, 32, 16]: a PASS baseline at its axis shape,
     one tuner experiment kept or reverted, and the best kernel takes the model's call."""
