@@ -178,3 +178,21 @@ def test_doctor_warns_about_a_missing_sandbox_layer_and_says_why(
     row = _checks(report)["sandbox seccomp"]
     assert row == {"name": "sandbox seccomp", "status": "warn", "detail": f"unavailable: {why}",
                    "essential": False}
+
+
+def test_the_checks_are_made_below_the_cli_and_say_what_the_json_says(
+        isolated_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pipeline makes the checks (the CLI only prints them): a missing essential fails the
+    report, a missing API key only warns."""
+    import autokernel.pipeline.doctor as doctor
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    report = doctor.run_checks(aot=False)
+    names = {c.name for c in report.checks}
+    assert CHECK_NAMES <= names and report.ok
+    assert report.to_dict()["checks"][-1] == {"name": "ANTHROPIC_API_KEY", "status": "warn",
+                                              "detail": "not set (only the claude agent needs it)",
+                                              "essential": False}
+    monkeypatch.setattr(doctor, "git_checks", lambda: [doctor.Check("git", "fail", "no git",
+                                                                    essential=True)])
+    assert not doctor.run_checks(aot=False).ok
