@@ -125,7 +125,9 @@ class Candidate(CandidateTiming):
             start_thread_pools()
         self.spec = get_spec(job["kernel_type"])
         self.kernel_path = job["kernel_path"]
-        self.filler = PoisonFiller(Poison.from_dict(job["poison"]), self.device)
+        poison = Poison.from_dict(job["poison"])
+        self.filler = PoisonFiller(poison, self.device)
+        self.ghost_filler = PoisonFiller(poison.recognisable(), self.device)
         self._load_candidate()
         return {"sandbox": self.sandbox_state}
 
@@ -287,9 +289,11 @@ class Candidate(CandidateTiming):
     def _aot_requests(self, _: dict[str, Any]) -> dict[str, Any]:
         return {"requests": self.aot}
 
-    def _poison_outputs(self, layout: list[tuple[int, torch.dtype]]) -> None:
+    def _poison_outputs(self, layout: list[tuple[int, torch.dtype]],
+                        filler: PoisonFiller | None = None) -> None:
         for nbytes, dtype in layout:
-            poison_allocator(nbytes, self.device, self.filler, dtype, blocks=2 * len(layout))
+            poison_allocator(nbytes, self.device, filler or self.filler, dtype,
+                             blocks=2 * len(layout))
 
     def _guarded_call(self, inputs: Inputs, layout: list[tuple[int, torch.dtype]], stage: str,
                       where: str) -> Any:
@@ -339,9 +343,11 @@ class Candidate(CandidateTiming):
         """The held inputs again with every Triton launch skipped (the judge checks that the
         output is then wrong)."""
         assert self.kernel_fn is not None
-        self._poison_outputs(layout)
+        # Memory the judge can tell unwritten (`Poison.recognisable`), before and during the call.
+        self._poison_outputs(layout, self.ghost_filler)
         threads = live_threads()
         self.recorder.reset()
+        self.recorder.filler = self.ghost_filler
         self.monitor.ghost = self.monitor.armed = True
         try:
             with self.recorder:
@@ -359,6 +365,7 @@ class Candidate(CandidateTiming):
                           "compute its output", "ghost-replay") from None
         finally:
             self.monitor.ghost = self.monitor.armed = False
+            self.recorder.filler = self.filler
         self._check_integrity("", threads, f"at {WHERE}")
         self._refuse_violations("", WHERE)
         return out

@@ -45,7 +45,7 @@ from autokernel.harness.inputs import (
 from autokernel.harness.judge_channel import CandidateGone, Endpoint
 from autokernel.harness.judge_timing import JudgeTiming
 from autokernel.harness.outputs import (
-    as_outputs, check_outputs, clone_outputs, outputs_bitwise_equal,
+    as_outputs, check_outputs, clone_outputs, outputs_bitwise_equal, zero_filled,
 )
 from autokernel.harness.protocol import Job, WorkerReport
 from autokernel.harness.seeds import case_seed, derive_seed
@@ -484,7 +484,8 @@ class Judge(JudgeTiming):
                           f"{mismatch.detail}", "tensor-subclass")
         raise Verdict("FAIL", stage or self.stage, f"{prefix}{where}: {mismatch.detail}", rule)
 
-    def _mismatch(self, prepared: Prepared, out: Any, exhaustive: bool = True) -> Mismatch | None:
+    def _mismatch(self, prepared: Prepared, out: Any, exhaustive: bool = True,
+                  poison: Poison | None = None) -> Mismatch | None:
         count = self.spec.outputs
         if isinstance(out, _NotATensor):
             expected = "a plain torch.Tensor" if count == 1 else \
@@ -492,12 +493,15 @@ class Judge(JudgeTiming):
             return Mismatch("type", f"returned {out.type_name}, not {expected}")
         return check_outputs(out, prepared.ref, prepared.out_shape, prepared.out_dtype, count,
                              self.device, self.tolerances[prepared.case.dtype], exhaustive,
-                             self.poison)
+                             poison or self.poison, self.spec.contraction)
 
     def _ghost_replay(self, prepared: Prepared, where: str) -> None:
         """The same inputs with every Triton launch skipped: the output must then be wrong."""
         out = self._call(prepared, where, ghost=True)
-        if self._mismatch(prepared, out, exhaustive=False) is None:
+        # Unwritten memory reads as such (`Poison.recognisable`); a zero-filled output is correct
+        # only where the answer is 0 (cross-entropy at V = 1), and proves nothing there.
+        if not zero_filled(out) and self._mismatch(prepared, out, exhaustive=False,
+                                                   poison=self.poison.recognisable()) is None:
             raise Verdict("REJECTED", self.stage, f"ghost replay at {where}: the output is "
                           "still correct with every Triton launch (and CUDA launcher call) "
                           "skipped, so this call's kernels do not compute it (a host-side or "

@@ -11,7 +11,7 @@ a kernel that reads its output buffer before writing it cannot tell this from th
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -58,6 +58,15 @@ class Poison:
         bits.update({f"int{8 * size}": secrets.randbits(8 * size) for size in INT_VIEWS})
         return cls(mode=MODES[secrets.randbelow(len(MODES))], bits=bits,
                    byte_seed=secrets.randbits(62))
+
+    def recognisable(self) -> Poison:
+        """This job's poison in "nan" mode, for the ghost replay's calls. The replay asks whether
+        the skipped launches wrote the output, which random bytes cannot answer: where the
+        reference is near zero (a scalar loss of 0, a one-element product) they are within
+        tolerance of it about half the time (every float below ~2^-14 is within 1e-4 of 0), and
+        an honest kernel's untouched output would read as computed without its kernels. A
+        candidate cannot see the difference: its launches are skipped and host reads refused."""
+        return replace(self, mode="nan")
 
     def to_dict(self) -> dict[str, object]:
         return {"mode": self.mode, "bits": dict(self.bits), "byte_seed": self.byte_seed}
