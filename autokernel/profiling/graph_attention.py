@@ -85,6 +85,13 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
             if dim in (1, -3) and len(gctx.shape(source)) == 4:
                 return source, gctx.shape(source)[1]
             return value, None
+        if node.op == "expand" and node.args:  # one KV head expanded (Falcon's MQA)
+            source = gctx.base(first_input(node))
+            before, after = gctx.shape(source), gctx.shape(value)
+            if len(before) == 4 and len(after) == 4 and before[1] == 1 and after[1] > 1 and \
+                    before[0] == after[0] and before[2:] == after[2:]:
+                return source, 1
+            return value, None
         if node.op in ("reshape", "view", "flatten") and node.args:
             expand = gctx.producer(first_input(node))
             if expand is not None and expand.op == "expand":
@@ -140,8 +147,9 @@ def _scores_source(gctx: GraphContext, value: int | None) -> dict[str, Any] | No
             return None
         if node.op in PRODUCTS:
             found["product"] = node
-            if node.op == "baddbmm":  # beta · input + alpha · q @ kᵀ, with beta 0
-                if gctx.scalar(argument(node, 3, "beta", 1.0)) != 0:
+            if node.op == "baddbmm":  # beta · input + alpha · q @ kᵀ, with beta 0 or zeros
+                if gctx.scalar(argument(node, 3, "beta", 1.0)) != 0 and \
+                        not _zeros(gctx, first_input(node)):
                     return None
                 found["scale"] *= gctx.scalar(argument(node, 4, "alpha", 1.0)) or 1.0
             return found
@@ -168,6 +176,24 @@ def _scores_source(gctx: GraphContext, value: int | None) -> dict[str, Any] | No
         if kind == "mask" or not gctx.value(mask).constant:
             found["mask_values"].append(mask)
     return None
+
+
+def _zeros(gctx: GraphContext, value: int | None) -> bool:
+    """Is `value` a constant of zeros (`torch.zeros(..)`, `zeros_like`, `new_zeros`, a full of
+    0), so that adding it changes nothing (GPT-NeoX's baddbmm(zeros, q, kᵀ, beta=1.0))?"""
+    found = gctx.value(value)
+    if found is None or not found.constant:
+        return False
+    if found.pattern == "zeros" or found.scalar == 0:
+        return True
+    node = gctx.producer(gctx.base(value))
+    if node is None:
+        return False
+    if node.op in ("zeros", "zeros_like", "new_zeros"):
+        return True
+    fill = argument(node, 1, "fill_value") if node.op in ("full", "full_like", "new_full") \
+        else None
+    return fill is not None and gctx.scalar(fill) == 0
 
 
 def _operands_of_product(gctx: GraphContext, node: GraphNode) -> tuple[int | None, int | None]:
