@@ -74,6 +74,19 @@ def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     return gctx.base(first_input(exp)), dims[0]
 
 
+def _heads_before(before: list[int], after: list[int]) -> int | None:
+    """The head count before a GQA repeat that made `after` from `before`: the one dim (not
+    the last, head_dim) in which they differ, `after`'s a multiple of `before`'s, in either
+    layout ([B, H, S, D] or [B, S, H, D])."""
+    if len(before) != len(after) or len(after) not in (3, 4):
+        return None
+    grown = [d for d in range(len(after) - 1) if before[d] != after[d]]
+    if len(grown) != 1 or before[-1] != after[-1]:
+        return None
+    d = grown[0]
+    return before[d] if before[d] and after[d] % before[d] == 0 else None
+
+
 def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int | None]:
     """(the value before a GQA repeat over the heads, its head count) or (value, None)."""
     node = gctx.producer(value)
@@ -81,28 +94,22 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
     while node is not None and seen < 8:
         if node.op == "repeat_interleave":
             source = first_input(node)
-            dim = argument(node, 2, "dim")
-            if dim in (1, -3) and len(gctx.shape(source)) == 4:
-                return source, gctx.shape(source)[1]
-            return value, None
+            heads = _heads_before(gctx.shape(source), gctx.shape(value))
+            return (source, heads) if heads is not None else (value, None)
         if node.op == "expand" and node.args:  # one KV head expanded (Falcon's MQA)
             source = gctx.base(first_input(node))
-            before, after = gctx.shape(source), gctx.shape(value)
-            if len(before) == 4 and len(after) == 4 and before[1] == 1 and after[1] > 1 and \
-                    before[0] == after[0] and before[2:] == after[2:]:
-                return source, 1
-            return value, None
+            heads = _heads_before(gctx.shape(source), gctx.shape(value))
+            return (source, heads) if heads == 1 else (value, None)
         if node.op in ("reshape", "view", "flatten") and node.args:
             expand = gctx.producer(first_input(node))
-            if expand is not None and expand.op == "expand":
+            if expand is not None and expand.op == "expand":  # HF's, Meta's repeat_kv
                 source = gctx.base(first_input(expand))
                 inserted = gctx.producer(source)  # x[:, :, None] or x.unsqueeze(2)
                 if inserted is not None and inserted.op in ("getitem", "unsqueeze"):
                     source = gctx.base(first_input(inserted))
-                before, after = gctx.shape(source), gctx.shape(value)
-                if len(after) == 4 and len(before) == 4 and before[1] != after[1] and \
-                        after[1] % before[1] == 0:
-                    return source, before[1]
+                heads = _heads_before(gctx.shape(source), gctx.shape(value))
+                if heads is not None:
+                    return source, heads
         if node.op not in ("contiguous", "clone", "to", "float", "type_as", "transpose", "mT"):
             return value, None
         value = first_input(node)
