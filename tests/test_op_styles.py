@@ -6,7 +6,9 @@ For each file the plan must have a target of the expected kernel type, with the 
 per forward and, at every call site of that target, the expected params (a site's params and
 notes together: `kv_heads` is a note); the expected route ("module", "no", ...) when the file
 names one; and no target of any other type than the file allows (`also`): no piece of an op
-the profiler did not recognize (a norm's mean, a softmax's sum) may become a target.
+the profiler did not recognize (a norm's mean, a softmax's sum) may become a target. A look-alike
+that computes no kernel type's op (the Annotated Transformer's std-based norm) names
+`kernel_type` None: the plan must have no target but those `also` allows.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def problems(plan: Plan, expected: dict[str, Any]) -> list[str]:
     kind = expected["kernel_type"]
     targets = [t for t in plan.targets if t.kernel_type == kind]
     found = [f"{t.label} {t.share:.0%}" for t in plan.targets]
+    if kind is None:
+        extra = [t.label for t in plan.targets if t.kernel_type not in expected.get("also", ())]
+        return [f"unexpected targets: {extra}"] if extra else []
     if not targets:
         return [f"no {kind} target (targets: {found}, other: "
                 f"{[o['op'] for o in plan.other_ops[:4]]})"]

@@ -74,6 +74,19 @@ def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     return gctx.base(first_input(exp)), dims[0]
 
 
+def _heads_before(before: list[int], after: list[int]) -> int | None:
+    """The head count before a GQA repeat that made `after` from `before`: the one dim (not
+    the last, head_dim) in which they differ, `after`'s a multiple of `before`'s, in either
+    layout ([B, H, S, D] or [B, S, H, D])."""
+    if len(before) != len(after) or len(after) not in (3, 4):
+        return None
+    grown = [d for d in range(len(after) - 1) if before[d] != after[d]]
+    if len(grown) != 1 or before[-1] != after[-1]:
+        return None
+    d = grown[0]
+    return before[d] if before[d] and after[d] % before[d] == 0 else None
+
+
 def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int | None]:
     """(the value before a GQA repeat over the heads, its head count) or (value, None)."""
     node = gctx.producer(value)
@@ -81,21 +94,22 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
     while node is not None and seen < 8:
         if node.op == "repeat_interleave":
             source = first_input(node)
-            dim = argument(node, 2, "dim")
-            if dim in (1, -3) and len(gctx.shape(source)) == 4:
-                return source, gctx.shape(source)[1]
-            return value, None
+            heads = _heads_before(gctx.shape(source), gctx.shape(value))
+            return (source, heads) if heads is not None else (value, None)
+        if node.op == "expand" and node.args:  # one KV head expanded (Falcon's MQA)
+            source = gctx.base(first_input(node))
+            heads = _heads_before(gctx.shape(source), gctx.shape(value))
+            return (source, heads) if heads == 1 else (value, None)
         if node.op in ("reshape", "view", "flatten") and node.args:
             expand = gctx.producer(first_input(node))
-            if expand is not None and expand.op == "expand":
+            if expand is not None and expand.op == "expand":  # HF's, Meta's repeat_kv
                 source = gctx.base(first_input(expand))
                 inserted = gctx.producer(source)  # x[:, :, None] or x.unsqueeze(2)
                 if inserted is not None and inserted.op in ("getitem", "unsqueeze"):
                     source = gctx.base(first_input(inserted))
-                before, after = gctx.shape(source), gctx.shape(value)
-                if len(after) == 4 and len(before) == 4 and before[1] != after[1] and \
-                        after[1] % before[1] == 0:
-                    return source, before[1]
+                heads = _heads_before(gctx.shape(source), gctx.shape(value))
+                if heads is not None:
+                    return source, heads
         if node.op not in ("contiguous", "clone", "to", "float", "type_as", "transpose", "mT"):
             return value, None
         value = first_input(node)
@@ -140,8 +154,9 @@ def _scores_source(gctx: GraphContext, value: int | None) -> dict[str, Any] | No
             return None
         if node.op in PRODUCTS:
             found["product"] = node
-            if node.op == "baddbmm":  # beta · input + alpha · q @ kᵀ, with beta 0
-                if gctx.scalar(argument(node, 3, "beta", 1.0)) != 0:
+            if node.op == "baddbmm":  # beta · input + alpha · q @ kᵀ, with beta 0 or zeros
+                if gctx.scalar(argument(node, 3, "beta", 1.0)) != 0 and \
+                        not _zeros(gctx, first_input(node)):
                     return None
                 found["scale"] *= gctx.scalar(argument(node, 4, "alpha", 1.0)) or 1.0
             return found
@@ -168,6 +183,24 @@ def _scores_source(gctx: GraphContext, value: int | None) -> dict[str, Any] | No
         if kind == "mask" or not gctx.value(mask).constant:
             found["mask_values"].append(mask)
     return None
+
+
+def _zeros(gctx: GraphContext, value: int | None) -> bool:
+    """Is `value` a constant of zeros (`torch.zeros(..)`, `zeros_like`, `new_zeros`, a full of
+    0), so that adding it changes nothing (GPT-NeoX's baddbmm(zeros, q, kᵀ, beta=1.0))?"""
+    found = gctx.value(value)
+    if found is None or not found.constant:
+        return False
+    if found.pattern == "zeros" or found.scalar == 0:
+        return True
+    node = gctx.producer(gctx.base(value))
+    if node is None:
+        return False
+    if node.op in ("zeros", "zeros_like", "new_zeros"):
+        return True
+    fill = argument(node, 1, "fill_value") if node.op in ("full", "full_like", "new_full") \
+        else None
+    return fill is not None and gctx.scalar(fill) == 0
 
 
 def _operands_of_product(gctx: GraphContext, node: GraphNode) -> tuple[int | None, int | None]:

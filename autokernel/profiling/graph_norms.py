@@ -26,7 +26,7 @@ from autokernel.profiling.canonical import (
     close, mean_of, operands, plus_eps, region, rms_of, variance_of,
 )
 from autokernel.profiling.graph import GraphNode, argument, value_id
-from autokernel.profiling.graph_match import GraphContext, first_input, whole_forward
+from autokernel.profiling.graph_match import GraphContext, dim_list, first_input, whole_forward
 from autokernel.profiling.site_routes import CHAIN
 
 NORM_OPS = {"rms_norm": "rmsnorm", "layer_norm": "layernorm"}
@@ -117,10 +117,66 @@ def _bias_after(gctx: GraphContext, value: int, width: int) -> tuple[int, int | 
     return value, None
 
 
-def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
-    """x · (1/rms) · w or x / rms · w, in any order."""
+def _terms(gctx: GraphContext, value: int | None, depth: int = 4) -> tuple[list[int], float]:
+    """The tensor factors of a product and its coefficient, the numbers in it multiplied out
+    (`n * 8.0 * g`, `n * g / 0.125`); a product something else also reads is one factor."""
+    node = gctx.made_by(value, "mul", "div")
+    if node is None or depth == 0 or len(node.args) < 2 or value is None:
+        return ([gctx.base(value)] if value is not None else []), 1.0
+    tensors: list[int] = []
+    coefficient = 1.0
+    for operand, divides in zip(operands(node), (False, node.op == "div")):
+        number = gctx.scalar(operand)
+        if number is not None and not (divides and number == 0):
+            coefficient *= 1 / number if divides else number
+            continue
+        inner = value_id(operand)
+        if inner is None or divides:
+            return [gctx.base(value)], 1.0
+        if len(gctx.users(inner)) == 1:
+            found, factor = _terms(gctx, inner, depth - 1)
+        else:
+            found, factor = [gctx.base(inner)], 1.0
+        tensors += found
+        coefficient *= factor
+    return tensors, coefficient
+
+
+def _normalized_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
+    """F.normalize(x, dim) · √d · w (lucidrains, x-transformers): x / max(‖x‖₂, eps) · √d is
+    x over its RMS, the norm clamped at eps / √d instead of eps added under the root."""
     if node.op not in ("mul", "div") or not node.outputs:
         return None
+    terms, coefficient = _terms(gctx, node.outputs[0])
+    normalized = [t for t in terms if gctx.made_by(t, "normalize") is not None]
+    if len(normalized) != 1 or not 1 <= len(terms) <= 2:
+        return None
+    norm = gctx.made_by(normalized[0], "normalize")
+    x = first_input(norm)
+    dims = dim_list(argument(norm, 2, "dim", 1), len(gctx.shape(x)))
+    if argument(norm, 1, "p", 2.0) not in (2, 2.0) or dims is None or len(dims) != 1:
+        return None
+    width = gctx.shape(x)[dims[0]]
+    if not close(coefficient, width ** 0.5):
+        return None
+    weight = next((t for t in terms if t != normalized[0]), None)
+    if weight is not None and not (gctx.value(weight) and gctx.value(weight).constant):
+        return None
+    notes = _weight_notes(gctx, weight, width)
+    if notes is None:
+        return None
+    params = {**notes, "eps": 0.0, "norm_clamp_min": argument(norm, 3, "eps", 1e-12)}
+    return NormCall("rmsnorm", gctx.base(x), dims[0], node.outputs[0],
+                    {gctx.base(x), weight} - {None}, params, "rmsnorm(F.normalize)")
+
+
+def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
+    """x · (1/rms) · w or x / rms · w, in any order; or F.normalize(x) · √d · w."""
+    if node.op not in ("mul", "div") or not node.outputs:
+        return None
+    normalized = _normalized_call(gctx, node)
+    if normalized is not None:
+        return normalized
 
     def scale(value: int, divides: bool) -> Any:
         rms = rms_of(gctx, value)
@@ -312,6 +368,8 @@ def norm_route(kind: str):
             return "no: written inline, not a norm module's whole forward"
         if notes.get("eps_outside_root"):
             return "no: eps is added outside the root, which the module probe refuses"
+        if notes.get("norm_clamp_min") is not None:
+            return "no: the norm is clamped (F.normalize), not eps added under the root"
         return None
 
     return route

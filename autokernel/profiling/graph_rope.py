@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from autokernel.profiling.canonical import region
-from autokernel.profiling.graph import GraphNode, tensor_inputs
+from autokernel.profiling.graph import GraphNode, argument, tensor_inputs, value_id
 from autokernel.profiling.graph_match import GraphContext, TRANSPARENT
 
 KERNEL_TYPE = "rotary_embedding"
@@ -98,6 +98,32 @@ def _rotation(gctx: GraphContext, node: GraphNode) -> tuple[int, list[GraphNode]
     return None
 
 
+def _rotary_dim(gctx: GraphContext, node: GraphNode, x: int, nodes: list[GraphNode]
+                ) -> int | None:
+    """The width rotated when it is less than x's last dim: the rotation ends in a cat over the
+    last dim one of whose parts is a slice of x passed through untouched (GPT-NeoX's, GPT-J's
+    and Phi's partial rotary, `cat((rotated, x[..., rotary_dim:]), -1)`)."""
+    width = gctx.shape(x)[-1] if gctx.shape(x) else 0
+    if node.op != "cat" or not node.args or not isinstance(node.args[0], list):
+        return None
+    dim = argument(node, 1, "dim", 0)
+    if dim not in (-1, len(gctx.shape(x)) - 1):
+        return None
+    passed = 0
+    for part in node.args[0]:
+        value = value_id(part)
+        if value is None:
+            continue
+        source = gctx.producer(value)
+        while source is not None and source.op in TRANSPARENT and source.args:
+            source = gctx.producer(value_id(source.args[0]))
+        if source is not None and source.op in ("getitem", "narrow", "split", "chunk") and \
+                gctx.base(value_id(source.args[0])) == gctx.base(x) and \
+                source in nodes:
+            passed += gctx.shape(value)[-1]
+    return width - passed if 0 < passed < width else None
+
+
 def find_rotary(gctx: GraphContext) -> None:
     for node in reversed(gctx.graph.nodes):
         if node.op not in ANCHORS or gctx.is_claimed(node) or not node.outputs:
@@ -115,6 +141,9 @@ def find_rotary(gctx: GraphContext) -> None:
         named = ({"B": b, "H": second, "S": first, "D": d} if layout == "BSHD" else
                  {"B": b, "H": first, "S": second, "D": d})
         params: dict[str, Any] = {"form": form}
+        rotated = _rotary_dim(gctx, node, x, nodes)
+        if rotated is not None:
+            params["rotary_dim"] = rotated
         if layout == "BSHD":
             params["layout"] = layout
         # The site is where the rotation runs, not where its cos/sin tables were sliced (a
@@ -131,4 +160,6 @@ def rotary_notes_route(notes: dict[str, Any]) -> str | None:
         return "no: a complex rotation (view_as_complex · freqs_cis), not rope(x, cos, sin)"
     if form == "interleaved":
         return "no: interleaved pairs (GPT-J), not rotate-half"
+    if notes.get("rotary_dim") is not None:
+        return f"no: partial rotary (only {notes['rotary_dim']} of each head's dims rotated)"
     return None
