@@ -96,8 +96,8 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
             source = first_input(node)
             heads = _heads_before(gctx.shape(source), gctx.shape(value))
             return (source, heads) if heads is not None else (value, None)
-        if node.op == "expand" and node.args:  # one KV head expanded (Falcon's MQA)
-            source = gctx.base(first_input(node))
+        if node.op == "expand" and node.args:  # one KV head expanded (Falcon's, BigCode's MQA)
+            source = first_input(node)  # [B, 1, S, D], maybe a split's [B, S, D] unsqueezed
             heads = _heads_before(gctx.shape(source), gctx.shape(value))
             return (source, heads) if heads == 1 else (value, None)
         if node.op in ("reshape", "view", "flatten") and node.args:
