@@ -255,12 +255,25 @@ def _reduction_shape(op: OpCall, reduction: str) -> Extracted:
         params: dict[str, Any] = {}
     else:
         axis = single_axis(arg_value(op, 1), len(x))
-        if axis is None:  # several dims: not one row-wise reduction
+        trailing = _trailing_dims(arg_value(op, 1), len(x)) if axis is None else None
+        if trailing is not None:  # the last dims, contiguous: one row-wise reduction over them
+            named, params = {"M": shape_numel(x[:trailing]), "N": shape_numel(x[trailing:])}, {}
+        elif axis is None:  # several dims, not the trailing ones: not one row-wise reduction
             return None
-        named, params = dims_over_axis(x, axis)
+        else:
+            named, params = dims_over_axis(x, axis)
     if shape_numel(x) < REDUCE_MIN_ELEMENTS or named["N"] < REDUCE_MIN_ROW:
         return None
     return named, (params if reduction == "sum" else {**params, "op": reduction})
+
+
+def _trailing_dims(dim: Any, ndim: int) -> int | None:
+    """The first of several dims `dim` names when they are x's last ones ((-2, -1)), else None."""
+    if not isinstance(dim, (list, tuple)) or len(dim) < 2 or not all(
+            isinstance(d, int) and not isinstance(d, bool) and -ndim <= d < ndim for d in dim):
+        return None
+    dims = sorted({d % ndim for d in dim})
+    return dims[0] if len(dims) == len(dim) and dims == list(range(dims[0], ndim)) else None
 
 
 def _rule(reduction: str) -> AtenRule:
