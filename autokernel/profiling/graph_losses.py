@@ -2,7 +2,10 @@
 
 A loss is F.cross_entropy, or one written out: `F.nll_loss(F.log_softmax(x), t)`,
 `-F.log_softmax(x).gather(-1, t[:, None]).mean()` (log_softmax may itself be
-`x - x.logsumexp(-1, keepdim=True)`), or `(x.logsumexp(-1) - x.gather(-1, t[:, None])).mean()`.
+`x - x.logsumexp(-1, keepdim=True)`), or `(x.logsumexp(-1) - x.gather(-1, t[:, None])).mean()`
+(the target's entry picked by gather or `x[torch.arange(N), t]`); unreduced, a negated per-token
+pick is reduction "none". A loss none of whose inner values is read elsewhere (a z-loss reading
+the logsumexp is not the loss alone).
 An LM head is a linear layer of the hidden states whose output, through views, casts and a
 shift (`logits[..., :-1, :]`), is the loss's logits: `lm_head(h)`, `F.linear(h, wte.weight)` or a
 tied `h @ wte.weight.T`. Site notes: `loss` (a written-out form, which verify does not route),
@@ -53,11 +56,31 @@ def log_softmax_of(gctx: GraphContext, value: int | None) -> int | None:
         else None
 
 
-def _gather(gctx: GraphContext, value: int | None) -> GraphNode | None:
-    node = gctx.made_by(value, "gather", "neg", "mul")
+def _pick(gctx: GraphContext, value: int | None) -> tuple[int | None, int | None] | None:
+    """(x, t) when `value` is each row's target entry of x (through negations):
+    x.gather(-1, t[..., None]) or x[torch.arange(N), t]."""
+    node = gctx.made_by(value, "gather", "getitem", "neg", "mul")
     while node is not None and node.op in ("neg", "mul"):
-        node = gctx.made_by(first_input(node), "gather", "neg")
-    return node
+        node = gctx.made_by(first_input(node), "gather", "getitem", "neg")
+    if node is None:
+        return None
+    if node.op == "gather":
+        return first_input(node), value_id(argument(node, 2, "index"))
+    index = node.args[1] if len(node.args) > 1 else None
+    if not isinstance(index, (list, tuple)) or len(index) != 2:
+        return None
+    rows, targets = (value_id(i) for i in index)
+    arange = gctx.made_by(rows, "arange")
+    x = first_input(node)
+    shape = gctx.shape(x)
+    if arange is None or targets is None or len(shape) != 2 or gctx.shape(rows) != shape[:1]:
+        return None
+    return x, targets
+
+
+def _reduced_later(gctx: GraphContext, value: int | None) -> bool:
+    """Is `value` read by a mean or sum (the loss's reduction, the anchor to match at)?"""
+    return any(user.op in ("mean", "sum") for user in gctx.users(value))
 
 
 def loss_of(gctx: GraphContext, node: GraphNode) -> Loss | None:
@@ -73,27 +96,30 @@ def loss_of(gctx: GraphContext, node: GraphNode) -> Loss | None:
         return Loss(x, value_id(argument(node, 1, "target")), out, "log_softmax + nll_loss",
                     str(argument(node, 6, "reduction", "mean")), _loss_arguments(node)) \
             if x is not None else None
-    if node.op not in ("mean", "sum"):
+    if node.op in ("neg", "sub"):  # a per-token loss, unreduced (reduction "none")
+        if _reduced_later(gctx, out):
+            return None
+        reduction, inner = "none", out
+    elif node.op in ("mean", "sum"):
+        reduction, inner = node.op, first_input(node)
+    else:
         return None
-    inner = first_input(node)
     sub = gctx.made_by(inner, "sub")
     if sub is not None:  # logsumexp(x) - x.gather(..)
         a, b = (value_id(v) for v in operands(sub))
-        lse, gathered = gctx.made_by(a, "logsumexp"), _gather(gctx, b)
-        if lse is None or gathered is None or \
-                gctx.base(first_input(lse)) != gctx.base(first_input(gathered)):
+        lse, picked = gctx.made_by(a, "logsumexp"), _pick(gctx, b)
+        if lse is None or picked is None or gctx.base(first_input(lse)) != gctx.base(picked[0]):
             return None
-        return Loss(gctx.base(first_input(lse)), _index(gathered), out, "logsumexp - gather",
-                    node.op)
-    one_hot = _one_hot_pick(gctx, inner)
+        return Loss(gctx.base(first_input(lse)), picked[1], out, "logsumexp - gather",
+                    reduction)
+    one_hot = _one_hot_pick(gctx, inner) if reduction != "none" else None
     if one_hot is not None:
-        return Loss(one_hot[0], one_hot[1], out, "one_hot · log_softmax", node.op)
-    gathered = _gather(gctx, inner)
-    if gathered is None:
-        return None
-    x = log_softmax_of(gctx, first_input(gathered))
-    return Loss(x, _index(gathered), out, "log_softmax + gather", node.op) \
-        if x is not None else None
+        return Loss(one_hot[0], one_hot[1], out, "one_hot · log_softmax", reduction)
+    picked = _pick(gctx, inner)
+    if picked is None or (reduction == "none" and gctx.made_by(inner, "neg") is None):
+        return None  # unreduced, the picked log-probabilities are no loss until negated
+    x = log_softmax_of(gctx, picked[0])
+    return Loss(x, picked[1], out, "log_softmax + gather", reduction) if x is not None else None
 
 
 def _one_hot_pick(gctx: GraphContext, value: int | None) -> tuple[int, int | None] | None:
@@ -126,10 +152,6 @@ def _loss_arguments(node: GraphNode) -> dict[str, Any]:
     if smoothing:
         notes["label_smoothing"] = smoothing
     return notes
-
-
-def _index(gather: GraphNode) -> int | None:
-    return value_id(argument(gather, 2, "index"))
 
 
 def _loss_params(gctx: GraphContext, loss: Loss) -> tuple[dict[str, int], dict[str, Any]]:
@@ -204,12 +226,22 @@ def find_cross_entropy(gctx: GraphContext) -> None:
         if loss is None or loss.logits is None:
             continue
         nodes = region(gctx, loss.output, {loss.logits, gctx.base(loss.logits), loss.targets})
-        if not nodes:
+        if not nodes or _read_outside(gctx, nodes, loss.output):
             continue
         named, params = _loss_params(gctx, loss)
         label = "aten::cross_entropy_loss" if loss.form == "F.cross_entropy" else loss.form
         site = gctx.site(CROSS_ENTROPY, nodes, label, named, params, gctx.dtype(loss.logits))
         gctx.claim(nodes, CROSS_ENTROPY, site)
+
+
+def _read_outside(gctx: GraphContext, nodes: list[GraphNode], output: int) -> bool:
+    """Does a call outside `nodes` read a value they make before the loss (PaLM's z-loss reads
+    the logsumexp)? A kernel that returns the loss alone would not make it."""
+    inside = {id(n) for n in nodes}
+    return any(user is not None and id(user) not in inside
+               for node in nodes for v in node.outputs
+               if v is not None and v != output and not gctx.value(v).constant
+               for user in gctx.graph.users(v))
 
 
 def loss_notes_route(notes: dict[str, Any]) -> str | None:
