@@ -279,14 +279,18 @@ def plus_eps(gctx: GraphContext, value: int | None) -> tuple[int | None, float |
     return gctx.base(value), None
 
 
-def region(gctx: GraphContext, output: int | None, inputs: set[int | None]
-           ) -> list[GraphNode] | None:
+def region(gctx: GraphContext, output: int | None, inputs: set[int | None],
+           tables: frozenset[int] = frozenset()) -> list[GraphNode] | None:
     """Every call on a path from `inputs` to `output`, with the constant side branches feeding
     them (a mask's `== 0`, a scale's `torch.full`, a weight's `1 + w`), in call order.
 
     None when the region reads a non-constant value that is neither one of `inputs` nor made
     from them (the inputs given were not all the op's: a caller must not claim upstream work),
-    reaches a claimed call, or runs past REGION_LIMIT."""
+    reaches a claimed call, or runs past REGION_LIMIT. `tables` are values made from constants
+    and `inputs` alone (cos/sin gathered by position ids): shared like constants."""
+    def fixed(value: int) -> bool:
+        return gctx.value(value).constant or value in tables
+
     found: dict[int, GraphNode] = {}
     pending = [output]
     seen: set[int] = set()
@@ -303,7 +307,7 @@ def region(gctx: GraphContext, output: int | None, inputs: set[int | None]
         if id(node) in found:
             continue
         if gctx.is_claimed(node):
-            if all(gctx.value(v).constant for v in node.outputs if v is not None):
+            if all(fixed(v) for v in node.outputs if v is not None):
                 continue  # a table or mask another call's region took: shared, read here
             return None
         if len(found) >= REGION_LIMIT:
@@ -315,6 +319,6 @@ def region(gctx: GraphContext, output: int | None, inputs: set[int | None]
     for node in calls:
         if any(v in reached for v in tensor_inputs(node)):
             reached.update(v for v in node.outputs if v is not None)
-        elif not all(gctx.value(v).constant for v in node.outputs if v is not None):
+        elif not all(fixed(v) for v in node.outputs if v is not None):
             return None
     return calls

@@ -1,7 +1,7 @@
 """Rotary embeddings on the data-flow graph, whatever the rotation's spelling.
 
 A rotation of x is a call whose output has x's shape and whose region (`canonical.region`)
-reads x and constant tables only, through slices, negations, concatenations, stacks, products
+reads x and constant tables only (or rows of them gathered by position ids: `cos[position_ids]`), through slices, negations, concatenations, stacks, products
 and sums: rotate-half (`x·cos + rotate_half(x)·sin`), the two halves concatenated
 (`cat([x1·cos - x2·sin, x2·cos + x1·sin])`), GPT-J's interleaved pairs (`stack((-x2, x1), -1)
 .flatten(-2)`), or Meta's complex product (`view_as_real(view_as_complex(x) · freqs_cis)`).
@@ -27,7 +27,8 @@ ANCHORS = ("add", "sub", "cat", "flatten", "type_as", "to", "float", "view_as_re
            "view")
 
 
-def _candidates(gctx: GraphContext, node: GraphNode, limit: int = 40) -> list[int]:
+def _candidates(gctx: GraphContext, node: GraphNode, limit: int = 40,
+                tables: frozenset[int] = frozenset()) -> list[int]:
     """The non-constant values of the anchor's shape that rotation-shaped calls behind it read,
     earliest first: the rotated x is the earliest one the whole rotation is made from."""
     out_shape = gctx.shape(node.outputs[0])
@@ -41,7 +42,7 @@ def _candidates(gctx: GraphContext, node: GraphNode, limit: int = 40) -> list[in
         seen.add(id(current))
         for value in tensor_inputs(current):
             known = gctx.value(value)
-            if known is None or known.constant:
+            if known is None or known.constant or value in tables:
                 continue
             producer = gctx.producer(value)
             if known.shape == out_shape:
@@ -85,12 +86,35 @@ def _layout(gctx: GraphContext, nodes: list[GraphNode], x_shape: list[int]) -> s
     return "BHSD"
 
 
-def _rotation(gctx: GraphContext, node: GraphNode) -> tuple[int, list[GraphNode], str] | None:
+def position_tables(gctx: GraphContext) -> tuple[set[int], frozenset[int]]:
+    """(the rows of constant tables gathered by an integer tensor, `cos[position_ids]`; every
+    value made from those and constants alone): tables the rotation reads like constants."""
+    lookups: set[int] = set()
+    tables: set[int] = set()
+    for node in gctx.graph.nodes:
+        reads = tensor_inputs(node)
+        if not reads or not node.outputs:
+            continue
+        source = gctx.value(reads[0])
+        indices = [gctx.value(v) for v in reads[1:]]
+        if node.op in ("getitem", "index_select") and source is not None and source.constant \
+                and indices and all(i is not None and not i.constant and i.dtype.startswith("int")
+                                    for i in indices):
+            lookups.update(v for v in node.outputs if v is not None)
+        elif any(v in tables or v in lookups for v in reads) and all(
+                v in tables or v in lookups or gctx.value(v).constant for v in reads):
+            tables.update(v for v in node.outputs if v is not None)
+    return lookups, frozenset(tables | lookups)
+
+
+def _rotation(gctx: GraphContext, node: GraphNode, lookups: set[int] = frozenset(),
+              tables: frozenset[int] = frozenset()) -> tuple[int, list[GraphNode], str] | None:
     """(x, the calls, the form) of a rotation of x that ends at `node`."""
-    for x in _candidates(gctx, node):
-        nodes = region(gctx, node.outputs[0], {x})
+    for x in _candidates(gctx, node, tables=tables):
+        nodes = region(gctx, node.outputs[0], {x} | lookups, tables)
         if not nodes or any(n.op not in ROTATION_OPS for n in nodes
-                            if not all(gctx.value(v).constant for v in n.outputs if v)):
+                            if not all(gctx.value(v).constant or v in tables
+                                       for v in n.outputs if v)):
             continue
         form = _form(nodes)
         if form is not None:
@@ -125,10 +149,11 @@ def _rotary_dim(gctx: GraphContext, node: GraphNode, x: int, nodes: list[GraphNo
 
 
 def find_rotary(gctx: GraphContext) -> None:
+    lookups, tables = position_tables(gctx)
     for node in reversed(gctx.graph.nodes):
         if node.op not in ANCHORS or gctx.is_claimed(node) or not node.outputs:
             continue
-        found = _rotation(gctx, node)
+        found = _rotation(gctx, node, lookups, tables)
         if found is None:
             continue
         x, nodes, form = found
@@ -148,7 +173,8 @@ def find_rotary(gctx: GraphContext) -> None:
             params["layout"] = layout
         # The site is where the rotation runs, not where its cos/sin tables were sliced (a
         # model's forward that hands them to its blocks).
-        work = [n for n in nodes if not all(gctx.value(v).constant for v in n.outputs if v)]
+        work = [n for n in nodes if not all(gctx.value(v).constant or v in tables
+                                            for v in n.outputs if v)]
         site = gctx.site(KERNEL_TYPE, work or nodes, f"rope({form})", named, params,
                          gctx.dtype(x))
         gctx.claim(nodes, KERNEL_TYPE, site)
