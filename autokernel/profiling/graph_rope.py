@@ -1,7 +1,8 @@
 """Rotary embeddings on the data-flow graph, whatever the rotation's spelling.
 
 A rotation of x is a call whose output has x's shape and whose region (`canonical.region`)
-reads x and constant tables only (or rows of them gathered by position ids: `cos[position_ids]`), through slices, negations, concatenations, stacks, products
+reads x and constant tables only (or tables computed from the position ids the forward was given:
+`cos[position_ids]`, `(inv_freq @ position_ids).cos()`), through slices, negations, concatenations, stacks, products
 and sums: rotate-half (`x·cos + rotate_half(x)·sin`), the two halves concatenated
 (`cat([x1·cos - x2·sin, x2·cos + x1·sin])`), GPT-J's interleaved pairs (`stack((-x2, x1), -1)
 .flatten(-2)`), or Meta's complex product (`view_as_real(view_as_complex(x) · freqs_cis)`).
@@ -86,32 +87,38 @@ def _layout(gctx: GraphContext, nodes: list[GraphNode], x_shape: list[int]) -> s
     return "BHSD"
 
 
+# What cos/sin tables are computed with from position ids: no projection, no embedding.
+TABLE_OPS = TRANSPARENT | {
+    "getitem", "index_select", "mul", "matmul", "outer", "einsum", "cat", "stack", "cos", "sin",
+    "add", "sub", "div", "neg", "pow", "repeat", "repeat_interleave", "arange",
+}
+
+
 def position_tables(gctx: GraphContext) -> tuple[set[int], frozenset[int]]:
-    """(the rows of constant tables gathered by an integer tensor, `cos[position_ids]`; every
-    value made from those and constants alone): tables the rotation reads like constants."""
-    lookups: set[int] = set()
+    """(the integer tensors the forward was given, position ids; every value computed from
+    those and constants alone by table math: `cos[position_ids]`, HF's `(inv_freq @
+    position_ids).cos()`): tables the rotations read like constants, and share."""
+    seeds: set[int] = set()
     tables: set[int] = set()
     for node in gctx.graph.nodes:
         reads = tensor_inputs(node)
-        if not reads or not node.outputs:
-            continue
-        source = gctx.value(reads[0])
-        indices = [gctx.value(v) for v in reads[1:]]
-        if node.op in ("getitem", "index_select") and source is not None and source.constant \
-                and indices and all(i is not None and not i.constant and i.dtype.startswith("int")
-                                    for i in indices):
-            lookups.update(v for v in node.outputs if v is not None)
-        elif any(v in tables or v in lookups for v in reads) and all(
-                v in tables or v in lookups or gctx.value(v).constant for v in reads):
+        for v in reads:
+            found = gctx.value(v)
+            if found is not None and not found.constant and found.dtype.startswith("int") and \
+                    gctx.producer(v) is None:
+                seeds.add(v)
+        if node.op in TABLE_OPS and node.outputs and any(v in tables or v in seeds
+                                                         for v in reads) and all(
+                v in tables or v in seeds or gctx.value(v).constant for v in reads):
             tables.update(v for v in node.outputs if v is not None)
-    return lookups, frozenset(tables | lookups)
+    return seeds, frozenset(tables | seeds)
 
 
-def _rotation(gctx: GraphContext, node: GraphNode, lookups: set[int] = frozenset(),
+def _rotation(gctx: GraphContext, node: GraphNode, seeds: set[int] = frozenset(),
               tables: frozenset[int] = frozenset()) -> tuple[int, list[GraphNode], str] | None:
     """(x, the calls, the form) of a rotation of x that ends at `node`."""
     for x in _candidates(gctx, node, tables=tables):
-        nodes = region(gctx, node.outputs[0], {x} | lookups, tables)
+        nodes = region(gctx, node.outputs[0], {x} | seeds, tables)
         if not nodes or any(n.op not in ROTATION_OPS for n in nodes
                             if not all(gctx.value(v).constant or v in tables
                                        for v in n.outputs if v)):
@@ -149,11 +156,11 @@ def _rotary_dim(gctx: GraphContext, node: GraphNode, x: int, nodes: list[GraphNo
 
 
 def find_rotary(gctx: GraphContext) -> None:
-    lookups, tables = position_tables(gctx)
+    seeds, tables = position_tables(gctx)
     for node in reversed(gctx.graph.nodes):
         if node.op not in ANCHORS or gctx.is_claimed(node) or not node.outputs:
             continue
-        found = _rotation(gctx, node, lookups, tables)
+        found = _rotation(gctx, node, seeds, tables)
         if found is None:
             continue
         x, nodes, form = found
