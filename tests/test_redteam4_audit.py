@@ -100,3 +100,10 @@ def test_every_output_of_a_batch_is_compared_with_the_reference_of_its_own_input
     with pytest.raises(Verdict) as caught:
         judge._audit_batch((3, 8), torch.float32, "timing [here]", list(range(6)), made, outs)
     assert caught.value.rule == "replay" and "produced while timing is wrong" in caught.value.reason
+
+
+def test_this_files_attacks_are_the_rt4_files_it_judges() -> None:
+    # tests/test_redteam_judge.py names every other file of the directory.
+    source = Path(__file__).read_text()
+    for name in ("rt4_wrong_on_one_timed_call.py", "rt4_wrong_on_profiled_call.py"):
+        assert (RED_TEAM / name).is_file() and f'"{name}"' in source
