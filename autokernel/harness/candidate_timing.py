@@ -47,16 +47,16 @@ class CandidateTiming:
 
     def _profile(self, message: dict[str, Any]) -> dict[str, Any]:
         """On the held inputs: what one call launches (a digest) and, on a GPU, the memory a
-        bare call allocates beyond its inputs."""
+        bare call allocates beyond its inputs. The guarded call's output goes back: the judge
+        checks it like any other call's."""
         where = str(message.get("where", "timing"))
         self.monitor.signatures = []
         try:
-            out = self._timed_wrapper(where)(*self.inputs)
+            checked = self._timed_wrapper(where)(*self.inputs)
             self._sync()
             digest = launch_digest(self.monitor.signatures)
         finally:
             self.monitor.signatures = None
-        del out
         peak = None
         if self.device.type == "cuda":
             assert self.kernel_fn is not None
@@ -67,7 +67,8 @@ class CandidateTiming:
             _synchronize()
             peak = round((torch.cuda.max_memory_allocated(self.device) - allocated) / 2**20, 3)
             del out
-        return {"digest": digest, "peak_vram_mb": peak}
+        return {"digest": digest, "peak_vram_mb": peak,
+                "out": list(checked) if isinstance(checked, tuple) else checked}
 
     def _synced(self, message: dict[str, Any]) -> dict[str, Any]:
         """Bare synchronized calls on the held inputs: wall times and the device's tail after

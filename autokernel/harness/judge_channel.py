@@ -35,7 +35,7 @@ REPLY_KEYS: dict[str, tuple[frozenset[str], ...]] = {
     "call": (frozenset({"out", "storage"}), frozenset({"out", "type", "subclass"})),
     "kept": (frozenset({"outs"}),),
     "aot_requests": (frozenset({"requests"}),),
-    "profile": (frozenset({"digest", "peak_vram_mb"}),),
+    "profile": (frozenset({"digest", "peak_vram_mb", "out"}),),
     "synced": (frozenset({"wall_us", "tail_us"}),),
     "slots": (frozenset(),), "stage": (frozenset(),), "end_slots": (frozenset(),),
     "batch": (frozenset({"device_us", "host_us", "ahead"}),),

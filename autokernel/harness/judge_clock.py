@@ -1,4 +1,4 @@
-"""The judge's clock against what a candidate process reports, and the sample of timed outputs.
+"""The judge's clock against what a candidate process reports.
 
 `check_batch_clock`: the wall time W from sending a batch request to receiving its reply (sync to
 sync, on the judge's side) must satisfy
@@ -8,17 +8,13 @@ sync, on the judge's side) must satisfy
 
 when the process says its host stayed ahead of the GPU. The spin is the judge's choice
 (`next_spin`: 1.5x the host queueing time last reported, at most 200 µs plus HOST_ALLOWANCE_US
-per call). `Reservoir`: a uniformly random sample of a shape's timed outputs, kept in the judge's
-memory and compared in full after the shape's rounds (`judge_timing`).
+per call). Which timed outputs the judge compares is `judge_audit`'s.
 """
 
 from __future__ import annotations
 
-import secrets
 import time
-from typing import Any
 
-from autokernel.harness.outputs import clone_outputs
 from autokernel.harness.timing import MIN_SPIN_US, SPIN_MARGIN
 from autokernel.text import count_of
 
@@ -75,21 +71,3 @@ def next_spin(spin_us: float, host_us: float, ahead: bool, calls: int) -> float:
     wanted = max(SPIN_MARGIN * host_us, 2 * spin_us if not ahead else MIN_SPIN_US)
     return min(cap, max(MIN_SPIN_US, wanted))
 
-
-class Reservoir:
-    """A uniformly random sample of `size` of the outputs offered (Algorithm R), each copied
-    into this process's memory when taken."""
-
-    def __init__(self, size: int, chooser: secrets.SystemRandom) -> None:
-        self.size, self.chooser = size, chooser
-        self.kept: list[tuple[int, Any]] = []
-        self.seen = 0
-
-    def offer(self, seed: int, out: Any) -> None:
-        self.seen += 1
-        if len(self.kept) < self.size:
-            self.kept.append((seed, clone_outputs(out)))
-            return
-        slot = self.chooser.randrange(self.seen)
-        if slot < self.size:
-            self.kept[slot] = (seed, clone_outputs(out))

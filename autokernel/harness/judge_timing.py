@@ -9,14 +9,13 @@ random order, so drift hits all alike, and round r of each pairs with round r of
 For a candidate process, the judge owns every timed call's inputs and outputs: it makes the
 inputs itself from keyed-hash seeds (`seeds.timed_call_seed`) and, on a GPU, puts them in
 dedicated allocations it shares once per shape (slots); each output is copied into a slot of the
-judge's right after its call. After each batch the judge keeps a uniformly random sample of the
-outputs (reservoir sampling, `AUDITS_PER_TIMED_SHAPE` per shape, the choice never leaves this
-process) in its own memory; after the shape's rounds it remakes those calls' inputs and compares
-each kept output in full with the reference. No digest or figure of the candidate's is believed
-for this.
+judge's right after its call. After each batch, outside the timed interval, the judge compares the
+batch's outputs in full with references it computes from its own inputs: every output on the CPU,
+on a GPU each with a probability it draws itself (`judge_audit`). No digest or figure of the
+candidate's is believed for this.
 
 The judge's clock bounds every batch a candidate process reports (`judge_clock`: the bounds, the
-spin the judge grants, the reservoir sample); the flush and copy costs are measured by the judge
+spin the judge grants); the flush and copy costs are measured by the judge
 on its own GPU context. A contradicted batch is re-run
 (fresh inputs) up to twice; a third contradiction is a FAIL (rule timing-contradiction). Batches
 whose host fell behind even after the spin was doubled twice cannot be bounded this way; if more
@@ -40,13 +39,11 @@ import torch
 
 from autokernel.harness import channel
 from autokernel.harness.cases import Case
-from autokernel.harness.compare import bits
 from autokernel.harness.dedicated import DedicatedBuffer, share_like
 from autokernel.harness.inputs import generator, tensors
 from autokernel.harness.judge_channel import CandidateGone, Endpoint
-from autokernel.harness.judge_clock import (
-    ProcessClock, Reservoir, check_batch_clock, next_spin,
-)
+from autokernel.harness.judge_audit import AUDIT_SHARE_OF_BUDGET, AuditPlan, JudgeAudit
+from autokernel.harness.judge_clock import ProcessClock, check_batch_clock, next_spin
 from autokernel.harness.outputs import clone_outputs
 from autokernel.harness.paired import paired_speedup, round_ratios, too_noisy
 from autokernel.harness.protocol import TimedShape, baseline_key
@@ -63,10 +60,8 @@ from autokernel.harness.verdict import Verdict
 from autokernel.ops.spec import Inputs, Shape, dtype_name
 from autokernel.text import count_of
 
-AUDITS_PER_TIMED_SHAPE = 3  # timed outputs kept (uniformly at random) and compared in full
 WALL_RETRIES = 2
 BATCH_ATTEMPTS = 3
-MAX_UNVERIFIED_SHARE = 0.5
 
 _perf_counter = time.perf_counter
 
@@ -96,7 +91,7 @@ class Local:
     synced: SyncedCalls | None = None
 
 
-class JudgeTiming:
+class JudgeTiming(JudgeAudit):
     """Step 3 of `Judge.run`."""
 
     # -- baselines, in this process ---------------------------------------------------------------
@@ -227,7 +222,8 @@ class JudgeTiming:
         for remote in remotes:
             self._open_slots(remote, warm, shapes, slots, where)
         self.per_call_us = self._overhead_us(output_bytes)
-        self.audit = Reservoir(AUDITS_PER_TIMED_SHAPE, self.chooser)
+        self.audit = AuditPlan(self.chooser, self.device.type != "cuda",
+                               AUDIT_SHARE_OF_BUDGET * budget_s)
         self.calls_made = 0
         try:
             return self._timed_rounds(k, shape, dtype, where, remotes, locals_, slots, budget_s)
@@ -245,16 +241,16 @@ class JudgeTiming:
             layout = next(p.layout for p in self.prepared if p.case.shape == tuple(
                 self.timed[k][0]) and p.case.dtype == self.timed[k][1])
             reply = endpoint.ask("call", "timing", where, outputs=layout)
-            if remote.name == "candidate":
-                prepared = self._prepare(Case("timing", self.timed[k][0], self.timed[k][1],
-                                              "warm-up"), 0, warm)
-                out = reply.get("out")
-                out = tuple(out) if isinstance(out, list) else out
-                self._check(prepared, clone_outputs(out) if isinstance(out, (torch.Tensor, tuple))
-                            else _not_tensor(reply), f"{where} (warm-up)", stage="timing")
+            prepared = self._prepare(Case("timing", self.timed[k][0], self.timed[k][1],
+                                          "warm-up"), 0, warm) if remote.name == "candidate" \
+                else None
+            if prepared is not None:
+                self._check_reply(prepared, reply, f"{where} (warm-up)")
             del reply
             if k == 0:
                 profile = endpoint.ask("profile", "timing", where, where=where)
+                if prepared is not None:  # every call's output is checked, this one's too
+                    self._check_reply(prepared, profile, f"{where} (profiled call)")
                 digest = profile["digest"]
                 digest = digest if isinstance(digest, str) and len(digest) <= 64 \
                     and digest.isalnum() else None
@@ -275,6 +271,12 @@ class JudgeTiming:
         finally:
             for buffer in buffers:
                 buffer.free()
+
+    def _check_reply(self, prepared: Any, reply: dict[str, Any], where: str) -> None:
+        out = reply.get("out")
+        out = tuple(out) if isinstance(out, list) else out
+        self._check(prepared, clone_outputs(out) if isinstance(out, (torch.Tensor, tuple))
+                    else _not_tensor(reply), where, stage="timing")
 
     def _local_contestants(self, shape: Shape, dtype: torch.dtype, warm: Inputs,
                            where: str) -> list[Local]:
@@ -374,6 +376,7 @@ class JudgeTiming:
         calls_per_round = calls_per_round_for([median(t) for t in pilot.values() if t])
         rounds = rounds_for(budget_s, round_s * calls_per_round, self.device, self.job.quick)
         per_batch = max(1, min(slots, MAX_CALLS_PER_BATCH) // calls_per_round)
+        self.audit.expected = rounds * calls_per_round
 
         def run(count: int) -> None:
             for first in range(0, count, per_batch):
@@ -395,10 +398,10 @@ class JudgeTiming:
         if "incumbent" in samples and self._too_noisy(samples):
             for name in samples:
                 samples[name].clear()
+            self.audit.expected += min(2 * rounds, MAX_ROUNDS) * calls_per_round
             run(min(2 * rounds, MAX_ROUNDS))
             retimed = True
         self._check_verified(remotes, where)
-        self._audit_kept(k, shape, dtype, where)
         return self._timed_shape(shape, dtype, samples, calls_per_round, retimed,
                                  [c for c in contestants if c.name in samples])
 
@@ -477,8 +480,7 @@ class JudgeTiming:
             outputs = self._batch_outputs(remote, calls, where)
             if remote.name == "candidate":
                 self._check_inputs_kept(remote, made, where)
-                for seed, out in zip(seeds, outputs):
-                    self.audit.offer(seed, out)
+                self._audit_batch(shape, dtype, where, seeds, made, outputs)
             remote.batches += 1
             problem = check_batch_clock(wall_us, device_us, spin, calls * self.per_call_us,
                                         cpu_us)
@@ -509,39 +511,6 @@ class JudgeTiming:
         if not isinstance(outs, list) or len(outs) != calls:
             raise channel.BadMessage("a batch's outputs do not match its calls")
         return [tuple(o) if isinstance(o, list) else o for o in outs]
-
-    def _check_inputs_kept(self, remote: Remote, made: list[Inputs], where: str) -> None:
-        """On a GPU the inputs are the judge's memory: it checks them itself."""
-        if self.device.type != "cuda":
-            return
-        for slot, inputs in zip(remote.inputs, made):
-            for now, then in zip(tensors(slot), tensors(inputs)):
-                if not torch.equal(bits(now), bits(then)):
-                    raise Verdict("REJECTED", "timing", f"input mutation at {where}: a timed "
-                                  "call modified its inputs", "input-mutation")
-
-    def _check_verified(self, remotes: list[Remote], where: str) -> None:
-        for remote in remotes:
-            if remote.name == "candidate" and remote.batches and \
-                    remote.unverified > MAX_UNVERIFIED_SHARE * remote.batches:
-                raise Verdict("FAIL", "timing", f"the judge's clock could not bound the "
-                              f"candidate's timing at {where}: in {remote.unverified} of its "
-                              f"batches ({remote.batches} in all) its process says its host "
-                              "fell behind the GPU even behind a long spin",
-                              "timing-contradiction")
-            if remote.unverified:
-                self.report.notes.append(f"{where}: the host was behind the GPU in "
-                                         f"{remote.unverified} of the {remote.name}'s batches "
-                                         f"({remote.batches} in all)")
-
-    def _audit_kept(self, k: int, shape: Shape, dtype: torch.dtype, where: str) -> None:
-        """The randomly kept timed outputs, compared in full with references made here."""
-        for seed, out in self.audit.kept:
-            inputs = self._make(shape, dtype, generator(self.device, seed))
-            prepared = self._prepare(Case("timing", shape, dtype, "audit"), seed, inputs)
-            self._check(prepared, out, where, stage="timing", rule="replay",
-                        prefix="an output produced while timing is wrong at ")
-        self.audit.kept.clear()
 
     def _timed_shape(self, shape: Shape, dtype: torch.dtype, samples: dict[str, list[float]],
                      calls_per_round: int, retimed: bool,
