@@ -74,3 +74,54 @@ def test_starters_still_pass_the_scan(starter: str) -> None:
     if "kernel_fn" not in source:
         pytest.skip("not a kernel file")
     assert scan_source(source) == []
+
+
+# -- the sm_90 compile gate sees every correctness call, not the smoke call only -----------------
+
+def _launches(kernel: object, *calls: tuple[object, ...]) -> list[tuple[object, ...]]:
+    return [(kernel.fn, grid, args, {"BLOCK": block}) for grid, args, block in calls]
+
+
+def test_requests_are_one_per_specialisation_with_the_largest_grid() -> None:
+    import torch
+    import triton
+    import triton.language as tl
+
+    from autokernel.harness.aot_gate import requests_from_launches
+
+    @triton.jit
+    def copy_rows(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+        cols = tl.arange(0, BLOCK)
+        tl.store(y_ptr + cols, tl.load(x_ptr + cols, mask=cols < n), mask=cols < n)
+
+    x16, x32 = torch.zeros(64, dtype=torch.float16), torch.zeros(64)
+    first = requests_from_launches(_launches(copy_rows, ((4,), (x16, x16, 37), 64)), "smoke")
+    later = requests_from_launches(_launches(
+        copy_rows, ((9,), (x16, x16, 37), 64), ((2,), (x16, x16, 48), 64),  # one request
+        ((2,), (x32, x32, 37), 64), ((2,), (x16, x16, 37), 128)), "sweep", first)
+    assert [(r["context"], r["grid"]) for r in later] == [
+        ("smoke", [9, 1, 1]), ("sweep", [2, 1, 1]), ("sweep", [2, 1, 1])]
+
+
+def test_compile_requests_may_be_none_but_not_unbounded() -> None:
+    from autokernel.harness.aot_gate import MAX_REQUESTS, decode_requests
+
+    assert decode_requests([]) == []
+    with pytest.raises(ValueError):
+        decode_requests([{}] * (MAX_REQUESTS + 1))
+
+
+def test_a_numpy_body_off_the_smoke_shape_fails_the_gpu_compile(tmp_path: Path) -> None:
+    """rt4_aot_gate_smoke_only.py: a compilable kernel at the smoke shape, a numpy-bodied one at
+    every other: its first shape_sweep launch is lowered to Triton IR and refused."""
+    from conftest import DEVICE
+
+    from autokernel.harness import runner
+    from autokernel.harness.result import Status
+
+    if DEVICE != "cpu":
+        pytest.skip("the interpreter's gap")
+    result = runner.run_bench(RED_TEAM / "rt4_aot_gate_smoke_only.py", device="cpu", quick=True,
+                              cache_dir=tmp_path / "cache", only_stages=["smoke", "shape_sweep"])
+    assert result.status is Status.FAIL and result.rule == "gpu-compile", result.reason
+    assert "softmax_numpy [shape_sweep" in result.reason and "sm_90" in result.reason
