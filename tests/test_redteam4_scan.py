@@ -3,6 +3,8 @@
 Class 1: objects of forbidden modules re-exported by allowed ones (`torch.xpu.cast` is
 ctypes.cast, `triton.language.extra.modules` is sys.modules, `triton.compiler.compiler.Path` is
 pathlib.Path): the scan resolves what every attribute path reaches and refuses it by identity.
+Class 2: host compute on raw memory between or after the launches (`guards.host_writes`).
+Class 3: a numpy-bodied kernel off the smoke shape (the sm_90 gate sees every correctness call).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_guards import monitor  # noqa: F401 - the installed launch monitor fixture
 
 from autokernel.harness.scan_rules import forbidden_object, foreign_module
 from autokernel.harness.static_scan import scan_source
@@ -125,3 +128,83 @@ def test_a_numpy_body_off_the_smoke_shape_fails_the_gpu_compile(tmp_path: Path) 
                               cache_dir=tmp_path / "cache", only_stages=["smoke", "shape_sweep"])
     assert result.status is Status.FAIL and result.rule == "gpu-compile", result.reason
     assert "softmax_numpy [shape_sweep" in result.reason and "sm_90" in result.reason
+
+
+# -- host writes to tensor memory that no launch and no torch op made (CPU) ----------------------
+
+def _host_write(t: "torch.Tensor") -> None:  # noqa: F821 - what ctypes over an address does
+    import ctypes
+
+    ctypes.memset(t.data_ptr(), 0x7F, 4)
+
+
+@pytest.fixture
+def cpu_monitor(monitor):  # noqa: ANN001, ANN201 - test_guards' installed monitor, on the CPU
+    from conftest import DEVICE
+
+    if DEVICE != "cpu":
+        pytest.skip("host memory is tensor memory on the CPU only")
+    return monitor
+
+
+@pytest.mark.parametrize("when", ["after the launch", "before the launch", "never"])
+def test_a_host_write_between_or_after_launches_is_refused(cpu_monitor, when: str) -> None:
+    import torch
+    from test_guards import _copy, guarded
+
+    from autokernel.harness.guards import FallbackRecorder
+
+    recorder = FallbackRecorder(cpu_monitor, torch.device("cpu"))
+    x = torch.arange(8, dtype=torch.float32)
+
+    def call() -> torch.Tensor:
+        staging = x.clone()  # a torch op writes it: known
+        if when == "before the launch":
+            _host_write(staging)
+        y = torch.empty_like(x)
+        _copy[(1,)](staging, y, x.numel(), BLOCK=16)
+        y[6:] = 0  # torch ops may write after a launch
+        if when == "after the launch":
+            _host_write(y)
+        return y
+
+    guarded(cpu_monitor, recorder, call)
+    found = [v for v in recorder.violations if "host write" in v]
+    assert len(found) == (when != "never"), recorder.violations
+    if when == "before the launch":
+        assert "before a launch of _copy" in found[0]
+    elif when == "after the launch":
+        assert "kernel_fn returned" in found[0]
+
+
+def test_the_ledger_alone() -> None:
+    import torch
+
+    from autokernel.harness.guards.host_writes import HostWriteLedger
+
+    ledger = HostWriteLedger()
+    t = torch.ones(4)
+    ledger.check(t, "a")  # never seen: nothing to compare
+    ledger.note([{"k": t}])
+    ledger.check((t,), "b")
+    assert ledger.findings == []
+    _host_write(t[1:])
+    ledger.close()
+    assert len(ledger.findings) == 1 and ledger.known == {}
+
+
+def test_host_compute_after_a_copying_launch_is_refused_without_the_scan(tmp_path: Path) -> None:
+    """rt4_xpu_ctypes_host_softmax.py: Triton copies x into y, numpy computes the softmax in y's
+    memory through ctypes (only when the launch ran, so the ghost replay sees poison)."""
+    from conftest import DEVICE
+
+    from autokernel.harness import runner
+    from autokernel.harness.result import Status
+
+    if DEVICE != "cpu":
+        pytest.skip("host memory is tensor memory on the CPU only")
+    result = runner.run_bench(RED_TEAM / "rt4_xpu_ctypes_host_softmax.py", device="cpu",
+                              quick=True, static_scan=False, cache_dir=tmp_path / "cache",
+                              only_stages=["smoke"])
+    assert result.status is Status.REJECTED and result.rule == "library-fallback", result.reason
+    assert "a host write to tensor memory" in result.reason and result.stage == "smoke"
