@@ -208,3 +208,20 @@ def test_host_compute_after_a_copying_launch_is_refused_without_the_scan(tmp_pat
                               only_stages=["smoke"])
     assert result.status is Status.REJECTED and result.rule == "library-fallback", result.reason
     assert "a host write to tensor memory" in result.reason and result.stage == "smoke"
+
+
+def test_the_compile_plan_compiles_the_first_call_and_lowers_the_rest() -> None:
+    from autokernel.harness import aot_gate
+
+    def item(context: str, block: int, warps: int) -> dict[str, object]:
+        return {"kernel": "k", "context": context, "signature": {"x": "*fp32"},
+                "constexprs": [[[1], block]], "attrs": [], "options": {"num_warps": warps},
+                "grid": [1, 1, 1]}
+
+    items = [item("smoke", 64, 4), item("smoke", 64, 8), item("sweep", 64, 4),
+             item("sweep", 64, 8), item("edge", 128, 4)]
+    plan = aot_gate._plan(items)
+    assert [(r.context, r.frontend_only) for r in plan] == [
+        ("smoke", False), ("smoke", False), ("sweep", True), ("edge", True)]
+    many = [item("smoke", 1, 4)] + [item("sweep", b, 4) for b in range(2, 400)]
+    assert len(aot_gate._plan(many)) == 1 + aot_gate.MAX_LOWERED

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 GATE_TIMEOUT_S = 300.0
-MAX_REQUESTS = 256  # distinct specialisations over every correctness call
+MAX_REQUESTS = 1024  # distinct specialisations over every correctness call
+MAX_LOWERED = 256  # lowered to Triton IR at most (a random sample of them beyond)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 
 
@@ -130,6 +131,27 @@ def _decoded(item: dict[str, Any], frontend_only: bool) -> Any:
                           frontend_only=frontend_only)
 
 
+def _plan(items: list[dict[str, Any]]) -> list[Any]:
+    """The first call's launches compile in full (limits included); every other specialisation
+    is lowered to Triton IR, which runs all of its body's Python through the code generator:
+    once per kernel, dtypes and constexprs (the options, num_warps and the like, change nothing
+    there), at most `MAX_LOWERED` of them, drawn at random here (before the kernel file is
+    imported) when there are more (an autotuner's every config at every shape)."""
+    import secrets
+
+    full = [_decoded(item, False) for item in items if item["context"] == items[0]["context"]]
+    lowered: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if item["context"] != items[0]["context"]:
+            key = json.dumps([item[k] for k in ("kernel", "signature", "constexprs")],
+                             sort_keys=True)
+            lowered.setdefault(key, item)
+    chosen = list(lowered.values())
+    if len(chosen) > MAX_LOWERED:
+        chosen = secrets.SystemRandom().sample(chosen, MAX_LOWERED)
+    return full + [_decoded(item, True) for item in chosen]
+
+
 def check(kernel_source: str, requests: list[dict[str, Any]], work_dir: Path,
           env: dict[str, str], timeout_s: float = GATE_TIMEOUT_S) -> str | None:
     """Compile the requests in a sandboxed compile process; None when all compile, else why
@@ -213,10 +235,7 @@ def main() -> None:
     once every request was tried: a kernel file that exits during its import gives none."""
     request = json.loads(sys.stdin.read())
     result = os.fdopen(int(request["result_fd"]), "w", encoding="utf-8")
-    items = decode_requests(request["requests"])
-    # The first call's launches compile in full (limits included); every other specialisation
-    # is lowered to Triton IR, which runs all of its body's Python through the code generator.
-    requests = [_decoded(item, item["context"] != items[0]["context"]) for item in items]
+    requests = _plan(decode_requests(request["requests"]))
     import triton
 
     from autokernel.aot import HOPPER_ARCH, compile_requests
