@@ -225,3 +225,14 @@ def test_the_compile_plan_compiles_the_first_call_and_lowers_the_rest() -> None:
         ("smoke", False), ("smoke", False), ("sweep", True), ("edge", True)]
     many = [item("smoke", 1, 4)] + [item("sweep", b, 4) for b in range(2, 400)]
     assert len(aot_gate._plan(many)) == 1 + aot_gate.MAX_LOWERED
+
+
+@pytest.mark.parametrize("source", [
+    "import torch\nX = torch.xpu\ndef kernel_fn(x):\n    return X.cast\n",
+    "import torch\ndef kernel_fn(x):\n    return getattr(torch.xpu, 'pointer')\n",
+    "from torch import xpu as X\ndef kernel_fn(x):\n    return X.c_void_p\n",
+    "import triton.language.extra as E\ndef kernel_fn(x):\n    return E.modules['gc']\n",
+])
+def test_the_objects_are_refused_however_they_are_reached(source: str) -> None:
+    found = scan_source(source)
+    assert any(v.rule == "module-escape" and "of the module" in v.message for v in found), found
