@@ -2,13 +2,17 @@
 
 The Triton interpreter runs a `@triton.jit` body as Python: a body that calls numpy, or anything
 else the compiler would refuse, passes every interpreted check. So a CPU verdict that would be
-PASS is held until each Triton launch the kernel made at the smoke shape has compiled for sm_90
-(`autokernel.aot`'s check: `triton.compile` for `GPUTarget("cuda", 90, 32)`, its shared memory
-and block size within Hopper's limits):
+PASS is held until every Triton launch the kernel made in any correctness call lowers for sm_90:
+the first (smoke) call's launches compile in full (`autokernel.aot`'s check: `triton.compile`
+for `GPUTarget("cuda", 90, 32)`, its shared memory and block size within Hopper's limits), and
+each other distinct specialisation (kernel, dtypes, constexprs, options: a kernel that runs a
+numpy body everywhere but at the smoke shape shows there) is lowered to Triton IR, the step
+where the code generator runs the body's Python (~0.05 s each, against ~1 s for a full compile):
 
-1. in the candidate process, the launch monitor records the smoke call's launches and Triton's
-   own binder specialises them as the JIT would on the GPU (`requests_from_launches`); they come
-   to the judge as plain data, which it checks (`decode_requests`);
+1. in the candidate process, the launch monitor records every correctness call's launches (the
+   judge asks for it in each call, ghost replays aside) and Triton's own binder specialises them
+   as the JIT would on the GPU (`requests_from_launches`, each distinct one once); after the
+   correctness stages they come to the judge as plain data, which it checks (`decode_requests`);
 2. the runner then starts a compile process (`check`), forked from the compile fork server
    (`forkserver`, mode `compile`: Triton imported for compiling and its compiler warmed up once
    per harness process) or spawned: it applies the candidate sandbox to itself (reads of the
@@ -34,22 +38,36 @@ from pathlib import Path
 from typing import Any
 
 GATE_TIMEOUT_S = 300.0
-MAX_REQUESTS = 32
+MAX_REQUESTS = 1024  # distinct specialisations over every correctness call
+MAX_LOWERED = 256  # lowered to Triton IR at most (a random sample of them beyond)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 
 
 def requests_from_launches(recorded: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]],
-                           context: str) -> list[dict[str, Any]]:
-    """The recorded launches, specialised for sm_90 as JSON-ready dicts, each distinct one
-    once (candidate process)."""
+                           context: str, known: list[dict[str, Any]] | None = None
+                           ) -> list[dict[str, Any]]:
+    """`known` and the recorded launches, specialised for sm_90 as JSON-ready dicts, each
+    distinct specialisation once (candidate process). Launches that differ only in their grid
+    or their alignment attributes are one request: those change no Python the compiler runs
+    (the body's code generation follows the dtypes, constexprs and options), and the grid kept
+    is the largest extent per axis seen, which the launch limits are checked against."""
     from autokernel.aot import KernelLaunch, gpu_target, specialize
 
-    distinct: dict[str, dict[str, Any]] = {}
+    distinct = {_key(request): request for request in known or []}
     for fn, grid, args, kwargs in recorded:
         encoded = _encoded(specialize(KernelLaunch(fn, grid, args, kwargs), gpu_target(),
                                       context))
-        distinct.setdefault(json.dumps(encoded, sort_keys=True), encoded)
-    return list(distinct.values())[:MAX_REQUESTS]
+        seen = distinct.setdefault(_key(encoded), encoded)
+        if seen is not encoded:
+            width = max(len(seen["grid"]), len(encoded["grid"]))
+            seen["grid"] = [max(a, b) for a, b in zip(seen["grid"] + [1] * width,
+                                                      encoded["grid"] + [1] * width)][:width]
+    return list(distinct.values())
+
+
+def _key(request: dict[str, Any]) -> str:
+    return json.dumps([request[k] for k in ("kernel", "signature", "constexprs", "options")],
+                      sort_keys=True)
 
 
 def _plain(value: Any) -> Any:
@@ -71,9 +89,10 @@ def _encoded(request: Any) -> dict[str, Any]:
 
 
 def decode_requests(data: Any) -> list[dict[str, Any]]:
-    """The requests a candidate process sent, checked to be what `_encoded` makes."""
-    if not isinstance(data, list) or not 0 < len(data) <= MAX_REQUESTS:
-        raise ValueError("compile requests must be a non-empty list")
+    """The requests a candidate process sent, checked to be what `_encoded` makes (none when
+    its calls launched nothing: the runner's gate then fails the PASS)."""
+    if not isinstance(data, list) or len(data) > MAX_REQUESTS:
+        raise ValueError(f"compile requests must be a list of at most {MAX_REQUESTS}")
     checked = []
     for item in data:
         if not isinstance(item, dict) or set(item) != {"kernel", "context", "signature",
@@ -88,7 +107,17 @@ def decode_requests(data: Any) -> list[dict[str, Any]]:
     return checked
 
 
-def _decoded(item: dict[str, Any]) -> Any:
+def take_requests(data: Any) -> list[dict[str, Any]]:
+    """`decode_requests` in the judge: a malformed answer is the candidate process's (a CRASH)."""
+    from autokernel.harness.channel import BadMessage
+
+    try:
+        return decode_requests(data)
+    except ValueError as exc:
+        raise BadMessage(f"compile requests: {exc}") from None
+
+
+def _decoded(item: dict[str, Any], frontend_only: bool) -> Any:
     from autokernel.aot import CompileRequest
 
     def keyed(pairs: list[list[Any]]) -> dict[tuple[int, ...], Any]:
@@ -98,7 +127,29 @@ def _decoded(item: dict[str, Any]) -> Any:
     options = {k: tuple(v) if isinstance(v, list) else v for k, v in item["options"].items()}
     return CompileRequest(kernel=item["kernel"], context=item["context"],
                           signature=dict(item["signature"]), constexprs=keyed(item["constexprs"]),
-                          attrs=keyed(item["attrs"]), options=options, grid=list(item["grid"]))
+                          attrs=keyed(item["attrs"]), options=options, grid=list(item["grid"]),
+                          frontend_only=frontend_only)
+
+
+def _plan(items: list[dict[str, Any]]) -> list[Any]:
+    """The first call's launches compile in full (limits included); every other specialisation
+    is lowered to Triton IR, which runs all of its body's Python through the code generator:
+    once per kernel, dtypes and constexprs (the options, num_warps and the like, change nothing
+    there), at most `MAX_LOWERED` of them, drawn at random here (before the kernel file is
+    imported) when there are more (an autotuner's every config at every shape)."""
+    import secrets
+
+    full = [_decoded(item, False) for item in items if item["context"] == items[0]["context"]]
+    lowered: dict[str, dict[str, Any]] = {}
+    for item in items:
+        if item["context"] != items[0]["context"]:
+            key = json.dumps([item[k] for k in ("kernel", "signature", "constexprs")],
+                             sort_keys=True)
+            lowered.setdefault(key, item)
+    chosen = list(lowered.values())
+    if len(chosen) > MAX_LOWERED:
+        chosen = secrets.SystemRandom().sample(chosen, MAX_LOWERED)
+    return full + [_decoded(item, True) for item in chosen]
 
 
 def check(kernel_source: str, requests: list[dict[str, Any]], work_dir: Path,
@@ -184,7 +235,7 @@ def main() -> None:
     once every request was tried: a kernel file that exits during its import gives none."""
     request = json.loads(sys.stdin.read())
     result = os.fdopen(int(request["result_fd"]), "w", encoding="utf-8")
-    requests = [_decoded(item) for item in decode_requests(request["requests"])]
+    requests = _plan(decode_requests(request["requests"]))
     import triton
 
     from autokernel.aot import HOPPER_ARCH, compile_requests

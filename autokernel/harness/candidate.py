@@ -242,7 +242,7 @@ class Candidate(CandidateTiming):
         layout = output_layout(message["outputs"])
         if message.get("ghost"):
             out = self._ghost_call(layout)
-        elif message.get("record"):  # the launches, for the sm_90 compile check (aot_gate)
+        elif message.get("record"):  # every call's launches, for the sm_90 check (aot_gate)
             self.monitor.recorded = []
             try:
                 out = self._guarded_call(self.inputs, layout, "", WHERE)
@@ -251,7 +251,8 @@ class Candidate(CandidateTiming):
                 self.monitor.recorded = None
             from autokernel.harness.aot_gate import requests_from_launches
 
-            self.aot = requests_from_launches(recorded, "smoke")
+            context = message["record"] if isinstance(message["record"], str) else "smoke"
+            self.aot = requests_from_launches(recorded, context[:200], self.aot)
         else:
             out = self._guarded_call(self.inputs, layout, "", WHERE)
         count = self.spec.outputs

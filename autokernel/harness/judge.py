@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from autokernel.harness import channel
+from autokernel.harness.aot_gate import take_requests
 from autokernel.harness.cases import DETERMINISM_REPEATS, NONFINITE, STAGES, Case, plan_cases
 from autokernel.harness.compare import Mismatch
 from autokernel.harness.dedicated import DedicatedBuffer, share_like
@@ -141,6 +142,7 @@ class Judge(JudgeTiming):
                 self._run_stage(stage)
                 self.report.stages[stage] = "pass"
             self._phase("correctness")
+            self._take_aot_requests()
             if self.job.correctness_only:  # a draft's check (test_kernel): a verdict, no speed
                 self.report.stages["timing"] = "skip"
                 self.report.notes.append("correctness only: not timed")
@@ -237,12 +239,14 @@ class Judge(JudgeTiming):
                 "device": job.device, "poison": self.poison.to_dict(),
                 "prebuilt": job.prebuilt}
 
-    def _call(self, prepared: Prepared, where: str, **options: bool) -> Any:
+    def _call(self, prepared: Prepared, where: str, **options: Any) -> Any:
         """The kernel's output on the inputs last handed over, copied into this process's own
         memory at once (the candidate can no longer change what is compared), or a
         Mismatch-ready description of what it returned instead of a tensor."""
         self.where = where
         keep = options.pop("keep", False) or self._keep_this(prepared)
+        if self.device.type == "cpu" and not options.get("ghost"):
+            options["record"] = where  # the launches, for the sm_90 compile gate (aot_gate)
         reply = self._ask("call", outputs=prepared.layout, keep=keep, **options)
         self.last_storage = reply.get("storage")
         out = reply.get("out")
@@ -266,12 +270,8 @@ class Judge(JudgeTiming):
         return private
 
     def _take_aot_requests(self) -> None:
-        from autokernel.harness.aot_gate import decode_requests
-
-        try:
-            self.report.aot_requests = decode_requests(self._ask("aot_requests")["requests"])
-        except ValueError as exc:
-            raise channel.BadMessage(f"compile requests: {exc}") from None
+        if self.device.type == "cpu":  # every correctness call's launches, for `aot_gate`
+            self.report.aot_requests = take_requests(self._ask("aot_requests")["requests"])
 
     def _keep_this(self, prepared: Prepared) -> bool:
         """Whether this call's output is kept for the late re-read (chosen here, unseen)."""
@@ -518,10 +518,7 @@ class Judge(JudgeTiming):
                 # The first smoke output is kept by the candidate process until the end: a
                 # kernel that hands out a pool of buffers overwrites it.
                 first = stage == "smoke" and not self.kept
-                record = first and self.device.type == "cpu"
-                out = self._call(prepared, where, keep=first, record=record)
-                if record:
-                    self._take_aot_requests()
+                out = self._call(prepared, where, keep=first)
                 self._check(prepared, out, where)
                 del out
                 self._ghost_replay(prepared, where)

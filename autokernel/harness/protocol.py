@@ -107,7 +107,7 @@ class WorkerReport:
     sandbox: dict[str, Any] = field(default_factory=dict)  # harness.sandbox.SandboxState
     launch_digest: str | None = None  # guards.launch_digest of one call at the primary shape
     incumbent_launch_digest: str | None = None
-    # CPU: the smoke call's Triton launches, specialised for sm_90 (`aot_gate`): the runner
+    # CPU: every correctness call's Triton launches, specialised for sm_90 (`aot_gate`): the runner
     # compiles them before a PASS stands.
     aot_requests: list[dict[str, Any]] = field(default_factory=list)
 

@@ -226,7 +226,7 @@ def _incumbent_build(incumbent: Path, caches: Path, timeout_s: float,
 
 def _gate_on_gpu_compile(result: BenchResult, report: WorkerReport, source: str,
                          env: dict[str, str]) -> None:
-    """On the CPU, a PASS stands only if the smoke call's Triton launches compile for sm_90."""
+    """On the CPU, a PASS stands only if every correctness call's launches lower for sm_90."""
     from autokernel.harness.aot_gate import check
 
     started = time.perf_counter()

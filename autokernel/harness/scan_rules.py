@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import re
 import types
 
@@ -282,12 +283,90 @@ def coding_problem(source: str) -> str | None:
     return None
 
 
+# Modules whose public objects a kernel may not reach through an allowed module either
+# (`torch.xpu.cast` is ctypes.cast, `triton.compiler.compiler.Path` is pathlib.Path): the refused
+# modules, their C halves and the file and process plumbing behind them.
+FORBIDDEN_OBJECT_MODULES: tuple[str, ...] = (
+    *REFUSED_MODULE_REASONS, "posix", "posixpath", "genericpath", "ntpath", "_io", "_ctypes",
+    "_pickle", "_socket", "_signal", "_weakref", "_posixsubprocess", "_imp", "_frozen_importlib",
+    "_frozen_importlib_external", "pkgutil", "zipimport", "linecache", "codecs", "fileinput",
+    "faulthandler", "fcntl", "select", "selectors", "atexit", "site", "sysconfig", "platform",
+    "zipfile", "tarfile", "logging", "webbrowser", "pty", "tty", "termios", "dis", "pdb",
+)
+# Harmless values every namespace shares (constants, the builtin types): never an escape.
+_INERT = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, type(...),
+          type(NotImplemented))
+# Allowed modules of the standard library: what they export themselves is allowed, even where a
+# forbidden module re-exports the same object (os.Mapping is collections.abc.Mapping).
+_ALLOWED_STDLIB = ("abc", "cmath", "collections", "collections.abc", "dataclasses", "enum",
+                   "functools", "itertools", "math", "numbers", "operator", "typing")
+
+
+@functools.cache
+def _forbidden_objects() -> dict[int, tuple[object, str]]:
+    """id -> (object, dotted name) for every public object of a forbidden module, the
+    dangerous builtins and sys.modules; built once (the objects are kept, so ids stay valid)."""
+    import builtins
+    import sys
+
+    allowed: set[int] = {id(value) for name, value in vars(builtins).items()
+                         if name not in FORBIDDEN_BUILTINS}
+    for name in _ALLOWED_STDLIB:
+        allowed |= {id(value) for key, value in vars(importlib.import_module(name)).items()
+                    if not key.startswith("_")}
+    table: dict[int, tuple[object, str]] = {id(sys.modules): (sys.modules, "sys.modules")}
+    for name in FORBIDDEN_BUILTINS:
+        if hasattr(builtins, name):
+            value = getattr(builtins, name)
+            table[id(value)] = (value, f"builtins.{name}")
+    for module_name in FORBIDDEN_OBJECT_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except Exception:  # not installed here: nothing of it can be reached either
+            continue
+        for key, value in list(vars(module).items()):
+            if key.startswith("__") or isinstance(value, (_INERT, types.ModuleType)) \
+                    or id(value) in allowed:
+                continue
+            table.setdefault(id(value), (value, f"{module_name}.{key}"))
+    return table
+
+
+def forbidden_object(value: object) -> str | None:
+    """What `value` is, when it is an object a kernel may not hold: a module off the allow-list,
+    a public object of a forbidden module (ctypes.cast, pathlib.Path, os.system), a dangerous
+    builtin, sys.modules or a module's namespace dict; else None."""
+    if isinstance(value, types.ModuleType):
+        name = getattr(value, "__name__", "?")
+        if not isinstance(name, str) or name.split(".")[0] not in ALLOWED_IMPORT_ROOTS or any(
+                piece.startswith("_") for piece in name.split(".")[1:]) \
+                or module_path_rule(name) is not None:
+            return f"the module {name} (not on the import allow-list)"
+        return None
+    if isinstance(value, _INERT):
+        return None
+    entry = _forbidden_objects().get(id(value))
+    if entry is not None and entry[0] is value:
+        module = entry[1].rsplit(".", 1)[0]
+        return f"{entry[1]} (of the module {module}, not on the import allow-list)"
+    if isinstance(value, dict):
+        import sys
+
+        if value is sys.modules:
+            return "sys.modules (the interpreter's table of modules)"
+        for module in list(sys.modules.values()):
+            if getattr(module, "__dict__", None) is value:
+                return f"the namespace of the module {getattr(module, '__name__', '?')}"
+    return None
+
+
 @functools.cache
 def foreign_module(path: str) -> str | None:
-    """The module outside the allow-list that the dotted `path` (through an allowed module's
-    attributes) reaches, if any: `enum.bltns` is builtins, `typing_extensions.io` is io,
-    `triton.language.extra.pkgutil` is pkgutil. Looked up in the installed libraries (the scan's
-    own process imports them; the candidate is never imported here)."""
+    """What the dotted `path` reaches, through an allowed module's attributes, that a kernel may
+    not hold (`forbidden_object`), if anything: `enum.bltns` is the module builtins,
+    `typing_extensions.io` is io, `torch.xpu.cast` is ctypes.cast, `triton.language.extra.modules`
+    is sys.modules. Looked up in the installed libraries (the scan's own process imports them;
+    the candidate is never imported here); the answer reads "which is <answer>"."""
     parts = path.split(".")
     if parts[0] not in ALLOWED_IMPORT_ROOTS or any(p.startswith("_") for p in parts[1:]):
         return None  # a private name is the private-attribute rule's
@@ -297,18 +376,16 @@ def foreign_module(path: str) -> str | None:
         return None
     for index, part in enumerate(parts[1:], start=1):
         try:
-            value = getattr(value, part)
+            if isinstance(value, (types.ModuleType, type)) or callable(value):
+                value = getattr(value, part)
+            else:  # an instance: its attribute as stored, running no property of it
+                value = inspect.getattr_static(value, part)
         except Exception:
             try:
                 value = importlib.import_module(".".join(parts[: index + 1]))
             except Exception:
                 return None
-        if isinstance(value, types.ModuleType):
-            name = value.__name__
-            if name.split(".")[0] not in ALLOWED_IMPORT_ROOTS or any(
-                    piece.startswith("_") for piece in name.split(".")[1:]) \
-                    or module_path_rule(name) is not None:
-                return name
-        elif not (isinstance(value, type) or callable(value)):
-            return None
+        found = forbidden_object(value)
+        if found is not None:
+            return found
     return None

@@ -197,7 +197,7 @@ class _Scanner(ast.NodeVisitor):
                 self.flag(path_rule, node, f"import of {module}.{alias.name}")
             elif (foreign := foreign_module(f"{module}.{alias.name}")) is not None:
                 self.flag("module-escape", node, f"import of {module}.{alias.name}, which is "
-                          f"the module {foreign} (not on the import allow-list)")
+                          f"{foreign}")
             if self.scopes:
                 self.imported.add(alias.asname or alias.name)
 
@@ -274,7 +274,7 @@ class _Scanner(ast.NodeVisitor):
             self.flag(rule, node, f"getattr(..., {name.value!r})")
         elif node.args and (resolved := self._resolve(node.args[0])) is not None \
                 and (foreign := foreign_module(f"{resolved}.{name.value}")) is not None:
-            self.flag("module-escape", node, f"getattr of {resolved}.{name.value}, the module "
+            self.flag("module-escape", node, f"getattr of {resolved}.{name.value}, which is "
                       f"{foreign}")
         elif node.args and (resolved := self._resolve(node.args[0])) is not None \
                 and (rule := module_path_rule(f"{resolved}.{name.value}")) is not None:
@@ -337,8 +337,7 @@ class _Scanner(ast.NodeVisitor):
         elif path_rule is not None and resolved in FORBIDDEN_MODULE_PATHS:
             self.flag(path_rule, node, f"use of {resolved}")
         elif resolved is not None and (foreign := foreign_module(resolved)) is not None:
-            self.flag("module-escape", node, f"use of {dotted(node)}, which is the module "
-                      f"{foreign} (not on the import allow-list)")
+            self.flag("module-escape", node, f"use of {dotted(node)}, which is {foreign}")
         elif attr in HOST_FILE_FUNCTIONS \
                 and self.import_roots.get(root_name(node) or "") in HOST_MODULES:
             self.flag("file-access", node, f"use of {dotted(node)}")

@@ -4,9 +4,10 @@ computes the softmax in place on what a Triton kernel copied there. Neither the 
 the host-read guard sees anything: no aten op, no `Tensor.numpy`.
 
 Expected: static scan REJECTED (host-readout: the file defines the array protocol). With the scan
-off it PASSes on the CPU interpreter, where device memory is host memory (listed as pending: no
-in-process check can see numpy writing raw memory; on a GPU the pointer is device memory and a
-pinned host buffer is refused as an allocation off the device).
+off, on the CPU interpreter (device memory is host memory), REJECTED library-fallback: the
+host-write ledger sees the output's memory change with no launch and no torch op (or, by
+coincidence, ghost-replay). On a GPU the pointer is device memory and a pinned host buffer is
+refused as an allocation off the device.
 """
 
 import numpy as np

@@ -3,9 +3,10 @@ it; `as_ctypes_type(float32) * n` and `.from_address(data_ptr)` give numpy a vie
 Used here for a host softmax over a Triton-made copy of the input (so ghost replay sees poison),
 with no tensor method but `data_ptr` and no aten compute op.
 
-Expected: static scan REJECTED (module-escape: ctypeslib). With the scan off it PASSes on the CPU
-interpreter today (listed as pending: nothing in-process sees numpy writing raw host memory; on a
-GPU the address is device memory).
+Expected: static scan REJECTED (module-escape: ctypeslib). With the scan off, on the CPU
+interpreter, REJECTED library-fallback: the host-write ledger sees the output's memory change with
+no launch and no torch op (or, by coincidence, ghost-replay; on a GPU the address is device
+memory).
 """
 
 import numpy as np

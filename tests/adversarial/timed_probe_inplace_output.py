@@ -3,7 +3,8 @@ timed_probe_torch_fallback.py; timed calls skip the output allocation and write 
 their input, returning it.
 
 Expected: static scan REJECTED (host-readout). With the scan off, on the CPU, REJECTED
-(input-mutation) in the timing stage: timed calls' inputs are checksummed too. On a GPU the
+(library-fallback) at smoke: the probe's scrub is a host write to tensor memory that no launch or
+torch op made (guards/host_writes.py); past that, timed calls' inputs are checksummed too. On a GPU the
 host-memory probe is already refused in the first checked call (a tensor off the device).
 """
 

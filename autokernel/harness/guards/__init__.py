@@ -27,6 +27,9 @@ by `IdentitySnapshot` rather than silently believed.
   put there by a launch hook. While it records, `HostReadGuard` (a TorchFunctionMode) makes every
   host read of a tensor's values (`numpy()`, `tolist()`, `item()`, `float()`, numpy's
   `__array__`, dlpack, storages) raise: numpy or Python compute behind a token launch.
+- `HostWriteLedger` (CPU correctness calls, kept by the recorder): every storage a launch or a
+  torch op touched must hold the bytes the last of them left, at the next one and at the end of
+  the call; a change neither made is host compute on raw memory (ctypes, numpy over an address).
 - `Poison`, `poison_allocator` / `poison_free_cache`: fill the memory the candidate's output will
   come from with the job's own poison (a random NaN pattern per dtype, or random bytes, drawn for
   each job: no fixed pattern tells the harness apart), so an output element the kernel never
@@ -34,7 +37,7 @@ by `IdentitySnapshot` rather than silently believed.
 - `live_threads` / `new_threads`: the process's OS threads, from /proc/self/task (a thread
   started through `_thread` or native code is invisible to `threading.enumerate`).
 
-One module per guard: `launches` (LaunchMonitor), `host_reads` (HostReadGuard), `fallbacks`
+One module per guard: `launches` (LaunchMonitor), `host_reads` (HostReadGuard), `host_writes` (HostWriteLedger), `fallbacks`
 (FallbackRecorder), `identity` (IdentitySnapshot, the registration watch, Triton's launch hooks),
 `retained` (tensors a candidate module keeps), `poison`, `threads`; with `ops` (the allow-lists
 and dispatcher tables), `frames` (whose code a frame is) and `namespaces` (what the snapshot

@@ -11,6 +11,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from typing_extensions import Self
 
 from autokernel.harness.guards.host_reads import HostReadGuard
+from autokernel.harness.guards.host_writes import HostWriteLedger
 from autokernel.harness.guards.launches import LaunchMonitor
 from autokernel.harness.guards.ops import (
     _DUMP_TABLE, ALLOWED_ATEN_OPS, DEVICE_CHECKED_OPS, POISONED_ALLOCATIONS, TRITON_LAUNCH_OPS,
@@ -59,6 +60,9 @@ class FallbackRecorder(TorchDispatchMode):
 
     def __enter__(self) -> Self:
         super().__enter__()
+        # A correctness call on the CPU (allocations poisoned, launches run): raw host writes.
+        if self.device.type == "cpu" and self.poison_allocations and not self.monitor.ghost:
+            self.monitor.ledger = HostWriteLedger()
         if self.guard_host_reads:
             self._host_guard = HostReadGuard(self.monitor, self._ops)
             self._host_guard.__enter__()
@@ -66,6 +70,10 @@ class FallbackRecorder(TorchDispatchMode):
 
     def __exit__(self, *exc: object) -> None:
         guard, self._host_guard = self._host_guard, None
+        ledger, self.monitor.ledger = self.monitor.ledger, None
+        if ledger is not None:
+            ledger.close()
+            self._ops.extend(ledger.findings)
         try:
             if guard is not None:
                 guard.__exit__(*exc)
@@ -74,6 +82,9 @@ class FallbackRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
+        ledger = None if self.monitor.in_launch else self.monitor.ledger
+        if ledger is not None:
+            ledger.check((args, kwargs), f"torch's {func}")
         result = func(*args, **kwargs)
         packet = getattr(func, "overloadpacket", None)
         name = getattr(packet, "__name__", str(func))
@@ -86,6 +97,8 @@ class FallbackRecorder(TorchDispatchMode):
         if self.poison_allocations and self.filler is not None \
                 and name in POISONED_ALLOCATIONS and isinstance(result, torch.Tensor):
             self.filler.storage(result)
+        if ledger is not None:
+            ledger.note((args, kwargs, result))
         qualified = func.name() if callable(getattr(func, "name", None)) else label
         if not aten or qualified not in self.known_ops:
             self._ops.append(f"{qualified} (not one of torch's own aten ops: an op defined by "

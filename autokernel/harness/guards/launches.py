@@ -13,6 +13,7 @@ import torch
 
 from autokernel.harness.guards.frames import _GUARD_FILES, _TORCH_PREFIXES, _source_prefixes
 from autokernel.harness.guards.host_reads import HostReadError
+from autokernel.harness.guards.host_writes import HostWriteLedger
 from autokernel.text import count_of
 
 def _current_raw_stream() -> int:
@@ -67,6 +68,9 @@ class LaunchMonitor:
         # While a list: each interpreted launch's (function, grid, args, kwargs), for the CPU's
         # ahead-of-time compile check (`harness.aot_gate`).
         self.recorded: list[tuple[Any, Any, tuple[Any, ...], dict[str, Any]]] | None = None
+        # While a correctness call runs on the CPU: what memory held after each launch
+        # (`host_writes`), set by the recorder.
+        self.ledger: HostWriteLedger | None = None
 
     # The wrappers are closures over `monitor`, not bound methods, so that a candidate cannot
     # reach the monitor's state through them without private attribute access.
@@ -171,11 +175,16 @@ class LaunchMonitor:
             monitor._check_hooks(fn)
             if monitor.ghost:
                 return monitor._last_result.get(id(fn))
+            ledger = monitor.ledger
+            if ledger is not None:
+                ledger.check((args, kwargs), f"a launch of {getattr(fn, '__name__', 'a kernel')}")
             monitor.in_launch += 1
             try:
                 result = original(fn, *args, grid=grid, warmup=warmup, **kwargs)
             finally:
                 monitor.in_launch -= 1
+            if ledger is not None:
+                ledger.note((args, kwargs))
             monitor._last_result[id(fn)] = result
             if monitor.recorded is not None and hasattr(fn, "fn"):
                 monitor.recorded.append((fn.fn, grid, args, dict(kwargs)))
