@@ -493,7 +493,7 @@ class Judge(JudgeTiming):
             return Mismatch("type", f"returned {out.type_name}, not {expected}")
         return check_outputs(out, prepared.ref, prepared.out_shape, prepared.out_dtype, count,
                              self.device, self.tolerances[prepared.case.dtype], exhaustive,
-                             poison or self.poison, self.spec.contraction)
+                             poison or self.poison, self.spec.cancelling)
 
     def _ghost_replay(self, prepared: Prepared, where: str) -> None:
         """The same inputs with every Triton launch skipped: the output must then be wrong."""

@@ -82,15 +82,15 @@ def zero_filled(out: Any) -> bool:
 def check_outputs(out: Any, ref: Any, shapes: Any, dtypes: Any, count: int,
                   device: torch.device, tolerance: Tolerance,
                   exhaustive: bool = True, poison: Poison | None = None,
-                  contraction: bool = False) -> Mismatch | None:
+                  cancelling: bool = False) -> Mismatch | None:
     """`check_output` on one output, or on each of `count` (ref, shapes, dtypes: one per
     output), the first wrong one named."""
     if count == 1:
         return check_output(out, ref, shapes, dtypes, device, tolerance, exhaustive, poison,
-                            contraction)
+                            cancelling)
     for position, (one, one_ref, shape, dtype) in enumerate(zip(out, ref, shapes, dtypes)):
         mismatch = check_output(one, one_ref, shape, dtype, device, tolerance, exhaustive,
-                                poison, contraction)
+                                poison, cancelling)
         if mismatch is not None:
             return Mismatch(mismatch.kind, f"output {position + 1} of {count}: "
                             f"{mismatch.detail}", mismatch.max_abs_error, mismatch.worst_index,

@@ -316,7 +316,7 @@ SPEC = OpSpec(
     # accumulation error more than the other.
     tolerances=dict(DEFAULT_TOLERANCES),
     # The output is a sum over H (and gate/up over D) that may cancel, as a matmul's.
-    contraction=True,
+    cancelling=True,
     notes="act(gate) * up with act = the activation param (silu, gelu or gelu_tanh). "
     "FLOPs = 6*M*D*H (gate, up, down GEMMs; activation and product not counted). Bytes = "
     "(2*M*D + 3*H*D)*dtype size: minimum traffic, the [M, H] hidden round-trip of a two-kernel "

@@ -195,6 +195,11 @@ SPEC = OpSpec(
     cpu_edge_shapes=ROW_CPU_EDGE_SHAPES,
     bench_shapes=ROW_BENCH_SHAPES,
     adversarial=ADVERSARIAL,
+    # x * (1 + erf(x / sqrt 2)) / 2 cancels in the negative tail: an honest fp32 kernel is
+    # ~1e-7 off there in absolute terms, many times a bound relative to a row of ~1e-7 outputs
+    # (the starter failed the row rule on half the seeds of negative_tail). The element rule's
+    # atol is the floor.
+    cancelling=True,
     # F.gelu and nn.GELU (which calls it) reach the profiler as aten::gelu.
     aten_ops={"aten::gelu": AtenRule(_gelu_call_shape)},
     graph_patterns=(_find_gelu_in_graph,),

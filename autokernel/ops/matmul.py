@@ -402,7 +402,7 @@ SPEC = OpSpec(
     tolerances=dict(DEFAULT_TOLERANCES),
     # C's elements are K-term sums that may cancel: an honest kernel's error is ~eps * sum |a||b|,
     # which no bound relative to a row of C holds (an N = 1 or N = 2 row cancelling to ~0).
-    contraction=True,
+    cancelling=True,
     notes="FLOPs = 2*B*M*N*K. Shapes are BxMxNxK (B = 1: a 2-D GEMM, e.g. a linear layer). B is "
     "scaled by 1/sqrt(K) like a linear layer's weight, so C is O(1) and fp32 is held to 1e-4 at "
     "every K; fp32 kernels must use ieee (or a verified tf32x3) dots, not plain tf32.",

@@ -371,7 +371,7 @@ SPEC = OpSpec(
     op_tolerances=_op_tolerances,
     # A row's sum (or mean) may cancel to ~0 while its rounding error is ~eps * sum |x| (see the
     # float32 atol above): a bound relative to the outputs would fail correct kernels there.
-    contraction=True,
+    cancelling=True,
     notes="sum (or params.op: mean, amax) over the last dim (or over dim 1 of x[M, N, K]), "
     "float32 accumulation, output in x's dtype; FLOPs = M·N·K (one add or max per element); "
     "bytes = read x + write M·K results. Inputs shrink with N so sums stay finite in fp16.",

@@ -161,13 +161,14 @@ class OpSpec:
     outputs: int = 1
     """How many tensors the reference (and a kernel) returns: 1, a tensor; more, a tuple of that
     many (add_rmsnorm's (y, h)). The harness checks each output as it checks a single one."""
-    contraction: bool = False
-    """Each output element is a sum over a contracted dim (matmul's K, an MLP's hidden dim, a
-    reduction's row) whose terms may cancel. An honest kernel's accumulation-order error then
-    scales with the sum of the terms' magnitudes, not with the output's, so the harness's row
-    rule (`harness/compare.py`), a bound relative to the row's own mass, would fail honest
-    kernels on rows that cancel to near zero: for these types it is not applied, and the
-    element rule's atol is the floor (an all-zero row or output still fails)."""
+    cancelling: bool = False
+    """Each output element is computed through a sum whose terms may cancel: a contracted dim
+    (matmul's K, an MLP's hidden dim, a reduction's row) or a formula (GELU's 1 + erf(x/sqrt 2)
+    in the negative tail). An honest kernel's error then scales with the terms' magnitudes, not
+    with the output's, so the harness's row rule (`harness/compare.py`), a bound relative to
+    the row's own mass, would fail honest kernels on rows that cancel to near zero: for these
+    types it is not applied, and the element rule's atol is the floor (an all-zero row or
+    output still fails)."""
 
     @property
     def shape_dims(self) -> tuple[str, ...]:
