@@ -21,7 +21,9 @@ from conftest import DEVICE, HAS_CUDA
 from typer.testing import CliRunner
 
 from autokernel.cli import app
-from autokernel.harness.cases import LAYOUTS, NONFINITE_TYPES, STAGES, plan_cases
+from autokernel.harness.cases import (
+    BATCH_LAYOUT_TYPES, BATCH_LAYOUTS, LAYOUTS, NONFINITE_TYPES, STAGES, plan_cases,
+)
 from autokernel.harness.compare import bitwise_equal, check_output, ulp
 from autokernel.harness.guards import Poison, PoisonFiller
 from autokernel.harness.protocol import (
@@ -454,9 +456,9 @@ def test_shipped_starters_pass_the_full_profile(kernel_type: str, tmp_path: Path
     # A last-dim target is not swept at the (M, N, K > 1) shapes of targets over another dim.
     last_dim_sweep = [shape for shape in sweep if spec.inner(shape) == 1]
     assert result.stage_cases["shape_sweep"] >= len(last_dim_sweep) * len(spec.dtypes)
-    # Per dtype: the adversarial inputs, four distributions and (softmax) NaN/inf inputs; then the
-    # adversarial inputs again at the timed shape in the timed dtype, where the stability shape
-    # is another one (the CPU's is the smoke shape).
+    # Per dtype: the adversarial inputs, four distributions and (NONFINITE_TYPES) NaN/inf inputs;
+    # then the adversarial inputs again at the timed shape in the timed dtype, where the
+    # stability shape is another one (the CPU's is the smoke shape).
     nonfinite = 1 if kernel_type in NONFINITE_TYPES else 0
     again = len(spec.adversarial) if cpu else 0
     assert result.stage_cases["stability"] == \
@@ -873,7 +875,8 @@ def test_the_gpu_screen_keeps_every_stage_at_the_timed_and_model_shapes(kernel_t
         (c.stage, c.label, c.distribution, c.adversarial) for c in full
         if c.stage in ("stability", "determinism")}
     assert len(screen) < len(full)
-    assert {c.layout for c in full if c.layout is not None} == set(LAYOUTS)
+    batch = set(BATCH_LAYOUTS) if kernel_type in BATCH_LAYOUT_TYPES else set()
+    assert {c.layout for c in full if c.layout is not None} == set(LAYOUTS) | batch
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
