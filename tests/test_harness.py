@@ -75,7 +75,7 @@ ON_CPU = DEVICE == "cpu"
 HOST_READ = (Status.REJECTED, "library-fallback", "smoke", "a host read of tensor values")
 # A host-memory probe is invisible on the CPU (all memory is host memory) until a timed call
 # cheats; on a GPU the probe itself is a tensor off the device.
-PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "smoke", "_softmax") if ON_CPU \
+PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "smoke", "softmax") if ON_CPU \
     else (Status.REJECTED, "library-fallback", "smoke", "off the harness's cuda device")
 PROBE_INPLACE = (Status.REJECTED, "input-mutation", "smoke", "argument #0") if ON_CPU \
     else PROBE_FALLBACK
@@ -107,9 +107,9 @@ OUTPUT_POOL = (Status.FAIL, None, None, "changed after its call returned") if ON
 
 # (file, static scan on?, status, rule, stage, text the reason must contain)
 CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
-    ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "_softmax"),
+    ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "softmax"),
     ("token_launch_torch_answer.py", True, Status.REJECTED, "library-fallback", "smoke",
-     "_softmax"),
+     "softmax"),
     ("token_launch_host_answer.py", True, Status.REJECTED, "host-readout", "static_scan",
      "numpy"),
     ("token_launch_host_answer.py", False, *HOST_READ),

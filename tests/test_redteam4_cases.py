@@ -175,3 +175,23 @@ def test_a_ghost_replay_against_an_all_nan_reference_proves_nothing() -> None:
     assert ghost_proves_nothing(torch.ones(2, 3), nan)
     assert ghost_proves_nothing((torch.zeros(2), torch.zeros(2)), (torch.ones(2), torch.ones(2)))
     assert not ghost_proves_nothing(torch.ones(2, 3), torch.tensor([[float("nan"), 1.0, 2.0]]))
+
+
+def test_axis_targets_and_matmul_get_the_batch_layouts_at_a_batched_shape() -> None:
+    reduce = get_spec("reduce")
+    cases = plan_cases(reduce, "cpu", [torch.float32], [(2, 300, 33)], [], quick=True,
+                       rng=random.Random(0))
+    # kernel_fn over dim 1 gets x.reshape(outer, N, inner): a channel slice's view is unpacked.
+    assert {(c.shape, c.layout) for c in cases if c.layout in BATCH_LAYOUTS} == {
+        ((2, 300, 33), layout) for layout in BATCH_LAYOUTS}
+    matmul = get_spec("matmul")
+    cases = plan_cases(matmul, "cpu", [torch.float32], [(1, 96, 1, 64)], [], quick=True,
+                       rng=random.Random(0))
+    shapes = {c.shape for c in cases if c.layout in BATCH_LAYOUTS}
+    assert shapes == {(2, 96, 1, 64)}
+    a, b = matmul.make_inputs((2, 96, 1, 64), torch.float32, "cpu",
+                              torch.Generator().manual_seed(0), "normal")
+    for layout in BATCH_LAYOUTS:
+        moved = relayout((a, b), layout)
+        assert torch.equal(moved[0], a) and torch.equal(moved[1], b)
+        assert not moved[0].is_contiguous() and not moved[1].is_contiguous()

@@ -59,9 +59,13 @@ LAYOUTS: tuple[str, ...] = ("row_strided", "transposed", "offset")
 # are [B, S, H, D].transpose(1, 2) or a slice of a fused qkv; gelu's activations, any dims, any
 # strides). A 2-D input of such an op is given as a 3-D view of the same rows. The row-wise ops'
 # routes (softmax, the norms, reduce, cross entropy) reshape to 2-D rows before kernel_fn, so
-# those only ever see 2-D inputs and are not given these layouts.
+# those only ever see 2-D inputs at the last dim; over another dim they get x.reshape(outer, N,
+# inner), a view with an unpacked outer stride for a channel slice of an NCHW tensor, so an
+# axis target gets these layouts at its first axis shape. (matmul's batched route hands A and B
+# as they are.)
 BATCH_LAYOUTS: tuple[str, ...] = ("batch_sliced", "batch_permuted")
-BATCH_LAYOUT_TYPES: frozenset[str] = frozenset({"rotary_embedding", "flash_attention", "gelu"})
+BATCH_LAYOUT_TYPES: frozenset[str] = frozenset({"rotary_embedding", "flash_attention", "gelu",
+                                                "matmul"})
 # Autograd contexts of a call (drawn per case, see the module docstring; `candidate` applies them).
 GRAD_CONTEXTS: tuple[str, ...] = ("plain", "no_grad", "inference_mode", "requires_grad",
                                   "autograd_forward")
@@ -214,9 +218,18 @@ def plan_cases(
         cases.extend(Case("edge_sizes", shape, dtype) for dtype in correctness_dtypes)
     if not (quick and on_gpu):
         layout_shape = timing_shapes[0] if on_gpu else _middle_cpu_shape(spec)
-        layouts = LAYOUTS + (BATCH_LAYOUTS if spec.name in BATCH_LAYOUT_TYPES else ())
         cases.extend(Case("edge_sizes", layout_shape, dtype, f"layout:{layout}", layout=layout)
-                     for dtype in correctness_dtypes for layout in layouts)
+                     for dtype in correctness_dtypes for layout in LAYOUTS)
+        if spec.name in BATCH_LAYOUT_TYPES:  # a batch of two at least (matmul's B = 1 is 2-D)
+            batched = tuple(max(2, d) if n == "B" else d for n, d in zip(spec.dims, layout_shape))
+            cases.extend(Case("edge_sizes", batched, dtype, f"layout:{layout}", layout=layout)
+                         for dtype in correctness_dtypes for layout in BATCH_LAYOUTS)
+        axis_shapes = [s for s in _unique([*timing_shapes, *model_shapes])
+                       if _over_an_axis(spec, s)]
+        if axis_shapes:  # the [outer, N, inner] view of a channel slice or a transpose
+            cases.extend(Case("edge_sizes", axis_shapes[0], dtype, f"layout:{layout}",
+                              layout=layout)
+                         for dtype in correctness_dtypes for layout in BATCH_LAYOUTS)
     return with_grad_contexts(cases, rng or random.Random(0))
 
 

@@ -117,9 +117,10 @@ def relayout(inputs: Inputs, layout: str) -> Inputs:
     "row_strided", rows 16 elements further apart than their length (a slice of a wider
     buffer); "transposed", the last two dims stored column-major (a `.t()` view); "offset",
     contiguous but OFFSET_ELEMENTS into its storage (not 16-byte aligned); and the batch layouts
-    (`batch_view`) for tensors of 3+ dims, and for 2-D ones when no input has more dims (a
-    2-D input is then the rows of a batch, given as a 3-D view of them)."""
-    rows_as_batch = all(t.ndim <= 2 for t in tensors(inputs))
+    (`batch_view`) for tensors of 3+ dims, and for a 2-D one when it is the only floating input
+    of 2+ dims (gelu's x: the rows of a batch, given as a 3-D view of them)."""
+    floating = [t for t in tensors(inputs) if t.dtype.is_floating_point and t.ndim >= 2]
+    rows_as_batch = len(floating) == 1 and floating[0].ndim == 2
 
     def moved(t: torch.Tensor) -> torch.Tensor:
         if t.ndim < 2 or not t.dtype.is_floating_point:
