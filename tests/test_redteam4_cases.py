@@ -1,8 +1,9 @@
 """Red team 4's case-plan gaps, closed (tests/adversarial/judge/rt4_*.py):
 
 - the autograd context of a call (plain, no_grad, inference_mode on inference tensors, inputs that
-  require grad, the same under no_grad as in an autograd.Function's forward) is drawn per case
-  from the judge's secret, every context in every stage: a kernel that tells one apart fails;
+  require grad, the same under no_grad as in an autograd.Function's forward, autocast) is drawn
+  per case from the judge's secret, every context in every stage: a kernel that tells one apart
+  fails;
 - the ops whose kernel_fn the integration hands batched views as they are (rotary's and
   attention's q/k/v, gelu's activations) get batch dims that are not packed (a slice of a longer
   buffer along dim -2, dims -3 and -2 stored swapped; a 2-D input of gelu as a 3-D view);
@@ -37,9 +38,9 @@ RED_TEAM = Path(__file__).parent / "adversarial" / "judge"
 ON_CPU = DEVICE == "cpu"
 
 
-def bench(name: str, tmp_path: Path, stages: list[str]) -> BenchResult:
+def bench(name: str, tmp_path: Path, stages: list[str], **options: object) -> BenchResult:
     return runner.run_bench(RED_TEAM / name, device=DEVICE, timeout_s=300.0, quick=True,
-                            cache_dir=tmp_path / "cache", only_stages=stages)
+                            cache_dir=tmp_path / "cache", only_stages=stages, **options)
 
 
 # (file, stages run, one of these in the reason: the case that shows it)
@@ -50,6 +51,7 @@ CASES = [
     ("rt4_tell_inference_mode.py", SWEEP, ("(no_grad)", "(inference_mode)", "(autograd_forward)")),
     ("rt4_tell_autograd_forward.py", SWEEP, ("(autograd_forward)",)),
     ("rt4_tell_inference_tensor.py", SWEEP, ("(inference_mode)",)),
+    ("rt4_tell_autocast.py", SWEEP, ("(autocast)",)),
     ("rt4_rotary_head_stride.py", ["smoke", "edge_sizes"], ("layout:batch_",)),
     ("rt4_gelu_batch_stride.py", ["smoke", "edge_sizes"], ("layout:batch_",)),
     ("rt4_rmsnorm_hides_nan.py", ["smoke", "stability"], ("nan-and-inf",)),
@@ -68,6 +70,15 @@ def test_red_team_4_case_gaps(name: str, stages: list[str], texts: tuple[str, ..
     assert result.stage in stages, result.reason
     assert any(w in result.reason for w in WRONG), result.reason
     assert any(t in result.reason for t in texts), result.reason
+
+
+@pytest.mark.skipif(not ON_CPU, reason="the stages named are the interpreter's plan")
+def test_an_axis_kernel_that_assumes_a_packed_outer_stride_fails(tmp_path: Path) -> None:
+    result = bench("rt4_softmax_axis_outer_stride.py", tmp_path, ["smoke", "edge_sizes"],
+                   shapes=[(2, 40, 5)], params={"axis": 1})
+    assert result.status is Status.FAIL and result.stage == "edge_sizes", result.reason
+    assert "layout:batch_" in result.reason and any(w in result.reason for w in WRONG), \
+        result.reason
 
 
 # -- the plan ------------------------------------------------------------------------------------
@@ -144,7 +155,8 @@ def test_inputs_in_each_context_share_the_judges_memory() -> None:
         assert not t.requires_grad and eps == 1e-5
         with in_context(context):
             assert torch.is_inference_mode_enabled() == (context == "inference_mode")
-            assert torch.is_grad_enabled() == (context in ("plain", "requires_grad"))
+            assert torch.is_grad_enabled() == (context in ("plain", "requires_grad", "autocast"))
+            assert torch.is_autocast_enabled("cpu") == (context == "autocast")
     with pytest.raises(ValueError):
         inputs_in_context((x,), "sometimes")
 

@@ -315,7 +315,7 @@ class Candidate(CandidateTiming):
         self.recorder.reset()
         self.monitor.armed = True
         try:
-            with self.recorder, in_context(self.grad):
+            with self.recorder, in_context(self.grad, self.device.type):
                 out = self.kernel_fn(*inputs)
             self._sync()
         except BaseException as exc:
@@ -359,7 +359,7 @@ class Candidate(CandidateTiming):
         self.recorder.filler = self.ghost_filler
         self.monitor.ghost = self.monitor.armed = True
         try:
-            with self.recorder, in_context(self.grad):
+            with self.recorder, in_context(self.grad, self.device.type):
                 out = self.kernel_fn(*self.inputs)
             self._sync()
         except Exception as exc:

@@ -24,8 +24,9 @@ Every case also runs in an autograd context (`GRAD_CONTEXTS`) drawn for this job
 random source, each context in every stage that has as many cases (the determinism stage's refill
 keeps its repeat's): plain (grad on), under `torch.no_grad()`, under `torch.inference_mode()` on
 inference tensors (serving), on inputs that require grad and carry a grad_fn (a training
-forward), and the same with grad off (inside an autograd.Function's forward, where the
-integration's custom op calls kernel_fn). A kernel that tells the contexts apart fails.
+forward), the same with grad off (inside an autograd.Function's forward, where the
+integration's custom op calls kernel_fn), and under torch.autocast (mixed-precision training).
+A kernel that tells the contexts apart fails.
 
 The sweep also holds shapes no document lists: for row-wise ops a width that is a multiple of
 64 up to 1024, and `RANDOM_SHAPES` shapes drawn for this job from the plan's own random source
@@ -68,7 +69,7 @@ BATCH_LAYOUT_TYPES: frozenset[str] = frozenset({"rotary_embedding", "flash_atten
                                                 "matmul"})
 # Autograd contexts of a call (drawn per case, see the module docstring; `candidate` applies them).
 GRAD_CONTEXTS: tuple[str, ...] = ("plain", "no_grad", "inference_mode", "requires_grad",
-                                  "autograd_forward")
+                                  "autograd_forward", "autocast")
 DETERMINISM_REPEATS = 3
 # Row-wise ops (dims M x N, or M x V): the width is the last dim, free to be any size.
 ROW_DIMS: frozenset[tuple[str, ...]] = frozenset({("M", "N"), ("M", "V")})

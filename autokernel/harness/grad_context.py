@@ -12,6 +12,8 @@ context production calls kernel_fn in:
   training forward, a direct call);
 - "autograd_forward": the same inputs with grad mode off (the integration's custom op calls
   kernel_fn inside an autograd.Function's forward).
+- "autocast": grad mode on under `torch.autocast` (mixed-precision training: the flag stays on
+  inside a custom op that has no autocast rule of its own).
 
 The tensors of every context share the memory the judge handed over (its values, its layout),
 so the refill probe's new values reach them; the output is compared detached.
@@ -28,7 +30,9 @@ import torch
 from autokernel.ops.spec import Inputs
 
 CONTEXTS: tuple[str, ...] = ("plain", "no_grad", "inference_mode", "requires_grad",
-                             "autograd_forward")
+                             "autograd_forward", "autocast")
+# The autocast dtype on each device type (AMP's defaults).
+AUTOCAST_DTYPES = {"cpu": torch.bfloat16, "cuda": torch.float16}
 NEEDS_GRAD = frozenset({"requires_grad", "autograd_forward"})
 
 
@@ -59,9 +63,12 @@ def _requiring_grad(t: torch.Tensor) -> torch.Tensor:
 
 
 @contextlib.contextmanager
-def in_context(context: str) -> Iterator[Any]:
-    """The grad mode the context calls kernel_fn under."""
-    if context == "inference_mode":
+def in_context(context: str, device_type: str = "cpu") -> Iterator[Any]:
+    """The grad mode (and autocast) the context calls kernel_fn under."""
+    if context == "autocast":
+        with torch.enable_grad(), torch.autocast(device_type, AUTOCAST_DTYPES[device_type]):
+            yield
+    elif context == "inference_mode":
         with torch.inference_mode():
             yield
     elif context in ("no_grad", "autograd_forward"):
