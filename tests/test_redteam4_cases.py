@@ -144,15 +144,20 @@ def test_split_rows() -> None:
 
 def test_inputs_in_each_context_share_the_judges_memory() -> None:
     x = torch.randn(4, 9)[:, :5]
+    x[0, :4] = torch.tensor([float("nan"), float("-inf"), -0.0, 1e-40])
+    bits = x.clone().view(torch.int32)
     targets = torch.arange(4)
     for context in GRAD_CONTEXTS:
         got, t, eps = inputs_in_context((x, targets, 1e-5), context)
         assert got.data_ptr() == x.data_ptr() and got.stride() == x.stride()
-        assert torch.equal(got.detach(), x) and t.data_ptr() == targets.data_ptr()
+        assert torch.equal(got.detach().view(torch.int32), bits)
+        assert t.data_ptr() == targets.data_ptr()
         assert got.is_inference() == (context == "inference_mode")
         needs = context in ("requires_grad", "autograd_forward")
         assert got.requires_grad == needs and (got.grad_fn is not None) == needs
+        assert not needs or got._base is None  # an activation, not a view of a leaf
         assert not t.requires_grad and eps == 1e-5
+        assert torch.equal(x.view(torch.int32), bits)  # every value's bits as they were
         with in_context(context):
             assert torch.is_inference_mode_enabled() == (context == "inference_mode")
             assert torch.is_grad_enabled() == (context in ("plain", "requires_grad", "autocast"))

@@ -57,9 +57,13 @@ def _inference_alias(t: torch.Tensor) -> torch.Tensor:
 def _requiring_grad(t: torch.Tensor) -> torch.Tensor:
     if not (t.dtype.is_floating_point or t.dtype.is_complex):
         return t  # integer tensors (targets, indices) cannot require grad
+    # A non-leaf with a grad_fn, as an activation is (not a view of a leaf, which a kernel could
+    # single out): t's memory multiplied in place by a one that requires grad, exact for every
+    # value (NaN, inf, -0.0 and subnormals keep their bits).
     with torch.enable_grad():
-        leaf = t.detach().requires_grad_(True)
-        return leaf.view(leaf.shape)  # a non-leaf with a grad_fn, as an activation is
+        x = t.detach()
+        x.mul_(torch.ones((), dtype=t.dtype, device=t.device, requires_grad=True))
+        return x
 
 
 @contextlib.contextmanager
