@@ -21,7 +21,9 @@ from conftest import DEVICE, HAS_CUDA
 from typer.testing import CliRunner
 
 from autokernel.cli import app
-from autokernel.harness.cases import LAYOUTS, NONFINITE_TYPES, STAGES, plan_cases
+from autokernel.harness.cases import (
+    BATCH_LAYOUT_TYPES, BATCH_LAYOUTS, LAYOUTS, NONFINITE_TYPES, STAGES, plan_cases,
+)
 from autokernel.harness.compare import bitwise_equal, check_output, ulp
 from autokernel.harness.guards import Poison, PoisonFiller
 from autokernel.harness.protocol import (
@@ -73,7 +75,7 @@ ON_CPU = DEVICE == "cpu"
 HOST_READ = (Status.REJECTED, "library-fallback", "smoke", "a host read of tensor values")
 # A host-memory probe is invisible on the CPU (all memory is host memory) until a timed call
 # cheats; on a GPU the probe itself is a tensor off the device.
-PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "smoke", "_softmax") if ON_CPU \
+PROBE_FALLBACK = (Status.REJECTED, "library-fallback", "smoke", "softmax") if ON_CPU \
     else (Status.REJECTED, "library-fallback", "smoke", "off the harness's cuda device")
 # On the CPU the probe's scrub (numpy zeroing the probe's raw memory) is a host write itself.
 PROBE_INPLACE = (Status.REJECTED, "library-fallback", "smoke", "a host write to tensor memory") \
@@ -107,9 +109,9 @@ OUTPUT_POOL = (Status.FAIL, None, None, "changed after its call returned") if ON
 
 # (file, static scan on?, status, rule, stage, text the reason must contain)
 CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
-    ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "_softmax"),
+    ("fallback_torch.py", True, Status.REJECTED, "library-fallback", "smoke", "softmax"),
     ("token_launch_torch_answer.py", True, Status.REJECTED, "library-fallback", "smoke",
-     "_softmax"),
+     "softmax"),
     ("token_launch_host_answer.py", True, Status.REJECTED, "host-readout", "static_scan",
      "numpy"),
     ("token_launch_host_answer.py", False, *HOST_READ),
@@ -457,9 +459,9 @@ def test_shipped_starters_pass_the_full_profile(kernel_type: str, tmp_path: Path
     # A last-dim target is not swept at the (M, N, K > 1) shapes of targets over another dim.
     last_dim_sweep = [shape for shape in sweep if spec.inner(shape) == 1]
     assert result.stage_cases["shape_sweep"] >= len(last_dim_sweep) * len(spec.dtypes)
-    # Per dtype: the adversarial inputs, four distributions and (softmax) NaN/inf inputs; then the
-    # adversarial inputs again at the timed shape in the timed dtype, where the stability shape
-    # is another one (the CPU's is the smoke shape).
+    # Per dtype: the adversarial inputs, four distributions and (NONFINITE_TYPES) NaN/inf inputs;
+    # then the adversarial inputs again at the timed shape in the timed dtype, where the
+    # stability shape is another one (the CPU's is the smoke shape).
     nonfinite = 1 if kernel_type in NONFINITE_TYPES else 0
     again = len(spec.adversarial) if cpu else 0
     assert result.stage_cases["stability"] == \
@@ -876,7 +878,8 @@ def test_the_gpu_screen_keeps_every_stage_at_the_timed_and_model_shapes(kernel_t
         (c.stage, c.label, c.distribution, c.adversarial) for c in full
         if c.stage in ("stability", "determinism")}
     assert len(screen) < len(full)
-    assert {c.layout for c in full if c.layout is not None} == set(LAYOUTS)
+    batch = set(BATCH_LAYOUTS) if kernel_type in BATCH_LAYOUT_TYPES else set()
+    assert {c.layout for c in full if c.layout is not None} == set(LAYOUTS) | batch
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -240,5 +240,6 @@ def test_every_red_team_file_is_judged_here() -> None:
         "incumbent_slows_challenger.py", "plant_triton_cache.py", "write_quota.py",
         "numpy_in_jit.py", "forged_compile_answer.py", "honest_softmax_control.py",
         "honest_factory_closure.py"}
+    # rt4_*: red team 4's attacks, judged in tests/test_redteam4_*.py
     assert {p.name for p in RED_TEAM.glob("*.py") if not p.name.startswith("rt4_")} == named
     assert len(named) - 2 >= 30  # attacks, besides the two honest controls

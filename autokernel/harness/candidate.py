@@ -46,6 +46,7 @@ from autokernel.harness.guards import (
 )
 from autokernel.harness.guards.state import CallableState
 from autokernel.harness.guards.threads import start_thread_pools
+from autokernel.harness.grad_context import in_context, inputs_in_context
 from autokernel.harness.inputs import tensors
 from autokernel.harness.outputs import aliasing, returned_type, tuple_problem
 from autokernel.harness.probe import self_test
@@ -73,6 +74,8 @@ class Candidate(CandidateTiming):
         self.device = torch.device("cpu")
         self.kernel_fn: Callable[..., Any] | None = None
         self.inputs: Inputs = ()
+        self.received: Inputs = ()  # the inputs as they came, before their autograd context
+        self.grad = "plain"
         self.input_buffers: list[OpenedBuffer] = []
         self.incoming: list[OpenedBuffer] = []
         self.held: list[Any] = []
@@ -215,7 +218,7 @@ class Candidate(CandidateTiming):
     # -- guarded calls on the judge's inputs ------------------------------------------------------
 
     def _close_inputs(self) -> None:
-        self.inputs = ()
+        self.inputs = self.received = ()
         self._sync()
         for buffer in self.input_buffers:
             buffer.close()
@@ -223,15 +226,20 @@ class Candidate(CandidateTiming):
 
     def _take_inputs(self, message: dict[str, Any]) -> dict[str, Any]:
         self._close_inputs()
-        self.inputs = tuple(message["inputs"])
+        self.received = tuple(message["inputs"])
+        # The call's autograd context (`grad_context`): inference tensors, or ones that require
+        # grad, over the same memory.
+        self.grad = str(message.get("grad") or "plain")
+        self.inputs = inputs_in_context(self.received, self.grad)
         self.input_buffers, self.incoming[:] = list(self.incoming), []
         return {}
 
     def _refill(self, message: dict[str, Any]) -> dict[str, Any]:
         """New values into the held input tensors: the same objects, so a pointer- or
         identity-keyed cache would replay."""
-        for buffer, value in zip(tensors(self.inputs), tensors(tuple(message["values"]))):
-            buffer.copy_(value)
+        with torch.no_grad():  # into the memory under any autograd context's tensors
+            for buffer, value in zip(tensors(self.received), tensors(tuple(message["values"]))):
+                buffer.copy_(value)
         self._sync()
         for opened in self.incoming:
             opened.close()
@@ -255,6 +263,7 @@ class Candidate(CandidateTiming):
             self.aot = requests_from_launches(recorded, context[:200], self.aot)
         else:
             out = self._guarded_call(self.inputs, layout, "", WHERE)
+        out = _detached(out)  # compared as values (a requires_grad input's output)
         count = self.spec.outputs
         if count > 1:  # a tuple of outputs, each checked as one is (`outputs`)
             problem = tuple_problem(out, count)
@@ -307,7 +316,7 @@ class Candidate(CandidateTiming):
         self.recorder.reset()
         self.monitor.armed = True
         try:
-            with self.recorder:
+            with self.recorder, in_context(self.grad, self.device.type):
                 out = self.kernel_fn(*inputs)
             self._sync()
         except BaseException as exc:
@@ -351,7 +360,7 @@ class Candidate(CandidateTiming):
         self.recorder.filler = self.ghost_filler
         self.monitor.ghost = self.monitor.armed = True
         try:
-            with self.recorder:
+            with self.recorder, in_context(self.grad, self.device.type):
                 out = self.kernel_fn(*self.inputs)
             self._sync()
         except Exception as exc:
@@ -370,3 +379,12 @@ class Candidate(CandidateTiming):
         self._check_integrity("", threads, f"at {WHERE}")
         self._refuse_violations("", WHERE)
         return out
+
+
+def _detached(out: Any) -> Any:
+    """A plain tensor output (or a tuple's) detached from autograd; anything else as it is."""
+    if type(out) is torch.Tensor:  # noqa: E721 - a subclass is the judge's to refuse
+        return out.detach()
+    if type(out) is tuple:  # noqa: E721
+        return tuple(_detached(t) for t in out)
+    return out

@@ -15,7 +15,18 @@
    buffers of the same shape.
 5. edge_sizes: the registry's non-power-of-two and single-row/column shapes, then the same
    values in non-contiguous memory (LAYOUTS: rows padded apart, the last two dims transposed,
-   a storage offset that breaks 16-byte alignment), in every correctness dtype.
+   a storage offset that breaks 16-byte alignment; and, for the ops in BATCH_LAYOUT_TYPES,
+   batch dims that are not packed: a slice of a longer buffer along dim -2 and dims -3 and -2
+   stored swapped, the [B, S, H, D].transpose(1, 2) of attention's q and k), in every
+   correctness dtype.
+
+Every case also runs in an autograd context (`GRAD_CONTEXTS`) drawn for this job from the plan's
+random source, each context in every stage that has as many cases (the determinism stage's refill
+keeps its repeat's): plain (grad on), under `torch.no_grad()`, under `torch.inference_mode()` on
+inference tensors (serving), on inputs that require grad and carry a grad_fn (a training
+forward), the same with grad off (inside an autograd.Function's forward, where the
+integration's custom op calls kernel_fn), and under torch.autocast (mixed-precision training).
+A kernel that tells the contexts apart fails.
 
 The sweep also holds shapes no document lists: for row-wise ops a width that is a multiple of
 64 up to 1024, and `RANDOM_SHAPES` shapes drawn for this job from the plan's own random source
@@ -34,7 +45,7 @@ suite fast; on a GPU, for the loop's screen, to the timed and model shapes.
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
@@ -44,6 +55,21 @@ STAGES: tuple[str, ...] = ("smoke", "shape_sweep", "stability", "determinism", "
 # Views a model passes as often as contiguous tensors (a slice of a fused projection, x @ W.T):
 # every floating input of two or more dims is given in that layout, with the same values.
 LAYOUTS: tuple[str, ...] = ("row_strided", "transposed", "offset")
+# Batch dims not packed behind dim -2 (`inputs.relayout`): for inputs of 3+ dims of the ops whose
+# kernel_fn the integration hands such views as they are (rotary's and attention's q/k/v, which
+# are [B, S, H, D].transpose(1, 2) or a slice of a fused qkv; gelu's activations, any dims, any
+# strides). A 2-D input of such an op is given as a 3-D view of the same rows. The row-wise ops'
+# routes (softmax, the norms, reduce, cross entropy) reshape to 2-D rows before kernel_fn, so
+# those only ever see 2-D inputs at the last dim; over another dim they get x.reshape(outer, N,
+# inner), a view with an unpacked outer stride for a channel slice of an NCHW tensor, so an
+# axis target gets these layouts at its first axis shape. (matmul's batched route hands A and B
+# as they are.)
+BATCH_LAYOUTS: tuple[str, ...] = ("batch_sliced", "batch_permuted")
+BATCH_LAYOUT_TYPES: frozenset[str] = frozenset({"rotary_embedding", "flash_attention", "gelu",
+                                                "matmul"})
+# Autograd contexts of a call (drawn per case, see the module docstring; `candidate` applies them).
+GRAD_CONTEXTS: tuple[str, ...] = ("plain", "no_grad", "inference_mode", "requires_grad",
+                                  "autograd_forward", "autocast")
 DETERMINISM_REPEATS = 3
 # Row-wise ops (dims M x N, or M x V): the width is the last dim, free to be any size.
 ROW_DIMS: frozenset[tuple[str, ...]] = frozenset({("M", "N"), ("M", "V")})
@@ -51,9 +77,13 @@ RANDOM_SHAPES = 2
 # Largest random shapes: (rows, width) on the interpreter, and on a GPU.
 RANDOM_LIMITS = {"cpu": (9, 700), "cuda": (4096, 8192)}
 DEEP_K = 4096
-# Ops whose reference gives a defined output on NaN and +-inf inputs (a NaN row for NaN or +inf,
-# zero probability for -inf), which an honest kernel matches position by position.
-NONFINITE_TYPES: frozenset[str] = frozenset({"softmax"})
+# Ops whose reference gives a defined output on NaN and +-inf inputs (softmax: a NaN row for NaN
+# or +inf, zero probability for -inf; the norms: a NaN or inf row stays non-finite; elementwise
+# and rotary: position by position), which an honest kernel matches position by position. A
+# kernel that turns a NaN into a plausible number hides a training divergence.
+NONFINITE_TYPES: frozenset[str] = frozenset({
+    "softmax", "rmsnorm", "layernorm", "add_rmsnorm", "add_layernorm", "gelu",
+    "rotary_embedding", "reduce", "cross_entropy"})
 NONFINITE = "nonfinite"
 
 
@@ -68,10 +98,13 @@ class Case:
     splice_from: int | None = None  # index of the case whose first/last values this one reuses
     layout: str | None = None  # one of LAYOUTS: the same values in non-contiguous memory
     inject: str | None = None  # NONFINITE: NaN, +inf and -inf put into the values
+    grad: str = "plain"  # one of GRAD_CONTEXTS: the autograd context of the call
 
     def describe(self, spec: OpSpec) -> str:
         what = f" {self.label}" if self.label else ""
-        return f"{self.stage}{what} [{spec.format_shape(self.shape)}] {dtype_name(self.dtype)}"
+        how = "" if self.grad == "plain" else f" ({self.grad})"
+        return (f"{self.stage}{what} [{spec.format_shape(self.shape)}] "
+                f"{dtype_name(self.dtype)}{how}")
 
 
 def _unique(shapes: list[Shape]) -> list[Shape]:
@@ -188,4 +221,34 @@ def plan_cases(
         layout_shape = timing_shapes[0] if on_gpu else _middle_cpu_shape(spec)
         cases.extend(Case("edge_sizes", layout_shape, dtype, f"layout:{layout}", layout=layout)
                      for dtype in correctness_dtypes for layout in LAYOUTS)
-    return cases
+        if spec.name in BATCH_LAYOUT_TYPES:  # a batch of two at least (matmul's B = 1 is 2-D)
+            batched = tuple(max(2, d) if n == "B" else d for n, d in zip(spec.dims, layout_shape))
+            cases.extend(Case("edge_sizes", batched, dtype, f"layout:{layout}", layout=layout)
+                         for dtype in correctness_dtypes for layout in BATCH_LAYOUTS)
+        axis_shapes = [s for s in _unique([*timing_shapes, *model_shapes])
+                       if _over_an_axis(spec, s)]
+        if axis_shapes:  # the [outer, N, inner] view of a channel slice or a transpose
+            cases.extend(Case("edge_sizes", axis_shapes[0], dtype, f"layout:{layout}",
+                              layout=layout)
+                         for dtype in correctness_dtypes for layout in BATCH_LAYOUTS)
+    return with_grad_contexts(cases, rng or random.Random(0))
+
+
+def with_grad_contexts(cases: list[Case], rng: random.Random) -> list[Case]:
+    """`cases`, each with an autograd context drawn from `rng`: every stage's cases spread over
+    GRAD_CONTEXTS in a random order, each context as often as the others (give or take one),
+    so a stage of at least len(GRAD_CONTEXTS) cases (refills not counted) runs every one. A
+    refill case keeps the context of the case whose buffers it refills (the same tensors)."""
+    out = list(cases)
+    for stage in STAGES:
+        own = [i for i, c in enumerate(cases) if c.stage == stage and c.splice_from is None]
+        offset = rng.randrange(len(GRAD_CONTEXTS))
+        order = [GRAD_CONTEXTS[(offset + i) % len(GRAD_CONTEXTS)] for i in range(len(own))]
+        rng.shuffle(order)
+        for i, grad in zip(own, order):
+            out[i] = replace(cases[i], grad=grad)
+    # A refill comes after the case whose buffers it refills.
+    for i, case in enumerate(out):
+        if case.splice_from is not None:
+            out[i] = replace(case, grad=out[case.splice_from].grad)
+    return out

@@ -46,7 +46,7 @@ from autokernel.harness.inputs import (
 from autokernel.harness.judge_channel import CandidateGone, Endpoint
 from autokernel.harness.judge_timing import JudgeTiming
 from autokernel.harness.outputs import (
-    as_outputs, check_outputs, clone_outputs, outputs_bitwise_equal, zero_filled,
+    as_outputs, check_outputs, clone_outputs, ghost_proves_nothing, outputs_bitwise_equal,
 )
 from autokernel.harness.protocol import Job, WorkerReport
 from autokernel.harness.seeds import case_seed, derive_seed
@@ -300,11 +300,11 @@ class Judge(JudgeTiming):
                               "returned")
         self.kept.clear()
 
-    def _hand_over(self, inputs: Inputs) -> None:
+    def _hand_over(self, inputs: Inputs, grad: str = "plain") -> None:
         """The candidate's next inputs; the previous ones' allocations are freed once it has let
         go of them (it unmaps them before taking the new ones)."""
         shared, buffers = self._shareable(inputs)
-        self._ask("inputs", inputs=shared)
+        self._ask("inputs", inputs=shared, grad=grad)  # grad: the call's autograd context
         self._free_shared()
         self.shared = buffers
 
@@ -500,8 +500,8 @@ class Judge(JudgeTiming):
         out = self._call(prepared, where, ghost=True)
         # Unwritten memory reads as such (`Poison.recognisable`); a zero-filled output is correct
         # only where the answer is 0 (cross-entropy at V = 1), and proves nothing there.
-        if not zero_filled(out) and self._mismatch(prepared, out, exhaustive=False,
-                                                   poison=self.poison.recognisable()) is None:
+        if not ghost_proves_nothing(out, prepared.ref) and self._mismatch(
+                prepared, out, exhaustive=False, poison=self.poison.recognisable()) is None:
             raise Verdict("REJECTED", self.stage, f"ghost replay at {where}: the output is "
                           "still correct with every Triton launch (and CUDA launcher call) "
                           "skipped, so this call's kernels do not compute it (a host-side or "
@@ -514,7 +514,8 @@ class Judge(JudgeTiming):
         else:
             for prepared in cases:
                 where = prepared.case.describe(self.spec)
-                self._hand_over(self._case_inputs(prepared.case, prepared.seed))
+                case = prepared.case
+                self._hand_over(self._case_inputs(case, prepared.seed), case.grad)
                 # The first smoke output is kept by the candidate process until the end: a
                 # kernel that hands out a pool of buffers overwrites it.
                 first = stage == "smoke" and not self.kept
@@ -532,7 +533,7 @@ class Judge(JudgeTiming):
         for group in by_dtype.values():
             repeat, refill, fresh = group["repeat"], group["refill"], group["new_buffers"]
             where = repeat.case.describe(self.spec)
-            self._hand_over(self._case_inputs(repeat.case, repeat.seed))
+            self._hand_over(self._case_inputs(repeat.case, repeat.seed), repeat.case.grad)
             outputs, storages = [], set()
             for attempt in range(DETERMINISM_REPEATS):
                 here = f"{where} call {attempt + 1}"
@@ -562,7 +563,7 @@ class Judge(JudgeTiming):
             self._release()
 
             where = fresh.case.describe(self.spec)
-            self._hand_over(self._case_inputs(fresh.case, fresh.seed))
+            self._hand_over(self._case_inputs(fresh.case, fresh.seed), fresh.case.grad)
             out = self._call(fresh, where)
             self._check(fresh, out, where)
             del out

@@ -26,6 +26,7 @@ def harness_namespaces(kernel_type: str) -> dict[str, Any]:
     import autokernel.harness.candidate as candidate_module
     import autokernel.harness.channel as channel_module
     import autokernel.harness.compare as compare_module
+    import autokernel.harness.grad_context as grad_context_module
     import autokernel.harness.guards as guards_module
     import autokernel.harness.inputs as inputs_module
     import autokernel.harness.timing as timing_module
@@ -51,6 +52,7 @@ def harness_namespaces(kernel_type: str) -> dict[str, Any]:
         "autokernel.harness.timing": timing_module,
         "autokernel.harness.candidate": candidate_module,
         "autokernel.harness.inputs": inputs_module, "autokernel.harness.channel": channel_module,
+        "autokernel.harness.grad_context": grad_context_module,
         "LaunchMonitor": LaunchMonitor, "FallbackRecorder": FallbackRecorder,
     }
     # Each guard looks its helpers up in its own module: snapshot every module of the package,
