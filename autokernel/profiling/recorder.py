@@ -180,7 +180,7 @@ class GraphRecorder(TorchFunctionMode):
         self.recording = record
         handles = self._module_hooks() if record else []
         try:
-            with self:
+            with scripted_functions_run_as_python(self._model), self:
                 yield
         finally:
             for handle in handles:
@@ -233,6 +233,9 @@ class GraphRecorder(TorchFunctionMode):
         inplace = op.endswith("_") and not op.endswith("__")
         if swapped and len(args) >= 2:
             args = (args[1], args[0], *args[2:])
+        # `torch.mul(a, b, out=buf)` writes a new value of buf: buf is no input of it.
+        written = {id(t) for t in _tensors(kwargs.get("out"))}
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"} if written else kwargs
         encoded_args = [self._encode(a) for a in args]
         encoded_kwargs = {k: self._encode(v) for k, v in kwargs.items()}
         node = GraphNode(index=index, op=op.rstrip("_") if inplace else op, args=encoded_args,
@@ -249,7 +252,7 @@ class GraphRecorder(TorchFunctionMode):
         for item in outputs:
             if not isinstance(item, torch.Tensor):
                 node.outputs.append(None)
-            elif id(item) in seen_inputs and not inplace:
+            elif id(item) in seen_inputs and not inplace and id(item) not in written:
                 node.outputs.append(self._values_of(item))  # an alias: x.contiguous(), x.float()
             else:
                 node.outputs.append(self._new_value(item, NODE, "", len(self.graph.nodes),
@@ -323,6 +326,48 @@ class GraphRecorder(TorchFunctionMode):
                     value.scalar = float(tensor)
         self._deferred.clear()
         return self.graph
+
+
+@contextmanager
+def scripted_functions_run_as_python(model: nn.Module) -> Iterator[None]:
+    """`@torch.jit.script` functions the model's code calls (Megatron's bias_gelu,
+    bias_dropout_add) run as the Python they were scripted from while it is recorded: a
+    TorchScript function's torch calls are invisible to the mode, its ops to the graph. Found in
+    the globals of the model's modules' code (and of the functions and classes defined there, an
+    autograd.Function's forward included) and in the modules' attributes."""
+    namespaces: dict[int, dict[str, Any]] = {}
+
+    def add_code(obj: Any, depth: int) -> None:
+        functions = [obj] if callable(obj) and hasattr(obj, "__globals__") else []
+        if isinstance(obj, type) and obj.__module__ not in ("torch", "builtins") and \
+                not obj.__module__.startswith("torch."):
+            functions = [f for c in obj.__mro__ for f in vars(c).values()
+                         if hasattr(getattr(f, "__func__", f), "__globals__")]
+            functions = [getattr(f, "__func__", f) for f in functions]
+        for function in functions:
+            space = function.__globals__
+            if id(space) in namespaces or space.get("__name__", "").startswith("torch"):
+                continue
+            namespaces[id(space)] = space
+            if depth:
+                for value in list(space.values()):
+                    add_code(value, depth - 1)
+
+    for module in model.modules():
+        add_code(type(module), 2)
+        namespaces.setdefault(id(vars(module)), vars(module))
+    swapped: list[tuple[dict[str, Any], str, Any]] = []
+    for space in namespaces.values():
+        for name, value in list(space.items()):
+            python = getattr(value, "_torchdynamo_inline", None)
+            if isinstance(value, torch.jit.ScriptFunction) and callable(python):
+                swapped.append((space, name, value))
+                space[name] = python
+    try:
+        yield
+    finally:
+        for space, name, value in swapped:
+            space[name] = value
 
 
 def _dense(shape: list[int], stride: list[int]) -> bool:
