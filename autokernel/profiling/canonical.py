@@ -83,6 +83,38 @@ def _elementwise_region(gctx: GraphContext, value: int | None, limit: int = 16
     return found
 
 
+def _number(gctx: GraphContext, arg: Any) -> float | None:
+    """A number, a constant 0-d tensor's value, or the fill of `torch.ones_like(x)` (Megatron
+    writes GELU's 1 so)."""
+    found = gctx.scalar(arg)
+    if found is None and gctx.made_by(value_id(arg), "ones_like", "new_ones") is not None:
+        return 1.0
+    return found
+
+
+def _closed_region(gctx: GraphContext, value: int | None, x: int) -> list[GraphNode] | None:
+    """The elementwise calls from `value` back to x, when every other tensor they read is a
+    constant or a shape-only fill of x (`ones_like(x)`); else None."""
+    found: dict[int, GraphNode] = {}
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if current is None or gctx.base(current) == x:
+            continue
+        node = gctx.producer(current)
+        if node is None or node.op not in ELEMENTWISE | CASTS:
+            if _number(gctx, {"value": current}) is None and not (
+                    gctx.value(current) and gctx.value(current).constant):
+                return None
+            continue
+        if id(node) not in found:
+            found[id(node)] = node
+            if len(found) > 24:
+                return None
+            pending.extend(tensor_inputs(node))
+    return list(found.values())
+
+
 ELEMENTWISE = frozenset({"mul", "add", "sub", "div", "pow", "erf", "tanh", "neg", "sigmoid",
                          "exp", "rsqrt", "sqrt", "reciprocal", "square"})
 
@@ -106,7 +138,7 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
     if len(special) != 1:
         return None
     inner = special[0]
-    scalars = {s for n in calls for s in (gctx.scalar(a) for a in n.args[:2]) if s is not None}
+    scalars = {s for n in calls for s in (_number(gctx, a) for a in n.args[:2]) if s is not None}
     # 0.5·x·(...) or x·(...)/2, and the 1 + erf(..) / 1 + tanh(..)
     if not (any(close(s, 0.5) for s in scalars) or any(close(s, 2.0) for s in scalars)):
         return None
@@ -119,6 +151,10 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
     inner_inputs.add(gctx.base(first_input(inner)))
     candidates = [x for x in outer_inputs & inner_inputs
                   if x is not None and gctx.producer(x) not in calls]
+    if len(candidates) != 1:  # x made by an elementwise call too (Megatron's bias + y)
+        closed = [(len(found), x) for x in outer_inputs & inner_inputs if x is not None
+                  for found in [_closed_region(gctx, value, x)] if found and inner in found]
+        candidates = [min(closed)[1]] if closed else []
     if len(candidates) != 1:
         return None
     inner_scalars = {s for n in inner_calls for s in (gctx.scalar(a) for a in n.args[:2])
@@ -147,7 +183,17 @@ def _reduction(gctx: GraphContext, node: GraphNode) -> Reduction | None:
     dims = dim_list(argument(node, 1, "dim"), len(shape))
     if dims is None or len(dims) != 1:
         return None
-    return Reduction(gctx.base(x), dims[0], node)
+    return Reduction(gctx.base(x), same_dim(gctx.shape(x), gctx.shape(gctx.base(x)), dims[0]),
+                     node)
+
+
+def same_dim(shape: list[int], before: list[int], dim: int) -> int:
+    """`dim` of a view of shape `shape` as a dim of the tensor of shape `before` it views: the
+    last dim of `X.view(-1, d)` is the last of X (views that merge or split only the leading
+    dims keep it)."""
+    if shape == before or not before or dim != len(shape) - 1 or before[-1] != shape[-1]:
+        return dim
+    return len(before) - 1
 
 
 def amax_of(gctx: GraphContext, value: int | None) -> Reduction | None:
@@ -229,7 +275,8 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
         x = square_of(gctx, first_input(found.node)) if found else None
         if x is None:
             return None
-        return Rms(x, found.dim, eps, node.op == "rsqrt")
+        dim = same_dim(gctx.shape(first_input(found.node)), gctx.shape(x), found.dim)
+        return Rms(x, dim, eps, node.op == "rsqrt")
     if node.op == "reciprocal" or (node.op == "div" and close(gctx.scalar(node.args[0]), 1.0)):
         inner = rms_of(gctx, first_input(node) if node.op == "reciprocal"
                        else value_id(operands(node)[1]))
