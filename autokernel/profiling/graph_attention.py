@@ -26,7 +26,7 @@ from typing import Any
 from autokernel.profiling.site_readers import four_dims
 from autokernel.profiling.canonical import amax_of, operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
-from autokernel.profiling.graph_losses import log_softmax_of
+from autokernel.profiling.graph_losses import log_softmax_over
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input
 
 KERNEL_TYPE = "flash_attention"
@@ -42,8 +42,7 @@ def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     if node is None:
         return None
     if node.op == "exp":  # exp(log_softmax(x))
-        x = log_softmax_of(gctx, first_input(node))
-        return (x, len(gctx.shape(x)) - 1) if x is not None else None
+        return log_softmax_over(gctx, first_input(node))
     if node.op in ("softmax", "_softmax"):
         x = first_input(node)
         dims = dim_list(argument(node, 1, "dim"), len(gctx.shape(x)))
