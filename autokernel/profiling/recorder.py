@@ -23,6 +23,7 @@ proved causal whatever code built it (`bias[:, :, :T, :T] == 0`, `~mask`, `torch
 from __future__ import annotations
 
 import weakref
+from types import FunctionType
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -58,9 +59,13 @@ OPERATORS = {
     "__xor__": "bitwise_xor", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le",
     "__gt__": "gt", "__ge__": "ge", "__getitem__": "getitem", "__setitem__": "setitem_",
     "__abs__": "abs", "__floordiv__": "floor_divide", "__mod__": "remainder",
+    # torch's own names of `1 / x` (Tensor.__rtruediv__) and `x /= y` (Tensor.__itruediv__)
+    "__rdiv__": "div", "__idiv__": "div_", "__rfloordiv__": "floor_divide",
+    "__rmod__": "remainder",
 }
 REFLECTED = frozenset({"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rmatmul__",
-                       "__rpow__", "__rand__", "__ror__"})
+                       "__rpow__", "__rand__", "__ror__", "__rdiv__", "__rfloordiv__",
+                       "__rmod__"})
 # Other names of one op (torch.multiply is torch.mul).
 ALIASES = {
     "multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div",
@@ -338,15 +343,13 @@ def scripted_functions_run_as_python(model: nn.Module) -> Iterator[None]:
     namespaces: dict[int, dict[str, Any]] = {}
 
     def add_code(obj: Any, depth: int) -> None:
-        functions = [obj] if callable(obj) and hasattr(obj, "__globals__") else []
-        if isinstance(obj, type) and obj.__module__ not in ("torch", "builtins") and \
-                not obj.__module__.startswith("torch."):
-            functions = [f for c in obj.__mro__ for f in vars(c).values()
-                         if hasattr(getattr(f, "__func__", f), "__globals__")]
-            functions = [getattr(f, "__func__", f) for f in functions]
+        functions = [obj] if isinstance(obj, FunctionType) else []
+        if isinstance(obj, type) and not _library(str(getattr(obj, "__module__", "torch"))):
+            methods = [getattr(f, "__func__", f) for c in obj.__mro__ for f in vars(c).values()]
+            functions = [f for f in methods if isinstance(f, FunctionType)]
         for function in functions:
             space = function.__globals__
-            if id(space) in namespaces or space.get("__name__", "").startswith("torch"):
+            if id(space) in namespaces or _library(str(space.get("__name__", ""))):
                 continue
             namespaces[id(space)] = space
             if depth:
@@ -368,6 +371,11 @@ def scripted_functions_run_as_python(model: nn.Module) -> Iterator[None]:
     finally:
         for space, name, value in swapped:
             space[name] = value
+
+
+def _library(module: str) -> bool:
+    """torch's own code (and builtins): never the model's."""
+    return module.split(".")[0] in ("torch", "builtins")
 
 
 def _dense(shape: list[int], stride: list[int]) -> bool:
