@@ -115,8 +115,8 @@ def _closed_region(gctx: GraphContext, value: int | None, x: int) -> list[GraphN
     return list(found.values())
 
 
-ELEMENTWISE = frozenset({"mul", "add", "sub", "div", "pow", "erf", "tanh", "neg", "sigmoid",
-                         "exp", "rsqrt", "sqrt", "reciprocal", "square"})
+ELEMENTWISE = frozenset({"mul", "add", "sub", "div", "pow", "erf", "erfc", "tanh", "neg",
+                         "sigmoid", "exp", "rsqrt", "sqrt", "reciprocal", "square"})
 
 
 @dataclass(frozen=True)
@@ -134,15 +134,15 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
         approximate = argument(node, 1, "approximate", "none")
         return Gelu(gctx.base(first_input(node)), str(approximate or "none"), False)
     calls = _elementwise_region(gctx, value)
-    special = [n for n in calls if n.op in ("erf", "tanh")]
+    special = [n for n in calls if n.op in ("erf", "tanh", "erfc")]
     if len(special) != 1:
         return None
     inner = special[0]
     scalars = {s for n in calls for s in (_number(gctx, a) for a in n.args[:2]) if s is not None}
-    # 0.5·x·(...) or x·(...)/2, and the 1 + erf(..) / 1 + tanh(..)
+    # 0.5·x·(...) or x·(...)/2, and the 1 + erf(..) / 1 + tanh(..) (erfc(-z) is 1 + erf(z))
     if not (any(close(s, 0.5) for s in scalars) or any(close(s, 2.0) for s in scalars)):
         return None
-    if not any(close(s, 1.0) for s in scalars):
+    if inner.op != "erfc" and not any(close(s, 1.0) for s in scalars):
         return None
     outer_inputs = {gctx.base(v) for n in calls if n is not inner and n.op == "mul"
                     for v in tensor_inputs(n)}
@@ -159,7 +159,14 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
         return None
     inner_scalars = {s for n in inner_calls for s in (gctx.scalar(a) for a in n.args[:2])
                      if s is not None}
-    if inner.op == "erf":
+    if inner.op == "erfc":  # 0.5·x·erfc(-x/√2): the argument negated an odd number of times
+        signs = sum(n.op == "neg" for n in inner_calls) + sum(
+            s < 0 for n in inner_calls for s in (gctx.scalar(a) for a in n.args[:2])
+            if s is not None)
+        inner_scalars = {abs(s) for s in inner_scalars}
+        if signs % 2 == 0:
+            return None
+    if inner.op in ("erf", "erfc"):
         if any(close(s, 1 / math.sqrt(2)) or close(s, math.sqrt(2)) for s in inner_scalars):
             return Gelu(candidates[0], "none", True)
         return None
@@ -237,7 +244,7 @@ def _unbiased(node: GraphNode) -> bool:
 
 def variance_of(gctx: GraphContext, value: int | None, x: int | None) -> Reduction | None:
     """The population variance of x over one dim (what a LayerNorm divides by)."""
-    node = gctx.made_by(value, "var", "var_mean", "mean")
+    node = gctx.made_by(value, "var", "var_mean", "mean", "div", "mul")
     if node is None:
         return None
     if node.op in ("var", "var_mean"):
@@ -245,8 +252,8 @@ def variance_of(gctx: GraphContext, value: int | None, x: int | None) -> Reducti
         if found is None or found.x != x or _unbiased(node):
             return None
         return found if node.op == "var" or gctx.base(value) == node.outputs[0] else None
-    found = _reduction(gctx, node)
-    centered = square_of(gctx, first_input(node)) if found else None
+    found = _reduction(gctx, node) if node.op == "mean" else mean_of(gctx, value)
+    centered = square_of(gctx, first_input(found.node)) if found else None
     sub = gctx.made_by(centered, "sub")
     if sub is None or gctx.base(first_input(sub)) != x:
         return None
@@ -266,9 +273,20 @@ class Rms:
 def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
     """sqrt(mean(x²) + eps), rsqrt(..), 1 / sqrt(..), or vector_norm(x) / √d (+ eps)."""
     node = gctx.made_by(value, "rsqrt", "sqrt", "reciprocal", "div", "mul", "add",
-                        "vector_norm", "norm")
+                        "vector_norm", "norm", "pow")
     if node is None:
         return None
+    if node.op == "pow":  # (..) ** -0.5, (..) ** 0.5
+        root = root_power(gctx, node)
+        if root is None:
+            return None
+        mean_square, eps = plus_eps(gctx, first_input(node))
+        found = mean_of(gctx, mean_square)
+        x = square_of(gctx, first_input(found.node)) if found else None
+        if x is None:
+            return None
+        dim = same_dim(gctx.shape(first_input(found.node)), gctx.shape(x), found.dim)
+        return Rms(x, dim, eps, root == "rsqrt")
     if node.op in ("rsqrt", "sqrt"):
         mean_square, eps = plus_eps(gctx, first_input(node))
         found = mean_of(gctx, mean_square)
@@ -289,6 +307,15 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
             return None
         return Rms(inner.x, inner.dim, eps, False, eps_outside=True)
     return _norm_over_root_d(gctx, node)
+
+
+def root_power(gctx: GraphContext, node: GraphNode | None) -> str | None:
+    """"rsqrt" for v ** -0.5 (torch.pow(v, -0.5)), "sqrt" for v ** 0.5, else None."""
+    if node is None or node.op != "pow" or value_id(node.args[0] if node.args else None) is None:
+        return None
+    exponent = gctx.scalar(operands(node)[1])
+    return "rsqrt" if close(exponent, -0.5, 1e-9) else "sqrt" if close(exponent, 0.5, 1e-9) \
+        else None
 
 
 def _norm_over_root_d(gctx: GraphContext, node: GraphNode) -> Rms | None:

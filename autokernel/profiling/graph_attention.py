@@ -52,11 +52,13 @@ def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     if exp is None:
         return None
     denominator = b
-    if node.op == "mul":
-        reciprocal = gctx.made_by(b, "reciprocal")
-        if reciprocal is None:
+    if node.op == "mul":  # e * reciprocal(s), e * (1 / s)
+        reciprocal = gctx.made_by(b, "reciprocal", "div")
+        if reciprocal is None or (reciprocal.op == "div" and not (
+                gctx.scalar(reciprocal.args[0]) == 1.0 and len(reciprocal.args) > 1)):
             return None
-        denominator = first_input(reciprocal)
+        denominator = first_input(reciprocal) if reciprocal.op == "reciprocal" else \
+            value_id(reciprocal.args[1])
     total = gctx.made_by(denominator, "sum")
     exp_again = gctx.made_by(first_input(total), "exp") if total else None
     if exp_again is None or gctx.base(first_input(exp_again)) != gctx.base(first_input(exp)):

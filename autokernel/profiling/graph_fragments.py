@@ -16,7 +16,7 @@ REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var", "std
                         "std_mean", "logsumexp", "norm", "vector_norm", "prod"})
 ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "pow",
                          "square", "neg", "reciprocal", "abs", "maximum", "minimum", "clamp",
-                         "where", "masked_fill", "tanh", "sigmoid", "erf"})
+                         "where", "masked_fill", "tanh", "sigmoid", "erf", "erfc"})
 HOPS = 4
 FRAGMENT_LABEL = "{op} (part of an op no pattern recognized)"
 

@@ -23,7 +23,7 @@ from typing import Any
 from autokernel.profiling.callsites import FINFO_EPS, SiteKey
 from autokernel.profiling.site_readers import dims_over_axis, shape_numel
 from autokernel.profiling.canonical import (
-    close, mean_of, operands, plus_eps, region, rms_of, variance_of,
+    close, mean_of, operands, plus_eps, region, rms_of, root_power, variance_of,
 )
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input, whole_forward
@@ -203,11 +203,12 @@ def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
 
 def _std(gctx: GraphContext, value: int | None) -> tuple[int | None, float | None, bool] | None:
     """(variance, eps, reciprocal) of sqrt(var + eps) or rsqrt(var + eps)."""
-    node = gctx.made_by(value, "sqrt", "rsqrt")
-    if node is None:
+    node = gctx.made_by(value, "sqrt", "rsqrt", "pow")
+    root = node.op if node is not None and node.op != "pow" else root_power(gctx, node)
+    if node is None or root is None:
         return None
     variance, eps = plus_eps(gctx, first_input(node))
-    return variance, eps, node.op == "rsqrt"
+    return variance, eps, root == "rsqrt"
 
 
 def _layernorm_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
