@@ -347,8 +347,9 @@ def plus_eps(gctx: GraphContext, value: int | None) -> tuple[int | None, float |
         return gctx.base(value), None
     a, b = operands(node)
     for tensor, scalar in ((a, b), (b, a)):
-        eps = gctx.scalar(scalar)
-        if eps is not None and value_id(tensor) is not None and value_id(scalar) is None:
+        eps = gctx.scalar(scalar)  # a number, or a constant 0-d tensor (an eps buffer)
+        if eps is not None and value_id(tensor) is not None and (
+                value_id(scalar) is None or gctx.shape(value_id(scalar)) == []):
             return gctx.base(value_id(tensor)), eps
     return gctx.base(value), None
 
