@@ -228,7 +228,7 @@ def _operands_of_product(gctx: GraphContext, node: GraphNode) -> tuple[int | Non
 
 
 def _prescale(gctx: GraphContext, q: int | None) -> tuple[int | None, float]:
-    """q before a `q * scale` applied ahead of the product (timm), and that scale."""
+    """q (or k) before a `q * scale` applied ahead of the product (timm), and that scale."""
     node = gctx.made_by(q, "mul", "div")
     if node is None:
         return q, 1.0
@@ -267,6 +267,8 @@ def find_explicit_attention(gctx: GraphContext) -> None:
         if source["mask"] == "mask":
             continue  # a mask no kernel reproduces: its softmax and products stay targets
         q_unscaled, prescale = _prescale(gctx, q)
+        k, k_prescale = _prescale(gctx, k)  # q and k each scaled by D^-¼ (Whisper)
+        prescale *= k_prescale
         k_source, kv_heads = _ungrouped(gctx, k)
         v_source, _ = _ungrouped(gctx, v)
         inputs = {q_unscaled, gctx.base(q_unscaled), k_source, v_source, gctx.base(k_source),
