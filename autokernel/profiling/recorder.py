@@ -235,7 +235,8 @@ class GraphRecorder(TorchFunctionMode):
 
     def _record(self, index: int, op: str, swapped: bool, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any], out: Any) -> None:
-        inplace = op.endswith("_") and not op.endswith("__")
+        # `F.silu(x, inplace=True)` (nn.SiLU(inplace=True)) writes x like `x.silu_()` would
+        inplace = (op.endswith("_") and not op.endswith("__")) or kwargs.get("inplace") is True
         if swapped and len(args) >= 2:
             args = (args[1], args[0], *args[2:])
         # `torch.mul(a, b, out=buf)` writes a new value of buf: buf is no input of it.
