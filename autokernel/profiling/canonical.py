@@ -133,6 +133,13 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
     if node.op == "gelu":
         approximate = argument(node, 1, "approximate", "none")
         return Gelu(gctx.base(first_input(node)), str(approximate or "none"), False)
+    if node.op == "mul":  # x · Φ(x), Φ written torch.special.ndtr
+        a, b = (value_id(v) for v in operands(node))
+        for cdf, x in ((a, b), (b, a)):
+            ndtr = gctx.made_by(cdf, "ndtr")
+            if ndtr is not None and x is not None and gctx.base(first_input(ndtr)) == \
+                    gctx.base(x):
+                return Gelu(gctx.base(x), "none", True)
     calls = _elementwise_region(gctx, value)
     special = [n for n in calls if n.op in ("erf", "tanh", "erfc")]
     if len(special) != 1:

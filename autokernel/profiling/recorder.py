@@ -72,7 +72,7 @@ ALIASES = {
     "negative": "neg", "absolute": "abs", "greater": "gt", "less": "lt", "greater_equal": "ge",
     "less_equal": "le", "not_equal": "ne", "concat": "cat", "concatenate": "cat",
     "swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
-    "linalg_vector_norm": "vector_norm", "linalg_norm": "norm", "special_erf": "erf", "fix": "trunc",
+    "linalg_vector_norm": "vector_norm", "linalg_norm": "norm", "special_erf": "erf", "special_erfc": "erfc", "special_ndtr": "ndtr", "fix": "trunc",
 }
 # Ops whose output depends only on an input's shape and dtype, never its values.
 SHAPE_ONLY = frozenset({"ones_like", "zeros_like", "full_like", "empty_like", "new_ones",
