@@ -83,8 +83,40 @@ def _elementwise_region(gctx: GraphContext, value: int | None, limit: int = 16
     return found
 
 
-ELEMENTWISE = frozenset({"mul", "add", "sub", "div", "pow", "erf", "tanh", "neg", "sigmoid",
-                         "exp", "rsqrt", "sqrt", "reciprocal", "square"})
+def _number(gctx: GraphContext, arg: Any) -> float | None:
+    """A number, a constant 0-d tensor's value, or the fill of `torch.ones_like(x)` (Megatron
+    writes GELU's 1 so)."""
+    found = gctx.scalar(arg)
+    if found is None and gctx.made_by(value_id(arg), "ones_like", "new_ones") is not None:
+        return 1.0
+    return found
+
+
+def _closed_region(gctx: GraphContext, value: int | None, x: int) -> list[GraphNode] | None:
+    """The elementwise calls from `value` back to x, when every other tensor they read is a
+    constant or a shape-only fill of x (`ones_like(x)`); else None."""
+    found: dict[int, GraphNode] = {}
+    pending = [value]
+    while pending:
+        current = pending.pop()
+        if current is None or gctx.base(current) == x:
+            continue
+        node = gctx.producer(current)
+        if node is None or node.op not in ELEMENTWISE | CASTS:
+            if _number(gctx, {"value": current}) is None and not (
+                    gctx.value(current) and gctx.value(current).constant):
+                return None
+            continue
+        if id(node) not in found:
+            found[id(node)] = node
+            if len(found) > 24:
+                return None
+            pending.extend(tensor_inputs(node))
+    return list(found.values())
+
+
+ELEMENTWISE = frozenset({"mul", "add", "sub", "div", "pow", "erf", "erfc", "tanh", "neg",
+                         "sigmoid", "exp", "rsqrt", "sqrt", "reciprocal", "square"})
 
 
 @dataclass(frozen=True)
@@ -101,16 +133,23 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
     if node.op == "gelu":
         approximate = argument(node, 1, "approximate", "none")
         return Gelu(gctx.base(first_input(node)), str(approximate or "none"), False)
+    if node.op == "mul":  # x · Φ(x), Φ written torch.special.ndtr
+        a, b = (value_id(v) for v in operands(node))
+        for cdf, x in ((a, b), (b, a)):
+            ndtr = gctx.made_by(cdf, "ndtr")
+            if ndtr is not None and x is not None and gctx.base(first_input(ndtr)) == \
+                    gctx.base(x):
+                return Gelu(gctx.base(x), "none", True)
     calls = _elementwise_region(gctx, value)
-    special = [n for n in calls if n.op in ("erf", "tanh")]
+    special = [n for n in calls if n.op in ("erf", "tanh", "erfc")]
     if len(special) != 1:
         return None
     inner = special[0]
-    scalars = {s for n in calls for s in (gctx.scalar(a) for a in n.args[:2]) if s is not None}
-    # 0.5·x·(...) or x·(...)/2, and the 1 + erf(..) / 1 + tanh(..)
+    scalars = {s for n in calls for s in (_number(gctx, a) for a in n.args[:2]) if s is not None}
+    # 0.5·x·(...) or x·(...)/2, and the 1 + erf(..) / 1 + tanh(..) (erfc(-z) is 1 + erf(z))
     if not (any(close(s, 0.5) for s in scalars) or any(close(s, 2.0) for s in scalars)):
         return None
-    if not any(close(s, 1.0) for s in scalars):
+    if inner.op != "erfc" and not any(close(s, 1.0) for s in scalars):
         return None
     outer_inputs = {gctx.base(v) for n in calls if n is not inner and n.op == "mul"
                     for v in tensor_inputs(n)}
@@ -119,11 +158,22 @@ def gelu_of(gctx: GraphContext, value: int | None) -> Gelu | None:
     inner_inputs.add(gctx.base(first_input(inner)))
     candidates = [x for x in outer_inputs & inner_inputs
                   if x is not None and gctx.producer(x) not in calls]
+    if len(candidates) != 1:  # x made by an elementwise call too (Megatron's bias + y)
+        closed = [(len(found), x) for x in outer_inputs & inner_inputs if x is not None
+                  for found in [_closed_region(gctx, value, x)] if found and inner in found]
+        candidates = [min(closed)[1]] if closed else []
     if len(candidates) != 1:
         return None
     inner_scalars = {s for n in inner_calls for s in (gctx.scalar(a) for a in n.args[:2])
                      if s is not None}
-    if inner.op == "erf":
+    if inner.op == "erfc":  # 0.5·x·erfc(-x/√2): the argument negated an odd number of times
+        signs = sum(n.op == "neg" for n in inner_calls) + sum(
+            s < 0 for n in inner_calls for s in (gctx.scalar(a) for a in n.args[:2])
+            if s is not None)
+        inner_scalars = {abs(s) for s in inner_scalars}
+        if signs % 2 == 0:
+            return None
+    if inner.op in ("erf", "erfc"):
         if any(close(s, 1 / math.sqrt(2)) or close(s, math.sqrt(2)) for s in inner_scalars):
             return Gelu(candidates[0], "none", True)
         return None
@@ -147,7 +197,17 @@ def _reduction(gctx: GraphContext, node: GraphNode) -> Reduction | None:
     dims = dim_list(argument(node, 1, "dim"), len(shape))
     if dims is None or len(dims) != 1:
         return None
-    return Reduction(gctx.base(x), dims[0], node)
+    return Reduction(gctx.base(x), same_dim(gctx.shape(x), gctx.shape(gctx.base(x)), dims[0]),
+                     node)
+
+
+def same_dim(shape: list[int], before: list[int], dim: int) -> int:
+    """`dim` of a view of shape `shape` as a dim of the tensor of shape `before` it views: the
+    last dim of `X.view(-1, d)` is the last of X (views that merge or split only the leading
+    dims keep it)."""
+    if shape == before or not before or dim != len(shape) - 1 or before[-1] != shape[-1]:
+        return dim
+    return len(before) - 1
 
 
 def amax_of(gctx: GraphContext, value: int | None) -> Reduction | None:
@@ -191,7 +251,7 @@ def _unbiased(node: GraphNode) -> bool:
 
 def variance_of(gctx: GraphContext, value: int | None, x: int | None) -> Reduction | None:
     """The population variance of x over one dim (what a LayerNorm divides by)."""
-    node = gctx.made_by(value, "var", "var_mean", "mean")
+    node = gctx.made_by(value, "var", "var_mean", "mean", "div", "mul")
     if node is None:
         return None
     if node.op in ("var", "var_mean"):
@@ -199,8 +259,8 @@ def variance_of(gctx: GraphContext, value: int | None, x: int | None) -> Reducti
         if found is None or found.x != x or _unbiased(node):
             return None
         return found if node.op == "var" or gctx.base(value) == node.outputs[0] else None
-    found = _reduction(gctx, node)
-    centered = square_of(gctx, first_input(node)) if found else None
+    found = _reduction(gctx, node) if node.op == "mean" else mean_of(gctx, value)
+    centered = square_of(gctx, first_input(found.node)) if found else None
     sub = gctx.made_by(centered, "sub")
     if sub is None or gctx.base(first_input(sub)) != x:
         return None
@@ -220,16 +280,28 @@ class Rms:
 def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
     """sqrt(mean(x²) + eps), rsqrt(..), 1 / sqrt(..), or vector_norm(x) / √d (+ eps)."""
     node = gctx.made_by(value, "rsqrt", "sqrt", "reciprocal", "div", "mul", "add",
-                        "vector_norm", "norm")
+                        "vector_norm", "norm", "pow")
     if node is None:
         return None
+    if node.op == "pow":  # (..) ** -0.5, (..) ** 0.5
+        root = root_power(gctx, node)
+        if root is None:
+            return None
+        mean_square, eps = plus_eps(gctx, first_input(node))
+        found = mean_of(gctx, mean_square)
+        x = square_of(gctx, first_input(found.node)) if found else None
+        if x is None:
+            return None
+        dim = same_dim(gctx.shape(first_input(found.node)), gctx.shape(x), found.dim)
+        return Rms(x, dim, eps, root == "rsqrt")
     if node.op in ("rsqrt", "sqrt"):
         mean_square, eps = plus_eps(gctx, first_input(node))
         found = mean_of(gctx, mean_square)
         x = square_of(gctx, first_input(found.node)) if found else None
         if x is None:
             return None
-        return Rms(x, found.dim, eps, node.op == "rsqrt")
+        dim = same_dim(gctx.shape(first_input(found.node)), gctx.shape(x), found.dim)
+        return Rms(x, dim, eps, node.op == "rsqrt")
     if node.op == "reciprocal" or (node.op == "div" and close(gctx.scalar(node.args[0]), 1.0)):
         inner = rms_of(gctx, first_input(node) if node.op == "reciprocal"
                        else value_id(operands(node)[1]))
@@ -242,6 +314,15 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
             return None
         return Rms(inner.x, inner.dim, eps, False, eps_outside=True)
     return _norm_over_root_d(gctx, node)
+
+
+def root_power(gctx: GraphContext, node: GraphNode | None) -> str | None:
+    """"rsqrt" for v ** -0.5 (torch.pow(v, -0.5)), "sqrt" for v ** 0.5, else None."""
+    if node is None or node.op != "pow" or value_id(node.args[0] if node.args else None) is None:
+        return None
+    exponent = gctx.scalar(operands(node)[1])
+    return "rsqrt" if close(exponent, -0.5, 1e-9) else "sqrt" if close(exponent, 0.5, 1e-9) \
+        else None
 
 
 def _norm_over_root_d(gctx: GraphContext, node: GraphNode) -> Rms | None:
@@ -273,8 +354,9 @@ def plus_eps(gctx: GraphContext, value: int | None) -> tuple[int | None, float |
         return gctx.base(value), None
     a, b = operands(node)
     for tensor, scalar in ((a, b), (b, a)):
-        eps = gctx.scalar(scalar)
-        if eps is not None and value_id(tensor) is not None and value_id(scalar) is None:
+        eps = gctx.scalar(scalar)  # a number, or a constant 0-d tensor (an eps buffer)
+        if eps is not None and value_id(tensor) is not None and (
+                value_id(scalar) is None or gctx.shape(value_id(scalar)) == []):
             return gctx.base(value_id(tensor)), eps
     return gctx.base(value), None
 

@@ -130,8 +130,9 @@ def _read(results: Any, dtype: str, iterations: int,
                 frame = _Frame(end, parent.op, parent.scopes, parent.node, None)
             stack.append(frame)
             continue
-        if (activity and activity != "cpu_op") or (not activity and "::" not in name):
-            # Neither an op nor an annotation: a range its children see through.
+        if (activity and activity != "cpu_op") or "::" not in name:
+            # Neither an op nor an annotation: a range its children see through (a custom
+            # autograd.Function's forward, named after its class, runs its ops inside one).
             stack.append(_Frame(end, parent.op, parent.scopes, parent.node, None))
             continue
         op = OpCall(id=len(ops) + 1, name=name, parent=parent.op, scopes=list(parent.scopes),

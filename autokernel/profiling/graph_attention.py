@@ -26,7 +26,7 @@ from typing import Any
 from autokernel.profiling.site_readers import four_dims
 from autokernel.profiling.canonical import amax_of, operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
-from autokernel.profiling.graph_losses import log_softmax_of
+from autokernel.profiling.graph_losses import log_softmax_over
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input
 
 KERNEL_TYPE = "flash_attention"
@@ -42,8 +42,7 @@ def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     if node is None:
         return None
     if node.op == "exp":  # exp(log_softmax(x))
-        x = log_softmax_of(gctx, first_input(node))
-        return (x, len(gctx.shape(x)) - 1) if x is not None else None
+        return log_softmax_over(gctx, first_input(node))
     if node.op in ("softmax", "_softmax"):
         x = first_input(node)
         dims = dim_list(argument(node, 1, "dim"), len(gctx.shape(x)))
@@ -53,11 +52,13 @@ def softmax_of(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
     if exp is None:
         return None
     denominator = b
-    if node.op == "mul":
-        reciprocal = gctx.made_by(b, "reciprocal")
-        if reciprocal is None:
+    if node.op == "mul":  # e * reciprocal(s), e * (1 / s)
+        reciprocal = gctx.made_by(b, "reciprocal", "div")
+        if reciprocal is None or (reciprocal.op == "div" and not (
+                gctx.scalar(reciprocal.args[0]) == 1.0 and len(reciprocal.args) > 1)):
             return None
-        denominator = first_input(reciprocal)
+        denominator = first_input(reciprocal) if reciprocal.op == "reciprocal" else \
+            value_id(reciprocal.args[1])
     total = gctx.made_by(denominator, "sum")
     exp_again = gctx.made_by(first_input(total), "exp") if total else None
     if exp_again is None or gctx.base(first_input(exp_again)) != gctx.base(first_input(exp)):
@@ -227,7 +228,7 @@ def _operands_of_product(gctx: GraphContext, node: GraphNode) -> tuple[int | Non
 
 
 def _prescale(gctx: GraphContext, q: int | None) -> tuple[int | None, float]:
-    """q before a `q * scale` applied ahead of the product (timm), and that scale."""
+    """q (or k) before a `q * scale` applied ahead of the product (timm), and that scale."""
     node = gctx.made_by(q, "mul", "div")
     if node is None:
         return q, 1.0
@@ -266,6 +267,8 @@ def find_explicit_attention(gctx: GraphContext) -> None:
         if source["mask"] == "mask":
             continue  # a mask no kernel reproduces: its softmax and products stay targets
         q_unscaled, prescale = _prescale(gctx, q)
+        k, k_prescale = _prescale(gctx, k)  # q and k each scaled by D^-¼ (Whisper)
+        prescale *= k_prescale
         k_source, kv_heads = _ungrouped(gctx, k)
         v_source, _ = _ungrouped(gctx, v)
         inputs = {q_unscaled, gctx.base(q_unscaled), k_source, v_source, gctx.base(k_source),

@@ -16,7 +16,7 @@ REDUCTIONS = frozenset({"sum", "mean", "amax", "amin", "max", "min", "var", "std
                         "std_mean", "logsumexp", "norm", "vector_norm", "prod"})
 ELEMENTWISE = frozenset({"add", "sub", "mul", "div", "exp", "log", "sqrt", "rsqrt", "pow",
                          "square", "neg", "reciprocal", "abs", "maximum", "minimum", "clamp",
-                         "where", "masked_fill", "tanh", "sigmoid", "erf"})
+                         "where", "masked_fill", "tanh", "sigmoid", "erf", "erfc"})
 HOPS = 4
 FRAGMENT_LABEL = "{op} (part of an op no pattern recognized)"
 
@@ -37,10 +37,26 @@ def _downstream(gctx: GraphContext, values: list[int | None], hops: int) -> set[
     return reached
 
 
+def _upstream(gctx: GraphContext, value: int | None, hops: int) -> list[int | None]:
+    """`value` and what the elementwise calls that made it read, within `hops` calls (x of the
+    x² a norm's mean reduces)."""
+    found = [value, gctx.base(value)]
+    frontier = list(found)
+    for _ in range(hops):
+        following: list[int | None] = []
+        for current in frontier:
+            producer = gctx.producer(gctx.base(current))
+            if producer is not None and producer.op in ELEMENTWISE:
+                following.extend(tensor_inputs(producer))
+        found += following
+        frontier = following
+    return found
+
+
 def is_fragment(gctx: GraphContext, node: GraphNode) -> bool:
     source = first_input(node)
     from_result = _downstream(gctx, list(node.outputs), HOPS)
-    from_source = _downstream(gctx, [source, gctx.base(source)], HOPS)
+    from_source = _downstream(gctx, _upstream(gctx, source, 2), HOPS)
     return bool(from_result & from_source) or any(
         gctx.base(v) == gctx.base(source) for n in gctx.graph.nodes if id(n) in from_result
         for v in tensor_inputs(n))

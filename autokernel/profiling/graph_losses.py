@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from autokernel.profiling.site_readers import shape_numel
-from autokernel.profiling.canonical import operands, region
+from autokernel.profiling.canonical import operands, region, same_dim
 from autokernel.profiling.graph import GraphNode, argument, value_id
-from autokernel.profiling.graph_match import GraphContext, first_input
+from autokernel.profiling.graph_match import GraphContext, dim_list, first_input, is_alias
 
 CROSS_ENTROPY = "cross_entropy"
 LM_HEAD_LOSS = "linear_cross_entropy"
@@ -42,18 +42,34 @@ class Loss:
 
 def log_softmax_of(gctx: GraphContext, value: int | None) -> int | None:
     """x when `value` is log_softmax(x) over the last dim: the op, or x - logsumexp(x)."""
+    found = log_softmax_over(gctx, value)
+    return found[0] if found is not None and found[1] == len(gctx.shape(found[0])) - 1 \
+        else None
+
+
+def log_softmax_over(gctx: GraphContext, value: int | None) -> tuple[int, int] | None:
+    """(x, dim) when `value` is log_softmax(x) over one dim (non-negative): the op,
+    x - logsumexp(x), or log(softmax(x))."""
     node = gctx.made_by(value, "log_softmax", "_log_softmax", "sub", "log")
     if node is None:
         return None
     if node.op == "log":  # log(softmax(x))
-        softmax = gctx.made_by(first_input(node), "softmax")
-        return gctx.base(first_input(softmax)) if softmax is not None else None
-    if node.op != "sub":
-        return gctx.base(first_input(node))
-    a, b = (value_id(v) for v in operands(node))
-    lse = gctx.made_by(b, "logsumexp")
-    return gctx.base(a) if lse is not None and gctx.base(first_input(lse)) == gctx.base(a) \
-        else None
+        node = gctx.made_by(first_input(node), "softmax")
+        if node is None:
+            return None
+        x = first_input(node)
+    elif node.op == "sub":
+        a, b = (value_id(v) for v in operands(node))
+        lse = gctx.made_by(b, "logsumexp")
+        if lse is None or gctx.base(first_input(lse)) != gctx.base(a):
+            return None
+        x, node = first_input(lse), lse
+    else:
+        x = first_input(node)
+    dims = dim_list(argument(node, 1, "dim"), len(gctx.shape(x)))
+    if dims is None or len(dims) != 1:
+        return None
+    return gctx.base(x), same_dim(gctx.shape(x), gctx.shape(gctx.base(x)), dims[0])
 
 
 def _pick(gctx: GraphContext, value: int | None) -> tuple[int | None, int | None] | None:
@@ -161,7 +177,7 @@ def _loss_params(gctx: GraphContext, loss: Loss) -> tuple[dict[str, int], dict[s
         params["loss"] = loss.form
     if loss.reduction != "mean":
         params["reduction"] = loss.reduction
-    if len(shape) != 2:
+    if len(shape) != 2 and loss.form == "F.cross_entropy":  # a written-out loss reads rows
         params["logits_rank"] = len(shape)
     vocab = shape[1] if loss.form == "F.cross_entropy" and len(shape) >= 2 else shape[-1]
     return {"M": shape_numel(shape) // max(1, vocab), "V": vocab}, params
@@ -238,7 +254,7 @@ def _read_outside(gctx: GraphContext, nodes: list[GraphNode], output: int) -> bo
     """Does a call outside `nodes` read a value they make before the loss (PaLM's z-loss reads
     the logsumexp)? A kernel that returns the loss alone would not make it."""
     inside = {id(n) for n in nodes}
-    return any(user is not None and id(user) not in inside
+    return any(user is not None and id(user) not in inside and not is_alias(user)
                for node in nodes for v in node.outputs
                if v is not None and v != output and not gctx.value(v).constant
                for user in gctx.graph.users(v))

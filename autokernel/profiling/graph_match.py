@@ -228,6 +228,11 @@ def whole_forward(gctx: GraphContext, nodes: Sequence[GraphNode]) -> bool:
     inside = [n for n in gctx.graph.nodes
               if not path or n.module == path or n.module.startswith(path + ".")]
     claimed = {id(n) for n in nodes}
+    made = {v for n in nodes for v in n.outputs if v is not None}
+    for node in inside:  # the result's views and casts (`y.to(dtype).view(shape)`) are the op's
+        if id(node) not in claimed and node.op in TRANSPARENT and first_input(node) in made:
+            claimed.add(id(node))
+            made.update(v for v in node.outputs if v is not None)
     return bool(inside) and all(id(n) in claimed or is_alias(n) for n in inside)
 
 

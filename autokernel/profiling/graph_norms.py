@@ -23,7 +23,7 @@ from typing import Any
 from autokernel.profiling.callsites import FINFO_EPS, SiteKey
 from autokernel.profiling.site_readers import dims_over_axis, shape_numel
 from autokernel.profiling.canonical import (
-    close, mean_of, operands, plus_eps, region, rms_of, variance_of,
+    close, mean_of, operands, plus_eps, region, rms_of, root_power, variance_of,
 )
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input, whole_forward
@@ -67,11 +67,12 @@ def factors(gctx: GraphContext, value: int | None, depth: int = 3
     return opened
 
 
-def _split(gctx: GraphContext, value: int, is_scale: Any
-           ) -> tuple[int, Any, int | None] | None:
-    """(x, the scale's description, the weight or None) when the product `value` is x times a
-    scale (`is_scale(value, divides)` describes it, else None) times at most one constant."""
-    parts = factors(gctx, value)
+def _split(gctx: GraphContext, value: int, is_scale: Any,
+           parts: list[tuple[int, bool]] | None = None) -> tuple[int, Any, int | None] | None:
+    """(x, the scale's description, the weight or None) when the product `value` (or `parts`,
+    its factors) is x times a scale (`is_scale(value, divides)` describes it, else None) times
+    at most one constant."""
+    parts = factors(gctx, value) if parts is None else parts
     if not 2 <= len(parts) <= 3:
         return None
     for i, (scale_value, divides) in enumerate(parts):
@@ -203,24 +204,32 @@ def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
 
 def _std(gctx: GraphContext, value: int | None) -> tuple[int | None, float | None, bool] | None:
     """(variance, eps, reciprocal) of sqrt(var + eps) or rsqrt(var + eps)."""
-    node = gctx.made_by(value, "sqrt", "rsqrt")
-    if node is None:
+    node = gctx.made_by(value, "sqrt", "rsqrt", "pow")
+    root = node.op if node is not None and node.op != "pow" else root_power(gctx, node)
+    if node is None or root is None:
         return None
     variance, eps = plus_eps(gctx, first_input(node))
-    return variance, eps, node.op == "rsqrt"
+    return variance, eps, root == "rsqrt"
 
 
 def _layernorm_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
     """(x - mean) / sqrt(var + eps) · w + b, or (x - mean) · rsqrt(var + eps) · w + b, in any
     order of the product."""
-    if node.op not in ("mul", "div") or not node.outputs:
+    if node.op not in ("mul", "div", "addcmul") or not node.outputs:
         return None
 
     def scale(value: int, divides: bool) -> Any:
         std = _std(gctx, value)
         return std if std is not None and std[2] != divides else None
 
-    found = _split(gctx, node.outputs[0], scale)
+    parts, added = None, None
+    if node.op == "addcmul":  # torch.addcmul(b, x̂, w): b + x̂ · w
+        tensors = [value_id(a) for a in node.args[:3]]
+        if len(tensors) < 3 or None in tensors or argument(node, 3, "value", 1) != 1:
+            return None
+        parts = factors(gctx, tensors[1]) + factors(gctx, tensors[2])
+        added = gctx.base(tensors[0])
+    found = _split(gctx, node.outputs[0], scale, parts)
     if found is None:
         return None
     centered, std, weight = found
@@ -238,6 +247,12 @@ def _layernorm_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
         return None
     output, bias = _bias_after(gctx, node.outputs[0], width) if weight is not None else \
         (node.outputs[0], None)
+    if added is not None:
+        found_bias = gctx.value(added)
+        if weight is None or found_bias is None or not found_bias.constant or \
+                shape_numel(found_bias.shape) != width:
+            return None
+        output, bias = node.outputs[0], added
     params = {**notes, "eps": std[1] if std[1] is not None else 0.0}
     return NormCall("layernorm", x, mean.dim, output, {x, weight, bias} - {None}, params,
                     "layernorm(written out)")

@@ -140,8 +140,10 @@ def _is_op(evt: Any) -> bool:
     if not _is_cpu(evt) or getattr(evt, "is_async", False) or _is_annotation(evt):
         return False
     activity = _activity(evt)
-    if activity is not None:
-        return activity == "cpu_op"
+    if activity is not None and activity != "cpu_op":
+        return False
+    # A "cpu_op" without a namespace is a range around ops, not one: a custom autograd.Function's
+    # forward (named after its class) or a TorchScript function.
     return "::" in evt.name and not evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
 
 

@@ -23,6 +23,7 @@ proved causal whatever code built it (`bias[:, :, :T, :T] == 0`, `~mask`, `torch
 from __future__ import annotations
 
 import weakref
+from types import FunctionType
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
@@ -58,16 +59,20 @@ OPERATORS = {
     "__xor__": "bitwise_xor", "__eq__": "eq", "__ne__": "ne", "__lt__": "lt", "__le__": "le",
     "__gt__": "gt", "__ge__": "ge", "__getitem__": "getitem", "__setitem__": "setitem_",
     "__abs__": "abs", "__floordiv__": "floor_divide", "__mod__": "remainder",
+    # torch's own names of `1 / x` (Tensor.__rtruediv__) and `x /= y` (Tensor.__itruediv__)
+    "__rdiv__": "div", "__idiv__": "div_", "__rfloordiv__": "floor_divide",
+    "__rmod__": "remainder",
 }
 REFLECTED = frozenset({"__radd__", "__rsub__", "__rmul__", "__rtruediv__", "__rmatmul__",
-                       "__rpow__", "__rand__", "__ror__"})
+                       "__rpow__", "__rand__", "__ror__", "__rdiv__", "__rfloordiv__",
+                       "__rmod__"})
 # Other names of one op (torch.multiply is torch.mul).
 ALIASES = {
     "multiply": "mul", "subtract": "sub", "divide": "div", "true_divide": "div",
     "negative": "neg", "absolute": "abs", "greater": "gt", "less": "lt", "greater_equal": "ge",
     "less_equal": "le", "not_equal": "ne", "concat": "cat", "concatenate": "cat",
     "swapaxes": "transpose", "swapdims": "transpose", "moveaxis": "movedim",
-    "linalg_vector_norm": "vector_norm", "special_erf": "erf", "fix": "trunc",
+    "linalg_vector_norm": "vector_norm", "linalg_norm": "norm", "special_erf": "erf", "special_erfc": "erfc", "special_ndtr": "ndtr", "fix": "trunc",
 }
 # Ops whose output depends only on an input's shape and dtype, never its values.
 SHAPE_ONLY = frozenset({"ones_like", "zeros_like", "full_like", "empty_like", "new_ones",
@@ -180,7 +185,7 @@ class GraphRecorder(TorchFunctionMode):
         self.recording = record
         handles = self._module_hooks() if record else []
         try:
-            with self:
+            with scripted_functions_run_as_python(self._model), self:
                 yield
         finally:
             for handle in handles:
@@ -230,9 +235,13 @@ class GraphRecorder(TorchFunctionMode):
 
     def _record(self, index: int, op: str, swapped: bool, args: tuple[Any, ...],
                 kwargs: Mapping[str, Any], out: Any) -> None:
-        inplace = op.endswith("_") and not op.endswith("__")
+        # `F.silu(x, inplace=True)` (nn.SiLU(inplace=True)) writes x like `x.silu_()` would
+        inplace = (op.endswith("_") and not op.endswith("__")) or kwargs.get("inplace") is True
         if swapped and len(args) >= 2:
             args = (args[1], args[0], *args[2:])
+        # `torch.mul(a, b, out=buf)` writes a new value of buf: buf is no input of it.
+        written = {id(t) for t in _tensors(kwargs.get("out"))}
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"} if written else kwargs
         encoded_args = [self._encode(a) for a in args]
         encoded_kwargs = {k: self._encode(v) for k, v in kwargs.items()}
         node = GraphNode(index=index, op=op.rstrip("_") if inplace else op, args=encoded_args,
@@ -249,7 +258,7 @@ class GraphRecorder(TorchFunctionMode):
         for item in outputs:
             if not isinstance(item, torch.Tensor):
                 node.outputs.append(None)
-            elif id(item) in seen_inputs and not inplace:
+            elif id(item) in seen_inputs and not inplace and id(item) not in written:
                 node.outputs.append(self._values_of(item))  # an alias: x.contiguous(), x.float()
             else:
                 node.outputs.append(self._new_value(item, NODE, "", len(self.graph.nodes),
@@ -323,6 +332,51 @@ class GraphRecorder(TorchFunctionMode):
                     value.scalar = float(tensor)
         self._deferred.clear()
         return self.graph
+
+
+@contextmanager
+def scripted_functions_run_as_python(model: nn.Module) -> Iterator[None]:
+    """`@torch.jit.script` functions the model's code calls (Megatron's bias_gelu,
+    bias_dropout_add) run as the Python they were scripted from while it is recorded: a
+    TorchScript function's torch calls are invisible to the mode, its ops to the graph. Found in
+    the globals of the model's modules' code (and of the functions and classes defined there, an
+    autograd.Function's forward included) and in the modules' attributes."""
+    namespaces: dict[int, dict[str, Any]] = {}
+
+    def add_code(obj: Any, depth: int) -> None:
+        functions = [obj] if isinstance(obj, FunctionType) else []
+        if isinstance(obj, type) and not _library(str(getattr(obj, "__module__", "torch"))):
+            methods = [getattr(f, "__func__", f) for c in obj.__mro__ for f in vars(c).values()]
+            functions = [f for f in methods if isinstance(f, FunctionType)]
+        for function in functions:
+            space = function.__globals__
+            if id(space) in namespaces or _library(str(space.get("__name__", ""))):
+                continue
+            namespaces[id(space)] = space
+            if depth:
+                for value in list(space.values()):
+                    add_code(value, depth - 1)
+
+    for module in model.modules():
+        add_code(type(module), 2)
+        namespaces.setdefault(id(vars(module)), vars(module))
+    swapped: list[tuple[dict[str, Any], str, Any]] = []
+    for space in namespaces.values():
+        for name, value in list(space.items()):
+            python = getattr(value, "_torchdynamo_inline", None)
+            if isinstance(value, torch.jit.ScriptFunction) and callable(python):
+                swapped.append((space, name, value))
+                space[name] = python
+    try:
+        yield
+    finally:
+        for space, name, value in swapped:
+            space[name] = value
+
+
+def _library(module: str) -> bool:
+    """torch's own code (and builtins): never the model's."""
+    return module.split(".")[0] in ("torch", "builtins")
 
 
 def _dense(shape: list[int], stride: list[int]) -> bool:
