@@ -154,7 +154,10 @@ CPU_CASES: list[tuple[str, bool, Status, str | None, str | None, str]] = [
     ("tamper_obfuscated.py", False, Status.REJECTED, "tampering", "import", "perf_counter"),
     ("background_thread.py", True, Status.REJECTED, "import-not-allowed", "static_scan",
      "threading"),
-    ("background_thread.py", False, Status.REJECTED, "thread", "smoke", "still running"),
+    # The thread races kernel_fn's return: seen still running, or its write to the output seen
+    # by the host-write ledger before kernel_fn returned (a rule per outcome, with its text).
+    ("background_thread.py", False, Status.REJECTED,
+     {"thread": "still running", "library-fallback": "host write"}, "smoke", ""),
     ("side_stream.py", True, Status.REJECTED, "side-stream", "static_scan", "Stream"),
     ("side_stream.py", False, Status.REJECTED, "side-stream", "smoke", "created a CUDA stream"),
     ("side_stream_generic.py", True, Status.REJECTED, "side-stream", "static_scan",
@@ -359,7 +362,10 @@ def test_adversarial_and_honest_kernels(name: str, static: bool, status: Status,
     full_sweep = HAS_CUDA and stage in ("shape_sweep", "edge_sizes")
     result = bench(name, tmp_path, static_scan=static, quick=not full_sweep)
     assert result.status is status, result.reason
-    assert result.rule == rule, result.reason
+    if isinstance(rule, dict):  # a race with more than one right outcome
+        assert result.rule in rule and rule[result.rule] in result.reason, result.reason
+    else:
+        assert result.rule == rule, result.reason
     if stage is not None:
         assert result.stage == stage, result.reason
     assert text in result.reason

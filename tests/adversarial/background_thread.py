@@ -2,7 +2,8 @@
 timer has stopped.
 
 Expected: static scan REJECTED (import-not-allowed: threading); with the scan off, REJECTED
-(thread).
+(thread: still running), or (library-fallback) when its write lands before kernel_fn returns and
+the CPU's host-write ledger sees it first.
 """
 
 import threading
