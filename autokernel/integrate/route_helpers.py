@@ -165,7 +165,34 @@ def kernel_caller(kernel: RoutedKernel, *tensors: torch.Tensor) -> Callable[...,
     mode and requires_grad are part of the signature), the plain function otherwise."""
     if kernel.op.direct is None or _needs_custom_op(tensors):
         return functools.partial(_call_registered, kernel)
-    return functools.partial(_call_direct, kernel)
+    return _direct_caller(kernel)
+
+
+def _direct_caller(kernel: RoutedKernel) -> Callable[..., Outcome]:
+    """`_call_direct` for one kernel, with what it reads of the kernel and of torch looked up
+    once, when the plan is made: a planned call pays no partial, attribute chain or global
+    lookup on top of the kernel's own host code (each ~0.1 µs, on every routed call)."""
+    direct = kernel.op.direct
+    assert direct is not None  # kernel_caller checked
+    recorder, running = _RECORDER, _RUNNING
+    mode_enabled, no_torch_function = (torch._C._is_torch_function_mode_enabled,
+                                       torch._C.DisableTorchFunction)
+
+    def call(*args: Any) -> Outcome:
+        if recorder[0] is not None:
+            recorder[0].record_bare(kernel, args)
+        running[0] += 1
+        try:
+            if mode_enabled():  # a Router's mode: its torch calls are not the model's
+                with no_torch_function():
+                    return direct(*args), None
+            return direct(*args), None
+        except (ValueError, NotImplementedError) as exc:
+            return None, _kernel_refusal(exc)
+        finally:
+            running[0] -= 1
+
+    return call
 
 
 def only_tensor_argument(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> torch.Tensor | None:
