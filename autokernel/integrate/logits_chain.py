@@ -41,6 +41,7 @@ from torch.overrides import handle_torch_function
 from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
 from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
 from autokernel.integrate.route_helpers import call_kernel, call_refusal, kernel_running
+from autokernel.integrate.plans import call_signature
 
 LINEARS = (F.linear,)
 LOSSES = (F.cross_entropy,)
@@ -59,6 +60,11 @@ LOSS_KEYWORDS = frozenset(LOSS_ARGUMENTS[2:])
 # nothing here changes one in place (each step makes a new one), so calls can share them.
 LOGITS_METAS: dict[tuple[Any, ...], torch.Tensor] = {}
 MAX_LOGITS_METAS = 64
+# A reshape of one of those metas, by (step, id of the meta, `call_signature` of the step's
+# other arguments): (the meta, its reshape). Followed on every LM head call (`logits.view(-1,
+# V)`), the step's own meta call costs ~1.5 µs; the entry keeps its meta alive, so the id in the
+# key is that meta's for as long as the entry lives.
+LOGITS_STEPS: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 @dataclass
@@ -355,12 +361,12 @@ def _logits_step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
         dtype = _logits_cast_dtype(func, rest, kwargs)
         if dtype is None or (dtype != record.dtype and dtype != torch.float32):
             return None  # the kernel's loss is float32: only a cast up to it is the same loss
-        return p.then(func, rest, kwargs, record.meta.to(dtype), record.hidden)
+        meta = _meta_step(torch.Tensor.to, record.meta, (dtype,), {})
+        return None if meta is None else p.then(func, rest, kwargs, meta, record.hidden)
     if func not in FOLLOWED_STEPS or (func is torch.reshape and kwargs):
         return None
-    try:
-        meta = func(record.meta, *rest, **kwargs)
-    except (RuntimeError, TypeError, IndexError, ValueError):
+    meta = _meta_step(func, record.meta, rest, kwargs)
+    if meta is None:
         return None
     hidden = record.hidden
     vocab = p._head.weight.shape[0]
@@ -377,6 +383,25 @@ def _logits_step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
         elif func in INDEXING:
             hidden = hidden[rest[0]]
     return p.then(func, rest, kwargs, meta, hidden)
+
+
+def _meta_step(func: Any, meta: torch.Tensor, rest: tuple[Any, ...],
+               kwargs: Mapping[str, Any]) -> torch.Tensor | None:
+    """`func(meta, *rest, **kwargs)`, or None where torch refuses it; the same call on the same
+    meta answered from LOGITS_STEPS (steps with arguments a signature cannot hold, an index
+    with slices, are made every time)."""
+    signature = call_signature(rest, kwargs)
+    key = None if signature is None else (func, id(meta), signature)
+    found = LOGITS_STEPS.get(key) if key is not None else None
+    if found is not None and found[0] is meta:
+        return found[1]
+    try:
+        stepped = func(meta, *rest, **kwargs)
+    except (RuntimeError, TypeError, IndexError, ValueError):
+        return None
+    if key is not None and len(LOGITS_STEPS) < MAX_LOGITS_METAS:
+        LOGITS_STEPS[key] = (meta, stepped)
+    return stepped
 
 
 def _keeps_last_dim(index: Any, ndim: int) -> bool:

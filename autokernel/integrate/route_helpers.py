@@ -59,8 +59,13 @@ def call_refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
             return "mixed dtypes"
     if first.dtype not in kernel.dtypes:
         return f"dtype {str(first.dtype).removeprefix('torch.')} not verified"
-    device = first.device.type
-    if device != kernel.op.device_type or any(t.device != first.device for t in tensors):
+    first_device = first.device
+    device = first_device.type
+    # A loop, not any() over a generator: the LM head + loss route checks every call.
+    moved = device != kernel.op.device_type
+    for t in tensors:
+        moved = moved or t.device != first_device
+    if moved:
         return f"tensors on {device}, kernels built for {kernel.op.device_type}"
     if torch.is_autocast_enabled(device):
         return "autocast"  # the module would run in the autocast dtype, the kernel would not
@@ -295,8 +300,8 @@ def over_axis_caller(kernel: RoutedKernel, x: torch.Tensor, axis: int,
     call = kernel_caller(kernel, x)
     if axis == x.ndim - 1:
         width, extra = x.shape[-1], ((-1, *trailing) if trailing else ())
-        if x.ndim == 2:
-            return lambda x: call(x, *extra)
+        if x.ndim == 2:  # x already is its rows: the kernel's call itself, without a wrapper
+            return (lambda x: call(x, *extra)) if extra else call
         return lambda x: call(x.reshape(-1, width), *extra)
     shape = x.shape
     view = (math.prod(shape[:axis]), shape[axis], math.prod(shape[axis + 1:]))
