@@ -62,10 +62,12 @@ def call_refusal(kernel: RoutedKernel, *tensors: torch.Tensor) -> str | None:
     first_device = first.device
     device = first_device.type
     # A loop, not any() over a generator: the LM head + loss route checks every call.
-    moved = device != kernel.op.device_type
+    scattered = False
     for t in tensors:
-        moved = moved or t.device != first_device
-    if moved:
+        if t.device != first_device:
+            scattered = True
+            break
+    if device != kernel.op.device_type or scattered:
         return f"tensors on {device}, kernels built for {kernel.op.device_type}"
     if torch.is_autocast_enabled(device):
         return "autocast"  # the module would run in the autocast dtype, the kernel would not
