@@ -20,7 +20,6 @@ Like routing.py it imports only torch: `autokernel export` inlines it.
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -140,14 +139,20 @@ def argument_runner(call: Callable[..., Outcome], names: tuple[str, ...], args: 
     calls do), they are read straight from `args`, with no getter per argument: a planned call
     then pays one Python frame for its arguments, not one per argument."""
     positions = tuple(names.index(name) for name in wanted)
+    # Written out per count (one to three arguments: every route's), with no import beyond
+    # what an exported module may hold (`autokernel export` inlines this file).
     if all(position < len(args) for position in positions):
         if len(positions) == 1:
             (position,) = positions
             if not extra:
                 return lambda args, kwargs: call(args[position])
             return lambda args, kwargs: call(args[position], *extra)
-        pick = operator.itemgetter(*positions)
-        return lambda args, kwargs: call(*pick(args), *extra)
+        if len(positions) == 2:
+            first, second = positions
+            return lambda args, kwargs: call(args[first], args[second], *extra)
+        if len(positions) == 3:
+            first, second, third = positions
+            return lambda args, kwargs: call(args[first], args[second], args[third], *extra)
     getters = tuple(argument_getter(names, args, name) for name in wanted)
     return lambda args, kwargs: call(*[get(args, kwargs) for get in getters], *extra)
 
