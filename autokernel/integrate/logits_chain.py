@@ -31,7 +31,7 @@ This file imports only torch (and routing), because `autokernel export` inlines 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -41,6 +41,7 @@ from torch.overrides import handle_torch_function
 from autokernel.integrate.attention_chain import DEFERRED, NOT_MINE
 from autokernel.integrate.routing import Outcome, RouteStats, RoutedKernel
 from autokernel.integrate.route_helpers import call_kernel, call_refusal, kernel_running
+from autokernel.integrate.plans import call_signature
 
 LINEARS = (F.linear,)
 LOSSES = (F.cross_entropy,)
@@ -48,9 +49,22 @@ RESHAPES = (torch.Tensor.view, torch.Tensor.reshape, torch.reshape)
 NO_OPS = (torch.Tensor.contiguous,)
 LOGIT_CASTS = (torch.Tensor.float, torch.Tensor.to)
 INDEXING = (torch.Tensor.__getitem__,)
+FOLLOWED_STEPS = (*RESHAPES, *NO_OPS, *INDEXING)  # the steps applied to the hidden state
 LOSS_ARGUMENTS = ("input", "target", "weight", "size_average", "ignore_index", "reduce",
                   "reduction", "label_smoothing")
 LOSS_DEFAULTS = (None, None, None, None, -100, None, "mean", 0.0)
+# What F.cross_entropy hands torch's function handling: (input, target) and these keywords.
+LOSS_KEYWORDS = frozenset(LOSS_ARGUMENTS[2:])
+# The logits' shape and dtype on the meta device, by (shape, dtype): every LM head call of a
+# shape needs one, and making it costs ~3 µs of host time. Meta tensors hold no values, and
+# nothing here changes one in place (each step makes a new one), so calls can share them.
+LOGITS_METAS: dict[tuple[Any, ...], torch.Tensor] = {}
+MAX_LOGITS_METAS = 64
+# A reshape of one of those metas, by (step, id of the meta, `call_signature` of the step's
+# other arguments): (the meta, its reshape). Followed on every LM head call (`logits.view(-1,
+# V)`), the step's own meta call costs ~1.5 µs; the entry keeps its meta alive, so the id in the
+# key is that meta's for as long as the entry lives.
+LOGITS_STEPS: dict[tuple[Any, ...], tuple[torch.Tensor, torch.Tensor]] = {}
 
 
 @dataclass
@@ -71,6 +85,14 @@ class _LogitsRecord:
     hidden: torch.Tensor | None  # the kernel's rows, as the steps so far reshaped them
     meta: torch.Tensor  # the logits' shape and dtype, on the meta device
     value: torch.Tensor | None = None  # once computed
+    # The meta's shape and dtype, read once where records are made (a route's handler, with
+    # the Router's mode off): a read of the meta tensor's attributes in the model's code, where
+    # the mode is on, would be a torch call of its own through the Router (~3 µs).
+    shape: torch.Size = field(init=False)
+    dtype: torch.dtype = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.shape, self.dtype = self.meta.shape, self.meta.dtype
 
 
 class PendingLogits:
@@ -85,12 +107,12 @@ class PendingLogits:
     @property
     def shape(self) -> torch.Size:
         value = self._record.value
-        return value.shape if value is not None else self._record.meta.shape
+        return value.shape if value is not None else self._record.shape
 
     @property
     def dtype(self) -> torch.dtype:
         value = self._record.value
-        return value.dtype if value is not None else self._record.meta.dtype
+        return value.dtype if value is not None else self._record.dtype
 
     @property
     def device(self) -> torch.device:
@@ -120,7 +142,7 @@ class PendingLogits:
         return self.ndim
 
     def numel(self) -> int:
-        return self._record.meta.numel()
+        return self._record.shape.numel()
 
     def __repr__(self) -> str:
         return f"PendingLogits(shape={list(self.shape)}, dtype={self.dtype})"
@@ -172,10 +194,29 @@ def _logits_values(logits: Any, reason: str) -> torch.Tensor:
 
 def _logits_method(func: Callable[..., Any]) -> Any:
     def method(self: PendingLogits, *args: Any, **kwargs: Any) -> Any:
-        return handle_torch_function(func, (self,), self, *args, **kwargs)
+        return _dispatch_logits(func, self, args, kwargs)
 
     method.__name__ = func.__name__
     return method
+
+
+def _dispatch_logits(func: Any, logits: PendingLogits, args: tuple[Any, ...],
+                     kwargs: dict[str, Any]) -> Any:
+    """`handle_torch_function(func, (logits,), logits, *args, **kwargs)` for a call whose only
+    overloaded argument is the stand-in, as torch does it (the innermost mode, popped while it
+    runs, else the stand-in's own __torch_function__), without its Python generality: finding
+    the overloaded arguments and a generator-based context manager cost ~2 µs on the
+    `logits.view(-1, V)` of every LM head call."""
+    types, args = (PendingLogits,), (logits, *args)
+    if torch._C._is_torch_function_mode_enabled():
+        mode = torch._C._pop_torch_function_stack()
+        try:
+            out = mode.__torch_function__(func, types, args, kwargs)
+        finally:
+            torch._C._push_on_torch_function_stack(mode)
+        if out is not NotImplemented:
+            return out
+    return PendingLogits.__torch_function__(func, types, args, kwargs)
 
 
 def _logits_realizing(name: str) -> Any:
@@ -209,19 +250,34 @@ def defer_linear(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     of the scope would be deferred too)."""
     if torch.compiler.is_compiling() or kernel_running() or len(kernel.shape) != 3:
         return None, NOT_MINE
-    bound = _bound_loss_arguments(("input", "weight", "bias"), args, kwargs)
-    hidden, weight = (bound or {}).get("input"), (bound or {}).get("weight")
+    if not kwargs and 2 <= len(args) <= 3:  # nn.Linear's F.linear(input, weight, bias)
+        hidden, weight, bias = args[0], args[1], (args[2] if len(args) == 3 else None)
+    else:
+        bound = _bound_loss_arguments(("input", "weight", "bias"), args, kwargs) or {}
+        hidden, weight, bias = bound.get("input"), bound.get("weight"), bound.get("bias")
     if not (isinstance(hidden, torch.Tensor) and isinstance(weight, torch.Tensor)) or \
             weight.ndim != 2 or hidden.ndim < 1 or hidden.shape[-1] != weight.shape[1] or \
             not hidden.is_floating_point():
         return None, NOT_MINE
-    if tuple(weight.shape) != (kernel.shape[2], kernel.shape[1]):
+    if weight.shape != (kernel.shape[2], kernel.shape[1]):
         return None, NOT_MINE  # another linear layer in the same module
-    if bound.get("bias") is not None:
+    if bias is not None:
         return None, "LM head has a bias"
-    meta = torch.empty((*hidden.shape[:-1], weight.shape[0]), dtype=hidden.dtype, device="meta")
-    head = Head(kernel, stats, (func, tuple(args), dict(kwargs)), weight)
+    meta = _logits_meta((*hidden.shape[:-1], weight.shape[0]), hidden.dtype)
+    head = Head(kernel, stats, (func, args, dict(kwargs) if kwargs else {}), weight)
     return PendingLogits(head, _LogitsRecord((), hidden, meta)), DEFERRED
+
+
+def _logits_meta(shape: tuple[int, ...], dtype: torch.dtype) -> torch.Tensor:
+    """The logits' shape and dtype on the meta device, shared by the calls of that shape
+    (`LOGITS_METAS`)."""
+    key = (shape, dtype)
+    meta = LOGITS_METAS.get(key)
+    if meta is None:
+        meta = torch.empty(shape, dtype=dtype, device="meta")
+        if len(LOGITS_METAS) < MAX_LOGITS_METAS:
+            LOGITS_METAS[key] = meta
+    return meta
 
 
 def is_lm_head(kernel: RoutedKernel, module: torch.nn.Module) -> bool:
@@ -240,8 +296,14 @@ def _bound_loss_arguments(names: tuple[str, ...], args: tuple[Any, ...],
 
 
 def holds_logits(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> bool:
-    return any(isinstance(a, PendingLogits) for a in args) or \
-        any(isinstance(a, PendingLogits) for a in kwargs.values())
+    # Loops, not any() over generators: a Router asks this of each call with a stand-in.
+    for a in args:
+        if isinstance(a, PendingLogits):
+            return True
+    for a in kwargs.values():
+        if isinstance(a, PendingLogits):
+            return True
+    return False
 
 
 def realize_logits(value: Any, reason: str) -> Any:
@@ -297,26 +359,49 @@ def _logits_step(p: PendingLogits, func: Any, rest: tuple[Any, ...],
     record = p._record
     if func in LOGIT_CASTS:
         dtype = _logits_cast_dtype(func, rest, kwargs)
-        if dtype is None or (dtype != record.meta.dtype and dtype != torch.float32):
+        if dtype is None or (dtype != record.dtype and dtype != torch.float32):
             return None  # the kernel's loss is float32: only a cast up to it is the same loss
-        return p.then(func, rest, kwargs, record.meta.to(dtype), record.hidden)
-    if func not in (*RESHAPES, *NO_OPS, *INDEXING) or (func is torch.reshape and kwargs):
+        meta = _meta_step(torch.Tensor.to, record.meta, (dtype,), {})
+        return None if meta is None else p.then(func, rest, kwargs, meta, record.hidden)
+    if func not in FOLLOWED_STEPS or (func is torch.reshape and kwargs):
         return None
-    try:
-        meta = func(record.meta, *rest, **kwargs)
-    except (RuntimeError, TypeError, IndexError, ValueError):
+    meta = _meta_step(func, record.meta, rest, kwargs)
+    if meta is None:
         return None
     hidden = record.hidden
     vocab = p._head.weight.shape[0]
     if hidden is not None:
         if meta.ndim < 1 or meta.shape[-1] != vocab or (
-                func in INDEXING and not _keeps_last_dim(rest[0], record.meta.ndim)):
+                func in INDEXING and not _keeps_last_dim(rest[0], len(record.shape))):
             hidden = None  # the vocabulary is no longer the last dim: only computing follows
         elif func in RESHAPES:
-            hidden = hidden.reshape(*meta.shape[:-1], hidden.shape[-1])
+            rows = (*meta.shape[:-1], hidden.shape[-1])
+            # Already in that shape (a [tokens, D] hidden state under view(-1, V)): the tensor
+            # itself, which the kernel only reads, without a view's ~1.5 µs.
+            if hidden.shape != rows:
+                hidden = hidden.reshape(rows)
         elif func in INDEXING:
             hidden = hidden[rest[0]]
     return p.then(func, rest, kwargs, meta, hidden)
+
+
+def _meta_step(func: Any, meta: torch.Tensor, rest: tuple[Any, ...],
+               kwargs: Mapping[str, Any]) -> torch.Tensor | None:
+    """`func(meta, *rest, **kwargs)`, or None where torch refuses it; the same call on the same
+    meta answered from LOGITS_STEPS (steps with arguments a signature cannot hold, an index
+    with slices, are made every time)."""
+    signature = call_signature(rest, kwargs)
+    key = None if signature is None else (func, id(meta), signature)
+    found = LOGITS_STEPS.get(key) if key is not None else None
+    if found is not None and found[0] is meta:
+        return found[1]
+    try:
+        stepped = func(meta, *rest, **kwargs)
+    except (RuntimeError, TypeError, IndexError, ValueError):
+        return None
+    if key is not None and len(LOGITS_STEPS) < MAX_LOGITS_METAS:
+        LOGITS_STEPS[key] = (meta, stepped)
+    return stepped
 
 
 def _keeps_last_dim(index: Any, ndim: int) -> bool:
@@ -346,10 +431,15 @@ def _logits_cast_dtype(func: Any, rest: tuple[Any, ...],
 def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
     """F.cross_entropy(p, ...): the kernel's loss, or why the logits must be computed."""
     head, record = p._head, p._record
-    bound = _bound_loss_arguments(LOSS_ARGUMENTS, args, kwargs)
-    if bound is None:
-        return None, "loss arguments"
-    bound = dict(zip(LOSS_ARGUMENTS, LOSS_DEFAULTS)) | bound
+    if len(args) == 2 and kwargs.keys() == LOSS_KEYWORDS:
+        # How F.cross_entropy hands the call on (every argument but the first two by name):
+        # read as it is, without binding.
+        bound = {"target": args[1], **kwargs}
+    else:
+        bound = _bound_loss_arguments(LOSS_ARGUMENTS, args, kwargs)
+        if bound is None:
+            return None, "loss arguments"
+        bound = dict(zip(LOSS_ARGUMENTS, LOSS_DEFAULTS)) | bound
     if bound["weight"] is not None or bound["size_average"] is not None or \
             bound["reduce"] is not None or bound["label_smoothing"] != 0.0:
         return None, "loss with class weights, smoothing or legacy arguments"
@@ -358,7 +448,7 @@ def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     targets, hidden = bound["target"], record.hidden
     if hidden is None:
         return None, "logits reshaped away from [tokens, vocabulary]"
-    if record.meta.ndim != 2 or not isinstance(targets, torch.Tensor) or targets.ndim != 1 or \
+    if len(record.shape) != 2 or not isinstance(targets, torch.Tensor) or targets.ndim != 1 or \
             targets.dtype != torch.int64 or targets.shape[0] != hidden.shape[0]:
         return None, "loss shapes"
     why = call_refusal(head.kernel, hidden, head.weight)
@@ -368,4 +458,7 @@ def _loss(p: PendingLogits, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
         return None, why
     head.routed = True
     head.stats.count_call()
-    return out.to(record.meta.dtype), None
+    # F.cross_entropy returns the logits' dtype. By keyword: `.to(dtype)` by position first
+    # tries the device overloads (~1 µs more).
+    dtype = record.dtype
+    return (out if out.dtype == dtype else out.to(dtype=dtype)), None

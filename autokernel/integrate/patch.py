@@ -163,7 +163,7 @@ class _Route:
         else:
             out, reason = self._planned(args, kwargs)
         if reason is None:
-            self.stats.count_call()
+            self.stats.calls += 1  # `count_call`, known not to be compiling (above)
             if recorder is not None:
                 recorder.record_routed(self.kernel.tag, functools.partial(self, *args, **kwargs))
             return out
@@ -233,12 +233,14 @@ class Router(TorchFunctionMode):
         self.chains = False  # an explicit-attention route may hand out stand-ins
         self.sums = False  # a fused add + norm route may hand out stand-ins (residual_norm.py)
         self.logits = False  # an LM head + loss route may hand out stand-ins (logits_chain.py)
+        self.stand_ins = False  # any of the three
 
     def add(self, kernel: RoutedKernel, stats: RouteStats) -> None:
         for route in kernel.integration.call_routes[kernel.role]:
             self.chains = self.chains or route.handler is start_chain
             self.sums = self.sums or route.handler is defer_add
             self.logits = self.logits or route.handler is defer_linear
+            self.stand_ins = self.chains or self.sums or self.logits
             handler = route.handler or run_planner(route.plan)
             plans: dict[Any, Plan] = {}  # one route's, shared by its functions
             for func in route.functions:
@@ -265,10 +267,11 @@ class Router(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple[Any, ...] = (),
                            kwargs: dict[str, Any] | None = None) -> Any:
-        kwargs = kwargs or {}
+        if kwargs is None:
+            kwargs = {}
         # Every torch call in the scopes comes here, tensor attribute reads included: the
         # stand-in checks only for calls with an argument that may be or hold a stand-in.
-        if (self.chains or self.logits or self.sums) and not plain_arguments(args, kwargs):
+        if self.stand_ins and not plain_arguments(args, kwargs):
             if self.chains and holds_pending(args, kwargs):
                 return follow_chain(func, args, kwargs)
             if self.logits and holds_logits(args, kwargs):
@@ -345,6 +348,8 @@ class _Scope:
                     out = self._forward(*args, **kwargs)
             finally:
                 router.entered = False
+            if type(out) is torch.Tensor or not router.stand_ins:
+                return out  # no stand-in is, or is in, a plain tensor
             if router.chains and not torch.compiler.is_compiling():
                 out = realize_pending(out, "returned by the forward")
             if router.logits and not torch.compiler.is_compiling():

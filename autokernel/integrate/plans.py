@@ -12,7 +12,7 @@ is not in the signature: the checks refuse it), nor for a call holding a value t
 cannot stand for (a tensor subclass, an object): those are planned on every call.
 
 - the signature and the store: `call_signature`, `plans_apply`, `remember` (`MAX_PLANS`);
-- a call route's plans: `planned_call`, `run_planner`, `argument_getter`;
+- a call route's plans: `planned_call`, `run_planner`, `argument_getter`, `argument_runner`;
 - a module route's reads: `module_attribute`.
 
 Like routing.py it imports only torch: `autokernel export` inlines it.
@@ -94,13 +94,15 @@ def planned_call(kernel: RoutedKernel, planner: Callable[..., Plan], plans: dict
     `planner(kernel, func, args, kwargs, stats)` gives the plan, a runner `(args, kwargs)` or
     the reason."""
     key = None
-    if plans_apply():
+    # `plans_apply()`, written out: every routed torch call comes here.
+    if not torch.compiler.is_compiling() and not torch._C._is_any_autocast_enabled():
         signature = call_signature(args, kwargs)
         if signature is not None:
             key = (func, signature)
-    plan = plans.get(key) if key is not None else None
-    if plan is None:
-        plan = remember(plans, key, planner(kernel, func, args, kwargs, stats))
+            plan = plans.get(key)
+            if plan is not None:
+                return (None, plan) if type(plan) is str else plan(args, kwargs)
+    plan = remember(plans, key, planner(kernel, func, args, kwargs, stats))
     if type(plan) is str:
         return None, plan
     return plan(args, kwargs)
@@ -128,6 +130,31 @@ def argument_getter(names: tuple[str, ...], args: tuple[Any, ...],
     if position < len(args):
         return lambda args, kwargs: args[position]
     return lambda args, kwargs: kwargs[name]
+
+
+def argument_runner(call: Callable[..., Outcome], names: tuple[str, ...], args: tuple[Any, ...],
+                    wanted: tuple[str, ...], *extra: Any) -> Runner:
+    """A runner `(args, kwargs) -> call(*the wanted arguments, *extra)` for calls of this
+    signature (`argument_getter`'s positions). When the call passes them all by position (most
+    calls do), they are read straight from `args`, with no getter per argument: a planned call
+    then pays one Python frame for its arguments, not one per argument."""
+    positions = tuple(names.index(name) for name in wanted)
+    # Written out per count (one to three arguments: every route's), with no import beyond
+    # what an exported module may hold (`autokernel export` inlines this file).
+    if all(position < len(args) for position in positions):
+        if len(positions) == 1:
+            (position,) = positions
+            if not extra:
+                return lambda args, kwargs: call(args[position])
+            return lambda args, kwargs: call(args[position], *extra)
+        if len(positions) == 2:
+            first, second = positions
+            return lambda args, kwargs: call(args[first], args[second], *extra)
+        if len(positions) == 3:
+            first, second, third = positions
+            return lambda args, kwargs: call(args[first], args[second], args[third], *extra)
+    getters = tuple(argument_getter(names, args, name) for name in wanted)
+    return lambda args, kwargs: call(*[get(args, kwargs) for get in getters], *extra)
 
 
 def module_attribute(module: nn.Module, name: str) -> Any:

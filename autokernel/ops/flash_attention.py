@@ -30,7 +30,7 @@ from autokernel.integrate.route_helpers import (
     call_refusal,
     kernel_caller,
 )
-from autokernel.integrate.plans import argument_getter
+from autokernel.integrate.plans import argument_runner
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -466,10 +466,7 @@ def _plan_sdpa(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
         return why
     call = kernel_caller(kernel, q, k, v)
     scale = None if scale is None else float(scale)
-    get_q, get_k, get_v = (argument_getter(SDPA_ARGUMENTS, args, name)
-                           for name in SDPA_ARGUMENTS[:3])
-    return lambda args, kwargs: call(get_q(args, kwargs), get_k(args, kwargs),
-                                     get_v(args, kwargs), causal, scale)
+    return argument_runner(call, SDPA_ARGUMENTS, args, SDPA_ARGUMENTS[:3], causal, scale)
 
 
 INTEGRATION = Integration(

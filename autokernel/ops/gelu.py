@@ -29,7 +29,7 @@ from autokernel.integrate.route_helpers import (
     probe_passes,
     probe_tensor,
 )
-from autokernel.integrate.plans import argument_getter
+from autokernel.integrate.plans import argument_runner
 from autokernel.ops.rowwise import (
     ROW_BENCH_SHAPES, ROW_CPU_EDGE_SHAPES, ROW_CPU_SWEEP, ROW_EDGE_SHAPES, ROW_SWEEP,
 )
@@ -246,8 +246,7 @@ def _plan_gelu(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     why = call_refusal(kernel, x)
     if why:
         return why
-    call, get_x = kernel_caller(kernel, x), argument_getter(names, args, "input")
-    return lambda args, kwargs: call(get_x(args, kwargs), approximate)
+    return argument_runner(kernel_caller(kernel, x), names, args, ("input",), approximate)
 
 
 def _recognize_gelu_module(module: nn.Module, kernel: RoutedKernel) -> dict[str, Any] | None:

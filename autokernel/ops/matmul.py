@@ -36,7 +36,7 @@ from autokernel.integrate.route_helpers import (
     only_tensor_argument,
     plain_linear,
 )
-from autokernel.integrate.plans import argument_getter, module_attribute
+from autokernel.integrate.plans import argument_getter, argument_runner, module_attribute
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -512,9 +512,7 @@ def _plan_matmul(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     why = call_refusal(kernel, a, b)
     if why:
         return why
-    call = kernel_caller(kernel, a, b)
-    get_a, get_b = (argument_getter(names, args, name) for name in names)
-    return lambda args, kwargs: call(get_a(args, kwargs), get_b(args, kwargs))
+    return argument_runner(kernel_caller(kernel, a, b), names, args, names)
 
 
 def _plan_addmm(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],

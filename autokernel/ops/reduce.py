@@ -36,7 +36,7 @@ from autokernel.integrate.route_helpers import (
     input_over_one_dim,
     over_axis_caller,
 )
-from autokernel.integrate.plans import argument_getter, run_planner
+from autokernel.integrate.plans import argument_getter, argument_runner, run_planner
 from autokernel.ops.spec import (
     DEFAULT_TOLERANCES,
     AdversarialCase,
@@ -443,6 +443,8 @@ def _reduction_planner(reduction: str) -> Any:
         shape = (*kept[:axis], 1, *kept[axis:]) if keepdim else tuple(kept)
         # The kernel's output over the last dim of a 2-D x already is the reduction's.
         reshaped = keepdim or not (x.ndim == 2 and axis == 1)
+        if not reshaped:
+            return argument_runner(call, names, args, ("input",))
 
         def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
             out, why = call(get_x(args, kwargs))

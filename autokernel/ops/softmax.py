@@ -23,7 +23,7 @@ from autokernel.integrate.route_helpers import (
     input_over_one_dim,
     over_axis_caller,
 )
-from autokernel.integrate.plans import argument_getter
+from autokernel.integrate.plans import argument_getter, argument_runner
 from autokernel.ops.rowwise import (
     AXIS_CPU_EDGE_SHAPES,
     AXIS_CPU_SWEEP,
@@ -275,9 +275,10 @@ def _plan_softmax(kernel: RoutedKernel, func: Any, args: tuple[Any, ...],
     why = call_refusal(kernel, x)
     if why:
         return why
-    call, get_x = over_axis_caller(kernel, x, axis), argument_getter(names, args, "input")
+    call = over_axis_caller(kernel, x, axis)
     if x.ndim == 2 and axis == 1:
-        return lambda args, kwargs: call(get_x(args, kwargs))
+        return argument_runner(call, names, args, ("input",))
+    get_x = argument_getter(names, args, "input")
     shape = tuple(x.shape)
 
     def run(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Outcome:
