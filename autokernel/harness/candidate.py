@@ -195,8 +195,8 @@ class Candidate(CandidateTiming):
         tampered = self.snapshot.changes() + [f"{h} hook removed"
                                               for h in self.monitor.tampered()]
         state = getattr(self, "callable_state", None)
-        if state is not None:
-            tampered += state.changes()
+        if state is not None:  # growth allowed after a call with a new signature only
+            tampered += state.changes([self.inputs])
         kept_state = [t for t in tampered if t.endswith("[call-time-state]")]
         if kept_state:
             raise Verdict("REJECTED", stage, f"state kept across calls {where}: "

@@ -134,7 +134,16 @@ class CandidateTiming:
                     raise Verdict("REJECTED", "timing", f"input mutation at {self.where}: a "
                                   "timed call modified its inputs", "input-mutation")
             self.batch_outs = outs
+        self._batch_state(staged if self.device.type != "cuda"
+                          else [self.slot_inputs[int(i)] for i in message["calls"]])
         return {"device_us": times.device_us, "host_us": times.host_us, "ahead": times.ahead}
+
+    def _batch_state(self, calls: list[Any]) -> None:
+        """Module state after a batch (`guards.state`): unchanged unless a call was new."""
+        found = self.callable_state.changes(calls)
+        if found:
+            raise Verdict("REJECTED", "timing", f"state kept across calls at {self.where}: "
+                          f"{found[0]}", "call-time-state")
 
     def _on_host(self, out: Any) -> Any:
         """A timed output copied as it is right after its call (the GPU's slot copy): the
