@@ -35,6 +35,7 @@ rather than checked in part.
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import sys
 import types
@@ -45,6 +46,8 @@ from typing import Any
 
 import torch
 
+from autokernel.harness.guards.retained import _outside_libraries
+
 MAX_NODES = 200_000
 TOO_LARGE = "too large"
 
@@ -54,6 +57,9 @@ STATEFUL_MODULES = frozenset({"itertools", "functools", "operator", "collections
 PRIMITIVES = (bool, int, float, complex, str, bytes, type(None))
 _LRU_WRAPPER = type(functools.lru_cache(maxsize=None)(lambda: None))
 _GENERATORS = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
+
+
+_UNSET = object()
 
 
 class _TooLarge(Exception):
@@ -117,7 +123,12 @@ class _Walker:
         if kind in (dict, list, tuple, set, frozenset):
             return self._contents(value)
         if isinstance(value, torch.Tensor):
-            return ("tensor", id(value), value._version)
+            return ("tensor", id(value), value._version, self._attributes(value))
+        if isinstance(value, contextvars.ContextVar):
+            held = value.get(_UNSET)
+            return ("contextvar", id(value), ("unset",) if held is _UNSET else self.print(held))
+        if isinstance(value, types.ModuleType) and not self._library_module(value):
+            return ("module", id(value), self._attributes(value))  # one the candidate made
         if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, types.CodeType)):
             owner = getattr(value, "__self__", None)
             if isinstance(value, types.BuiltinFunctionType) and owner is not None \
@@ -146,7 +157,9 @@ class _Walker:
             return ("partial", id(value), self.print(value.func), self.print(value.args),
                     self.print(value.keywords), self._attributes(value))
         if self._foreign_library(kind) and kind.__module__.split(".")[0] in ("triton", "torch"):
-            return ("id", id(value))  # Triton's and torch's own objects
+            # Triton's and torch's own objects: only what the candidate put on them (attributes
+            # their own code never names), since their caches fill on first use.
+            return ("library", id(value), self._attributes(value, _library_names(kind)))
         contents = self._contents(value)
         return ("object", id(value), id(kind), contents, self._attributes(value),
                 None if contents is not None else self._reduced(value, kind))
@@ -195,13 +208,13 @@ class _Walker:
                 return ("v", base.__name__, base.__repr__(value))
         return None
 
-    def _attributes(self, value: Any) -> Any:
+    def _attributes(self, value: Any, skip: frozenset[str] = frozenset()) -> Any:
         try:
             attributes = object.__getattribute__(value, "__dict__")
         except (AttributeError, TypeError):
             attributes = None
         found = [] if not isinstance(attributes, dict) else \
-            [(self.print(k), self.print(v)) for k, v in dict.items(attributes)]
+            [(self.print(k), self.print(v)) for k, v in dict.items(attributes) if k not in skip]
         for cls in type(value).__mro__:
             slots = vars(cls).get("__slots__", ())
             for name in (slots,) if isinstance(slots, str) else slots:
@@ -231,6 +244,15 @@ class _Walker:
             return ("reduced", self.print(tuple(parts)))
         return ("reduced", repr(reduced)[:200])
 
+    def _library_module(self, module: types.ModuleType) -> bool:
+        """A module imported from the installs (not one the candidate made or loaded)."""
+        name = getattr(module, "__name__", None)
+        if not isinstance(name, str) or sys.modules.get(name) is not module:
+            return False
+        if name in sys.builtin_module_names:
+            return True
+        return vars(module) is not self.namespace and not _outside_libraries(module)
+
     def _owned(self, cls: type) -> bool:
         """A class the candidate defined (whatever its `__module__` claims)."""
         known = self.own_types.get(id(cls))
@@ -258,6 +280,28 @@ class _Walker:
         for part in cls.__qualname__.split("."):
             found = getattr(found, part, None)
         return found is cls
+
+
+@functools.cache
+def _library_names(kind: type) -> frozenset[str]:
+    """Every name the code of a library class's functions uses (its own attributes among them,
+    wherever it sets them)."""
+    found: set[str] = {"__dict__", "__weakref__", "__wrapped__", "__doc__", "__module__",
+                       "__name__", "__qualname__", "__annotations__", "__signature__"}
+
+    def add(code: types.CodeType) -> None:
+        found.update(code.co_names)
+        for constant in code.co_consts:
+            if isinstance(constant, types.CodeType):
+                add(constant)
+
+    for cls in kind.__mro__:
+        for member in dict(vars(cls)).values():
+            for fn in (member, getattr(member, "__func__", None), getattr(member, "fget", None),
+                       getattr(member, "fset", None)):
+                if isinstance(fn, types.FunctionType):
+                    add(fn.__code__)
+    return frozenset(found)
 
 
 def _fingerprint(module: types.ModuleType) -> Any:
@@ -293,7 +337,7 @@ def _grew(before: Any, now: Any) -> bool:
     if tag == "tuple":
         return len(before[1]) == len(now[1]) and all(map(_grew, before[1], now[1]))
     if tag in ("object", "class", "function", "partial", "method", "wrapper", "property",
-               "builtin"):
+               "builtin", "library", "module"):
         return all(map(_grew, before[2:], now[2:]))
     return False  # a value, a list, an iterator, a generator, a tensor's version: changed
 
@@ -331,7 +375,8 @@ def _first_change(before: Any, now: Any, path: str, growth: bool) -> str | None:
             found = _first_change(b, n, f"{path}[{i}]", growth)
             if found is not None:
                 return found
-    if tag in ("object", "class", "partial", "method", "wrapper", "property", "builtin", "lru"):
+    if tag in ("object", "class", "partial", "method", "wrapper", "property", "builtin", "lru",
+               "library", "module", "tensor", "contextvar"):
         for b, n in zip(before[2:], now[2:]):
             found = _first_change(b, n, path, growth)
             if found is not None:
@@ -351,7 +396,15 @@ def _plain(key: Any) -> Any:
         return key[2]
     if isinstance(key, tuple) and len(key) == 2 and key[0] == "tuple":
         return tuple(_plain(k) for k in key[1])
-    return Ellipsis
+    return _OPAQUE
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        return "..."
+
+
+_OPAQUE = _Opaque()
 
 
 @dataclass
