@@ -60,6 +60,7 @@ _GENERATORS = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorTyp
 
 
 _UNSET = object()
+_HEAP_TYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class made at run time (by a class statement)
 
 
 class _TooLarge(Exception):
@@ -256,6 +257,8 @@ class _Walker:
     def _owned(self, cls: type) -> bool:
         """A class the candidate defined (whatever its `__module__` claims)."""
         known = self.own_types.get(id(cls))
+        if known is None and not cls.__flags__ & _HEAP_TYPE:
+            known = False  # a type of C code (list_iterator, itertools.count): none of its own
         if known is None:
             known = not self._foreign_library(cls) or any(
                 self._defines_functions(c) for c in cls.__mro__ if c is not object)
