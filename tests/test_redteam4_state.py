@@ -204,6 +204,22 @@ COUNTERS = {
         def kernel_fn(x):
             T.box[0] += 1
     """,
+    "a cached helper's result": """
+        import functools
+        @functools.cache
+        def tally(shape):
+            return [0]
+        def kernel_fn(x):
+            tally(tuple(x.shape))[0] += 1
+    """,
+    "a bounded cached helper's result": """
+        import functools
+        @functools.lru_cache(maxsize=8)
+        def tally(shape):
+            return {"n": 0}
+        def kernel_fn(x):
+            tally(tuple(x.shape))["n"] += 1
+    """,
     "list iterator": """
         IT = iter(range(10**6))
         def kernel_fn(x):
@@ -246,6 +262,19 @@ HONEST = {
             global PLAN
             if PLAN is None:
                 PLAN = {"block": 64}
+    """,
+    "bounded lru_cache, evicting and reordering": """
+        import functools
+        @functools.lru_cache(maxsize=1)
+        def plan(shape):
+            return {"block": shape[-1]}
+        @functools.lru_cache(maxsize=4)
+        def other(shape):
+            return (shape, 4)
+        def kernel_fn(x):
+            plan(tuple(x.shape))
+            other(tuple(x.shape))
+            other((1,))
     """,
     "warmed-up set": """
         WARMED = set()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import gc
 import sys
 import types
 import warnings
@@ -56,6 +57,17 @@ STATEFUL_MODULES = frozenset({"itertools", "functools", "operator", "collections
                               "builtins", "array", "random", "_random", "types", "enum"})
 PRIMITIVES = (bool, int, float, complex, str, bytes, type(None))
 _LRU_WRAPPER = type(functools.lru_cache(maxsize=None)(lambda: None))
+
+
+def _lru_link_type() -> type | None:
+    """The type of a bounded lru_cache's list links (not importable by name)."""
+    bounded = functools.lru_cache(maxsize=2)(lambda a: a)
+    bounded(0)
+    return next((r for r in gc.get_referents(bounded) if isinstance(r, type)
+                 and r.__name__ == "_lru_list_elem"), None)
+
+
+_LRU_LINK = _lru_link_type()
 _GENERATORS = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 
 
@@ -141,7 +153,8 @@ class _Walker:
         if isinstance(value, type):
             return self._class(value)
         if kind is _LRU_WRAPPER:
-            return ("lru", id(value), value.cache_info().currsize, self._attributes(value))
+            return ("lru", id(value), value.cache_info().currsize, self._attributes(value),
+                    self._lru_entries(value))
         if isinstance(value, _GENERATORS):
             frame = getattr(value, "gi_frame", None) or getattr(value, "cr_frame", None) \
                 or getattr(value, "ag_frame", None)
@@ -208,6 +221,25 @@ class _Walker:
             if isinstance(value, base) and base is not type(None):
                 return ("v", base.__name__, base.__repr__(value))
         return None
+
+    def _lru_entries(self, wrapper: Any) -> Any:
+        """An lru_cache's entries (a cached helper's results are module state too: a list it
+        hands out can count calls), in no particular order (a hit reorders a bounded cache).
+        CPython's wrapper shows them to the garbage collector only: the cache dict (unbounded)
+        or, for each link of its list, the link's key, result and type (bounded)."""
+        referents = gc.get_referents(wrapper)
+        pairs: list[tuple[Any, Any]] = []
+        if wrapper.cache_parameters()["maxsize"] is None:
+            caches = [r for r in referents if type(r) is dict and r is not
+                      getattr(wrapper, "__dict__", None)]
+            pairs = list(dict.items(caches[0])) if caches else []
+        else:  # the wrapper's type, then key, result and type of each link
+            i = 1
+            while i + 2 < len(referents) and referents[i + 2] is _LRU_LINK:
+                pairs.append((referents[i], referents[i + 1]))
+                i += 3
+        prints = [(self.print(k), self.print(v)) for k, v in pairs]
+        return ("dict", 0, tuple(sorted(prints, key=repr)))
 
     def _attributes(self, value: Any, skip: frozenset[str] = frozenset()) -> Any:
         try:
@@ -336,7 +368,7 @@ def _grew(before: Any, now: Any) -> bool:
     if tag == "set":
         return before[2] <= now[2]
     if tag == "lru":
-        return before[2] <= now[2] and _grew(before[3], now[3])
+        return _lru_kept(before, now, True)
     if tag == "tuple":
         return len(before[1]) == len(now[1]) and all(map(_grew, before[1], now[1]))
     if tag in ("object", "class", "function", "partial", "method", "wrapper", "property",
@@ -345,9 +377,21 @@ def _grew(before: Any, now: Any) -> bool:
     return False  # a value, a list, an iterator, a generator, a tensor's version: changed
 
 
+def _lru_kept(before: Any, now: Any, growth: bool) -> bool:
+    """An lru_cache as an honest one changes: entries added (at a new signature), or swapped
+    when a bounded one is full (its own eviction, whatever the call), its kept ones unchanged."""
+    old, new = dict(before[4][2]), dict(now[4][2])
+    same = _grew if growth else (lambda b, n: b == n)
+    return (growth or now[2] <= before[2]) and same(before[3], now[3]) \
+        and all(same(v, new[k]) for k, v in old.items() if k in new)
+
+
 def _first_change(before: Any, now: Any, path: str, growth: bool) -> str | None:
     """Where `now` differs from `before` (beyond growth, when growth is allowed)."""
     if before == now or (growth and _grew(before, now)):
+        return None
+    if isinstance(before, tuple) and isinstance(now, tuple) and before[:2] == now[:2] \
+            and before[0] == "lru" and _lru_kept(before, now, growth):
         return None
     if not (isinstance(before, tuple) and isinstance(now, tuple)) or not before or not now \
             or before[0] != now[0] or len(before) != len(now):
@@ -362,7 +406,9 @@ def _first_change(before: Any, now: Any, path: str, growth: bool) -> str | None:
             found = _first_change(value, new[key], where, growth)
             if found is not None:
                 return found
-        return path or "a new global"
+        if new.keys() - old.keys() or before[3:] != now[3:]:
+            return path or "a new global"
+        return None
     if tag == "function":
         parts = [("defaults", before[3], now[3]), ("keyword defaults", before[4], now[4])]
         old_cells, new_cells = dict(before[5][2]), dict(now[5][2])
@@ -372,18 +418,22 @@ def _first_change(before: Any, now: Any, path: str, growth: bool) -> str | None:
         for label, b, n in parts:
             if _first_change(b, n, "", growth) is not None:
                 return f"{path} {label}"
-        return f"{path} (code)"
-    if tag in ("list", "tuple") and len(before[-1]) == len(now[-1]):
+        return None if before[1:3] == now[1:3] else f"{path} (code)"
+    if tag in ("list", "tuple"):
+        if len(before[-1]) != len(now[-1]) or before[:-1] != now[:-1]:
+            return path
         for i, (b, n) in enumerate(zip(before[-1], now[-1])):
             found = _first_change(b, n, f"{path}[{i}]", growth)
             if found is not None:
                 return found
+        return None
     if tag in ("object", "class", "partial", "method", "wrapper", "property", "builtin", "lru",
                "library", "module", "tensor", "contextvar"):
         for b, n in zip(before[2:], now[2:]):
             found = _first_change(b, n, path, growth)
             if found is not None:
                 return found
+        return None if before[1] == now[1] else path
     return path
 
 
