@@ -220,6 +220,44 @@ COUNTERS = {
         def kernel_fn(x):
             tally(tuple(x.shape))["n"] += 1
     """,
+    "partial subclass": """
+        import functools, itertools
+        class Tick(functools.partial):
+            pass
+        tick = Tick(next, itertools.count())
+        def kernel_fn(x):
+            tick()
+    """,
+    "deque subclass": """
+        import collections
+        class Ring(collections.deque):
+            def __iter__(self):
+                return iter(())
+        RING = Ring()
+        def kernel_fn(x):
+            RING.append(1)
+    """,
+    "count subclass": """
+        import itertools
+        class Counter(itertools.count):
+            pass
+        C = Counter()
+        def kernel_fn(x):
+            next(C)
+    """,
+    "object hiding its __dict__ and __class__": """
+        class Box:
+            @property
+            def __dict__(self):
+                return {}
+            @property
+            def __class__(self):
+                return int
+        BOX = Box()
+        def kernel_fn(x):
+            object.__setattr__(BOX, "n", object.__getattribute__(BOX, "__getattribute__") and 1)
+            BOX.calls = getattr(BOX, "calls", 0) + 1
+    """,
     "list iterator": """
         IT = iter(range(10**6))
         def kernel_fn(x):

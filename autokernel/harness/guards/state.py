@@ -35,6 +35,7 @@ rather than checked in part.
 
 from __future__ import annotations
 
+import collections
 import contextvars
 import functools
 import gc
@@ -135,48 +136,49 @@ class _Walker:
     def _print(self, value: Any, kind: type) -> Any:
         if kind in (dict, list, tuple, set, frozenset):
             return self._contents(value)
-        if isinstance(value, torch.Tensor):
+        if issubclass(kind, torch.Tensor):
             return ("tensor", id(value), value._version, self._attributes(value))
-        if isinstance(value, contextvars.ContextVar):
+        if issubclass(kind, contextvars.ContextVar):
             held = value.get(_UNSET)
             return ("contextvar", id(value), ("unset",) if held is _UNSET else self.print(held))
-        if isinstance(value, types.ModuleType) and not self._library_module(value):
+        if kind is types.ModuleType and not self._library_module(value):
             return ("module", id(value), self._attributes(value))  # one the candidate made
-        if isinstance(value, (types.ModuleType, types.BuiltinFunctionType, types.CodeType)):
+        if kind in (types.ModuleType, types.BuiltinFunctionType, types.CodeType):
             owner = getattr(value, "__self__", None)
-            if isinstance(value, types.BuiltinFunctionType) and owner is not None \
+            if kind is types.BuiltinFunctionType and owner is not None \
                     and not isinstance(owner, types.ModuleType):
                 return ("builtin", id(value), self.print(owner))  # [].append's list
             return ("id", id(value))
-        if isinstance(value, types.FunctionType):
+        if issubclass(kind, types.FunctionType):
             return self._function(value)
-        if isinstance(value, type):
+        if issubclass(kind, type):
             return self._class(value)
         if kind is _LRU_WRAPPER:
             return ("lru", id(value), value.cache_info().currsize, self._attributes(value),
                     self._lru_entries(value))
-        if isinstance(value, _GENERATORS):
+        if issubclass(kind, _GENERATORS):
             frame = getattr(value, "gi_frame", None) or getattr(value, "cr_frame", None) \
                 or getattr(value, "ag_frame", None)
             if frame is None:
                 return ("generator", id(value), None)
             return ("generator", id(value), frame.f_lasti, self.print(dict(frame.f_locals)))
-        if isinstance(value, types.MethodType):
+        if issubclass(kind, types.MethodType):
             return ("method", id(value), self.print(value.__self__), self.print(value.__func__))
-        if isinstance(value, (staticmethod, classmethod)):
+        if issubclass(kind, (staticmethod, classmethod)):
             return ("wrapper", id(value), self.print(value.__func__))
-        if isinstance(value, property):
+        if issubclass(kind, property):
             return ("property", id(value), self.print((value.fget, value.fset, value.fdel)))
-        if isinstance(value, functools.partial):
+        if kind is functools.partial:
             return ("partial", id(value), self.print(value.func), self.print(value.args),
                     self.print(value.keywords), self._attributes(value))
-        if self._foreign_library(kind) and kind.__module__.split(".")[0] in ("triton", "torch"):
+        if self._foreign_library(kind) and _type_attr(kind, "__module__").split(".")[0] in (
+                "triton", "torch"):
             # Triton's and torch's own objects: only what the candidate put on them (attributes
             # their own code never names), since their caches fill on first use.
             return ("library", id(value), self._attributes(value, _library_names(kind)))
         contents = self._contents(value)
         return ("object", id(value), id(kind), contents, self._attributes(value),
-                None if contents is not None else self._reduced(value, kind))
+                self._reduced(value, kind))
 
     def _function(self, fn: types.FunctionType) -> Any:
         if fn.__globals__ is not self.namespace:
@@ -193,32 +195,35 @@ class _Walker:
     def _class(self, cls: type) -> Any:
         if not self._owned(cls):
             return ("id", id(cls))
-        members = [(k, v) for k, v in dict(vars(cls)).items()
+        members = [(k, v) for k, v in dict(_type_attr(cls, "__dict__")).items()
                    if k not in ("__dict__", "__weakref__", "__doc__", "__module__")]
         return ("class", id(cls),
                 ("dict", 0, tuple((("v", "str", k), self.print(v)) for k, v in members)))
 
     def _contents(self, value: Any) -> Any:
         """A container's items, read through the base type (an override hides nothing)."""
-        if isinstance(value, dict):
+        kind = type(value)
+        if issubclass(kind, dict):
             items = list(dict.items(value))
-            factory = getattr(value, "default_factory", None)
+            factory = collections.defaultdict.default_factory.__get__(value) \
+                if issubclass(kind, collections.defaultdict) else None
             return ("dict", id(value), tuple((self.print(k), self.print(v)) for k, v in items),
                     self.print(factory))
-        if isinstance(value, (set, frozenset)):
-            prints = [self.print(v) for v in (set.__iter__(value) if isinstance(value, set)
+        if issubclass(kind, (set, frozenset)):
+            prints = [self.print(v) for v in (set.__iter__(value) if issubclass(kind, set)
                                               else frozenset.__iter__(value))]
             return ("set", id(value), frozenset(prints))
-        if isinstance(value, list):
+        if issubclass(kind, list):
             return ("list", id(value), tuple(self.print(v) for v in list.__iter__(value)))
-        if isinstance(value, tuple):
+        if issubclass(kind, tuple):
             return ("tuple", tuple(self.print(v) for v in tuple.__iter__(value)))
-        if isinstance(value, (bytearray, memoryview)):
-            return ("bytes", bytes(value))
-        if type(value).__name__ == "deque":
-            return ("list", id(value), tuple(self.print(v) for v in list(value)))
+        if issubclass(kind, bytearray):
+            return ("bytes", bytes(bytearray.copy(value)))
+        if issubclass(kind, collections.deque):
+            return ("list", id(value), tuple(self.print(v)
+                                             for v in collections.deque.__iter__(value)))
         for base in PRIMITIVES:
-            if isinstance(value, base) and base is not type(None):
+            if issubclass(kind, base) and base is not type(None):
                 return ("v", base.__name__, base.__repr__(value))
         return None
 
@@ -242,16 +247,15 @@ class _Walker:
         return ("dict", 0, tuple(sorted(prints, key=repr)))
 
     def _attributes(self, value: Any, skip: frozenset[str] = frozenset()) -> Any:
-        try:
-            attributes = object.__getattribute__(value, "__dict__")
-        except (AttributeError, TypeError):
-            attributes = None
-        found = [] if not isinstance(attributes, dict) else \
+        attributes = _instance_dict(value)
+        found = [] if attributes is None else \
             [(self.print(k), self.print(v)) for k, v in dict.items(attributes) if k not in skip]
-        for cls in type(value).__mro__:
-            slots = vars(cls).get("__slots__", ())
-            for name in (slots,) if isinstance(slots, str) else slots:
-                descriptor = vars(cls).get(name)
+        for cls in _type_attr(type(value), "__mro__"):
+            members = _type_attr(cls, "__dict__")
+            slots = members.get("__slots__", ())
+            for name in (slots,) if type(slots) is str else slots if type(slots) in (
+                    tuple, list) else ():
+                descriptor = members.get(name)
                 if type(descriptor) is types.MemberDescriptorType:
                     try:
                         found.append((("slot", name), self.print(descriptor.__get__(value))))
@@ -260,15 +264,28 @@ class _Walker:
         return ("dict", 0, tuple(found))
 
     def _reduced(self, value: Any, kind: type) -> Any:
-        """The state of the stdlib's C objects (an itertools.count's position)."""
-        if self._owned(kind) or (kind.__module__ or "").split(".")[0] not in STATEFUL_MODULES:
+        """The state of the stdlib's C objects (an itertools.count's position), also under a
+        subclass of the candidate's (through the C base's own __reduce__: no override runs)."""
+        if self._owned(kind):
+            bases = [c for c in _type_attr(kind, "__mro__")[1:]
+                     if not self._owned(c) and c is not object]
+            method = _type_attr(bases[0], "__dict__").get("__reduce__") if bases else None
+            if bases and bases[0] in (dict, list, tuple, set, frozenset, *PRIMITIVES):
+                return None
+            if method is None or type(method) is not types.MethodDescriptorType:
+                return None
+            reducer: Any = functools.partial(method, value)
+        elif (_type_attr(kind, "__module__") or "").split(".")[0] in STATEFUL_MODULES \
+                and not issubclass(kind, (dict, list, tuple, set, frozenset, *PRIMITIVES)):
+            reducer = functools.partial(value.__reduce_ex__, 4)
+        else:
             return None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             try:
-                reduced = value.__reduce_ex__(4)
+                reduced = reducer()
             except Exception:
-                return ("repr", repr(value)[:2000])
+                return ("repr", object.__repr__(value) if self._owned(kind) else repr(value)[:2000])
         if isinstance(reduced, tuple):
             # Item 0 is the constructor; items 3 and 4 are iterators over list and dict items.
             parts = list(reduced[1:3])
@@ -279,8 +296,8 @@ class _Walker:
 
     def _library_module(self, module: types.ModuleType) -> bool:
         """A module imported from the installs (not one the candidate made or loaded)."""
-        name = getattr(module, "__name__", None)
-        if not isinstance(name, str) or sys.modules.get(name) is not module:
+        name = vars(module).get("__name__")
+        if type(name) is not str or sys.modules.get(name) is not module:
             return False
         if name in sys.builtin_module_names:
             return True
@@ -289,32 +306,58 @@ class _Walker:
     def _owned(self, cls: type) -> bool:
         """A class the candidate defined (whatever its `__module__` claims)."""
         known = self.own_types.get(id(cls))
-        if known is None and not cls.__flags__ & _HEAP_TYPE:
+        if known is None and not _type_attr(cls, "__flags__") & _HEAP_TYPE:
             known = False  # a type of C code (list_iterator, itertools.count): none of its own
         if known is None:
             known = not self._foreign_library(cls) or any(
-                self._defines_functions(c) for c in cls.__mro__ if c is not object)
+                self._defines_functions(c) for c in _type_attr(cls, "__mro__") if c is not object)
             self.own_types[id(cls)] = known
         return known
 
     def _defines_functions(self, cls: type) -> bool:
-        for member in dict(vars(cls)).values():
-            for fn in (member, getattr(member, "__func__", None), getattr(member, "fget", None)):
-                if isinstance(fn, types.FunctionType) and fn.__globals__ is self.namespace:
+        for member in dict(_type_attr(cls, "__dict__")).values():
+            inner = member.__func__ if type(member) in (staticmethod, classmethod) else \
+                member.fget if type(member) is property else None
+            for fn in (member, inner):
+                if type(fn) is types.FunctionType and fn.__globals__ is self.namespace:
                     return True
         return False
 
     def _foreign_library(self, cls: type) -> bool:
         """`cls` is found where it says it lives, in a module other than the candidate's."""
-        name = cls.__module__
-        if not isinstance(name, str) or name == self.own:
+        name = _type_attr(cls, "__module__")
+        if type(name) is not str or name == self.own:
             return False
         found: Any = sys.modules.get(name)
-        if found is None or vars(found) is self.namespace:
+        if type(found) is not types.ModuleType or vars(found) is self.namespace \
+                or not self._library_module(found):
             return False
-        for part in cls.__qualname__.split("."):
-            found = getattr(found, part, None)
+        for part in str(_type_attr(cls, "__qualname__")).split("."):
+            members = vars(found) if type(found) is types.ModuleType else \
+                _type_attr(found, "__dict__") if isinstance(found, type) else {}
+            found = members.get(part)
         return found is cls
+
+
+def _type_attr(cls: type, name: str) -> Any:
+    """A class's own `__dict__`, `__mro__`, `__module__`... read through `type`'s descriptors
+    (a metaclass of the candidate's cannot answer instead)."""
+    return type.__dict__[name].__get__(cls, type)
+
+
+def _instance_dict(value: Any) -> dict[Any, Any] | None:
+    """An object's attribute dict, through its C descriptor only (a `__dict__` property of the
+    candidate's does not run: the garbage collector's view, what it refers to, is used instead)."""
+    for cls in _type_attr(type(value), "__mro__"):
+        descriptor = _type_attr(cls, "__dict__").get("__dict__")
+        if descriptor is None:
+            continue
+        if type(descriptor) is types.GetSetDescriptorType:
+            found = descriptor.__get__(value)
+            return found if type(found) is dict else None
+        break
+    referents = gc.get_referents(value)  # an inline dict shows its values only
+    return {f"referent {i}": r for i, r in enumerate(referents)} if referents else None
 
 
 @functools.cache
