@@ -356,6 +356,8 @@ def _instance_dict(value: Any) -> dict[Any, Any] | None:
             found = descriptor.__get__(value)
             return found if type(found) is dict else None
         break
+    else:
+        return None  # no attribute dict
     referents = gc.get_referents(value)  # an inline dict shows its values only
     return {f"referent {i}": r for i, r in enumerate(referents)} if referents else None
 
