@@ -5,7 +5,7 @@ dict written through `operator.setitem`, `functools.partial(next, itertools.coun
 handed to a helper that appends to its parameter, a default `_calls=itertools.count()`, a
 `nonlocal n`, an attribute of a function or of an instance, a generator's frame. Such a kernel
 switches to a cheaper path once the checked calls are over. `CallableState` fingerprints, after
-the import and after every guarded call (and every timed batch), everything reachable from the
+the import and after every guarded call (and the timed batches, at the next request), everything reachable from the
 module's globals that the candidate itself owns, with no depth cap and no item cap (cycles and
 shared objects are followed once): plain values, containers (read through the base type's own
 methods, so an override cannot hide an item), the defaults, closure cells, attributes and code
@@ -512,12 +512,17 @@ class CallableState:
     module: types.ModuleType
     print: Any = None
     signatures: set[tuple[Any, ...]] = field(default_factory=set)
+    pending: list[Any] = field(default_factory=list)  # timed calls' arguments, not yet checked
 
     @classmethod
     def take(cls, module: types.ModuleType) -> CallableState:
         state = cls(module)
         state.print = _fingerprint(module)
         return state
+
+    def note(self, calls: Iterable[Iterable[Any]]) -> None:
+        """Calls made since the last check (a timed batch), for the next check to count."""
+        self.pending.extend(calls)
 
     def changes(self, calls: Iterable[Iterable[Any]] | None = None) -> list[str]:
         """What changed since the last check, beyond what the calls made since then (their
@@ -526,7 +531,8 @@ class CallableState:
         if self.print == TOO_LARGE:
             return [f"kernel.py's module state is too large to check (more than {MAX_NODES} "
                     "objects reachable from its globals, or nested too deep) [call-time-state]"]
-        signatures = {call_signature(args) for args in calls or ()}
+        calls, self.pending = [*self.pending, *(calls or ())], []
+        signatures = {call_signature(args) for args in calls}
         growth = bool(signatures - self.signatures)
         self.signatures |= signatures
         now = _fingerprint(self.module)
