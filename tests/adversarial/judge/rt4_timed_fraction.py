@@ -1,4 +1,5 @@
-"""(red team 4, a13: its counter half.) Expected: REJECTED (call-time-state) at the first smoke call.
+"""(red team 4, a13: its counter half.) Expected: REJECTED (call-time-state) at the first
+smoke call.
 
 CHEAT (timed calls told apart by their input pattern; wrong on a fraction of them).
 
