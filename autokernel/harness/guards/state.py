@@ -8,8 +8,8 @@ switches to a cheaper path once the checked calls are over. `CallableState` fing
 the import and after every guarded call (and the timed batches, at the next request),
 everything reachable from the module's globals that the candidate itself owns, with no depth
 cap and no item cap (cycles and shared objects are followed once): plain values, containers
-(read through the base type's own methods, so an override cannot hide an item), the defaults, closure cells, attributes and code
-of the module's functions (a function is the module's when its `__globals__` is the module's
+(read through the base type's own methods, so an override cannot hide an item), the defaults,
+closure cells, attributes and code of the module's functions (a function is the module's when its `__globals__` is the module's
 namespace), bound methods, partials, iterators (their `__reduce__`, which shows an
 `itertools.count`'s position or a list iterator's index), generators (their frame's position and
 locals), the attributes and slots of the module's classes and their instances, the attributes
