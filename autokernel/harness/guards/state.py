@@ -1,24 +1,24 @@
 """State a candidate keeps across calls: in its module's globals, defaults, closures, objects.
 
-A call counter can live anywhere the candidate's module reaches: an int or list in a global, a
-dict written through `operator.setitem`, `functools.partial(next, itertools.count())`, a list
-handed to a helper that appends to its parameter, a default `_calls=itertools.count()`, a
-`nonlocal n`, an attribute of a function or of an instance, a generator's frame. Such a kernel
-switches to a cheaper path once the checked calls are over. `CallableState` fingerprints, after
-the import and after every guarded call (and the timed batches, at the next request),
-everything reachable from the module's globals that the candidate itself owns, with no depth
-cap and no item cap (cycles and shared objects are followed once): plain values, containers
-(read through the base type's own methods, so an override cannot hide an item), the defaults,
-closure cells, attributes and code of the module's functions (a function is the module's when its `__globals__` is the module's
+A call counter can live anywhere the candidate's module reaches: an int or list in a global, a dict
+written through `operator.setitem`, `functools.partial(next, itertools.count())`, a list handed to
+a helper that appends to its parameter, a default `_calls=itertools.count()`, a `nonlocal n`, an
+attribute of a function or of an instance, a generator's frame. Such a kernel switches to a cheaper
+path once the checked calls are over. `CallableState` fingerprints, after the import and after
+every guarded call (and the timed batches, at the next request), everything reachable from the
+module's globals that the candidate itself owns, with no depth cap and no item cap (cycles and
+shared objects are followed once): plain values, containers (read through the base type's own
+methods, so an override cannot hide an item), the defaults, closure cells, attributes and code of
+the module's functions (a function is the module's when its `__globals__` is the module's
 namespace), bound methods, partials, iterators (their `__reduce__`, which shows an
 `itertools.count`'s position or a list iterator's index), generators (their frame's position and
-locals), the attributes and slots of the module's classes and their instances, the attributes
-of other plain objects (a `SimpleNamespace`), and the state of the stdlib's stateful objects
-(`random.Random`, `array`, `deque`). What is not looked into: Triton's and torch's own objects
-(a JITFunction's or an autotuner's caches fill on first use in every honest kernel; a class is
-believed to be theirs only when it is found at its claimed module path and none of its
-functions is the candidate's), modules, and tensors (identity and version counter only: the
-retained-tensor check sees tensors made at call time).
+locals), the attributes and slots of the module's classes and their instances, the attributes of
+other plain objects (a `SimpleNamespace`), and the state of the stdlib's stateful objects
+(`random.Random`, `array`, `deque`). What is not looked into: Triton's and torch's own objects (a
+JITFunction's or an autotuner's caches fill on first use in every honest kernel; a class is
+believed to be theirs only when it is found at its claimed module path and none of its functions is
+the candidate's), modules, and tensors (identity and version counter only: the retained-tensor
+check sees tensors made at call time).
 
 Honest kernels fill caches once per shape (`functools.lru_cache`'d launch plans, a dict of
 configurations keyed by shape). The rule that tells those from counters: the judge calls the
