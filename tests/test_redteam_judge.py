@@ -80,9 +80,9 @@ CASES: list[tuple[str, list[str] | None, Status, str | None, str | None, str]] =
     ("counter_in_closure.py", SMOKE, Status.REJECTED, "call-time-state", "smoke",
      "closure 'calls' changed"),
     ("raw_thread_late_zero.py", SMOKE, Status.REJECTED, "thread", "smoke", "still running"),
-    # The first smoke output, kept, is zeroed by the timing's calls and re-read at the end.
-    ("late_write_next_call.py", SMOKE, Status.FAIL, None, "timing",
-     "changed after its call returned"),
+    # Its hidden list of outputs is a cached helper's result: module state (guards/state.py).
+    ("late_write_next_call.py", SMOKE, Status.REJECTED, "call-time-state", "smoke",
+     "_previous[()] changed"),
     # 6: tolerances that scale
     ("softmax_drops_small.py", SMOKE, Status.FAIL, None, "smoke", "row rule"),
     ("all_zero_wide_rows.py", ["smoke", "shape_sweep"], Status.FAIL, None, "shape_sweep", ""),
@@ -240,6 +240,6 @@ def test_every_red_team_file_is_judged_here() -> None:
         "incumbent_slows_challenger.py", "plant_triton_cache.py", "write_quota.py",
         "numpy_in_jit.py", "forged_compile_answer.py", "honest_softmax_control.py",
         "honest_factory_closure.py"}
-    # rt4_*: red team 4's attacks, judged in tests/test_redteam4_*.py
+    # Red team 4's files (rt4_*) are judged in tests/test_redteam4_*.py.
     assert {p.name for p in RED_TEAM.glob("*.py") if not p.name.startswith("rt4_")} == named
     assert len(named) - 2 >= 30  # attacks, besides the two honest controls

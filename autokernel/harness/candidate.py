@@ -198,8 +198,8 @@ class Candidate(CandidateTiming):
         tampered = self.snapshot.changes() + [f"{h} hook removed"
                                               for h in self.monitor.tampered()]
         state = getattr(self, "callable_state", None)
-        if state is not None:
-            tampered += state.changes()
+        if state is not None:  # growth allowed after a call with a new signature only
+            tampered += state.changes([self.inputs])
         kept_state = [t for t in tampered if t.endswith("[call-time-state]")]
         if kept_state:
             raise Verdict("REJECTED", stage, f"state kept across calls {where}: "
@@ -293,6 +293,7 @@ class Candidate(CandidateTiming):
     def _send_kept(self, _: dict[str, Any]) -> dict[str, Any]:
         """The outputs held since their calls, for the judge to compare with its own copies
         (an output the kernel changes after returning it, or hands out again, shows)."""
+        self._timed_state()  # the last timed calls' module state
         kept = [list(out) if isinstance(out, tuple) else out for out in self.kept]
         return {"outs": kept}
 

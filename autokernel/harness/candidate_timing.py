@@ -87,6 +87,7 @@ class CandidateTiming:
     # -- the judge's slots -------------------------------------------------------------------------
 
     def _slots(self, message: dict[str, Any]) -> dict[str, Any]:
+        self._timed_state()
         self._end_slots({})
         self.where = str(message["where"])
         self.timed_call = self._timed_wrapper(self.where)
@@ -135,7 +136,20 @@ class CandidateTiming:
                     raise Verdict("REJECTED", "timing", f"input mutation at {self.where}: a "
                                   "timed call modified its inputs", "input-mutation")
             self.batch_outs = outs
+        # Checked by the next request (outside the judge's clock on this batch): `_timed_state`.
+        self.callable_state.note(staged if self.device.type != "cuda"
+                                 else [self.slot_inputs[int(i)] for i in message["calls"]])
         return {"device_us": times.device_us, "host_us": times.host_us, "ahead": times.ahead}
+
+    def _timed_state(self) -> None:
+        """Module state after the timed calls since the last check (`guards.state`): unchanged
+        unless one had a new signature. Asked by the request after a batch (the CPU's outputs,
+        the next shape's slots, the kept outputs), never inside a batch's sync-to-sync time."""
+        state = getattr(self, "callable_state", None)
+        found = state.changes([]) if state is not None and state.pending else []
+        if found:
+            raise Verdict("REJECTED", "timing", f"state kept across calls at {self.where}: "
+                          f"{found[0]}", "call-time-state")
 
     def _on_host(self, out: Any) -> Any:
         """A timed output copied as it is right after its call (the GPU's slot copy): the
@@ -145,6 +159,7 @@ class CandidateTiming:
         return [t.clone() for t in out] if isinstance(out, tuple) else out.clone()
 
     def _batch_outputs(self, _: dict[str, Any]) -> dict[str, Any]:
+        self._timed_state()
         outs, self.batch_outs = self.batch_outs, []
         return {"outputs": outs}
 

@@ -40,6 +40,7 @@ from autokernel.backends.interface import declared_backend
 from autokernel.harness.scan_ast import (
     dotted, format_fields, function_locals, pure_chain, root_name, scope_bindings,
 )
+from autokernel.harness.scan_state import state_violations
 from autokernel.harness.scan_rules import (  # noqa: F401 (RULES, Violation, coding_problem
     ALLOWED_DUNDER_ATTRIBUTES, CACHING_DECORATORS, CONFIG_CACHE_ADVICE,  # are re-exported)
     CONSTRUCTORS, FORBIDDEN_BUILTINS, FORBIDDEN_MODULE_PATHS, FORBIDDEN_NAMES,
@@ -544,6 +545,8 @@ def scan_source(source: str, sidecar_text: str | None = None) -> list[Violation]
         scanner.violations.extend(chosen.scan_parts(tree, sidecar_text))
     scanner.collect_module_names(tree)
     scanner.visit(tree)
+    scanner.violations += state_violations(tree, scanner.module_names, scanner.imported,
+                                           scanner._resolve)
     unique = {(v.line, v.rule, v.message): v for v in scanner.violations}
     return sorted(unique.values(), key=lambda v: (v.line, v.rule))
 

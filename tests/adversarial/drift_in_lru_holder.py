@@ -1,11 +1,12 @@
-"""CHEAT (honest while checked, replaying while timed), its state where neither the scan nor the
-module-state check looks: a `functools.cache`d helper hands out one list per shape, which counts
-the calls and keeps the first answer. After the checked calls it replays that answer behind a
+"""CHEAT (honest while checked, replaying while timed), its state in a cached helper's result:
+a `functools.cache`d helper hands out one list per shape, which counts the calls and keeps the
+first answer. After the checked calls it replays that answer behind a
 one-row launch.
 
 Expected: static scan REJECTED (call-time-state: a cached helper's result is mutated); with the
-scan off, FAIL (replay) in the timing stage: outputs produced while timing are audited against
-references computed before the kernel was imported.
+scan off, REJECTED (call-time-state) at the smoke case's ghost replay: the lru_cache's entries
+are fingerprinted with the module state (guards/state.py), and the tally changed at a call whose
+signature was seen before.
 """
 
 import functools

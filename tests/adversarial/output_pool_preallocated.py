@@ -4,9 +4,8 @@ tell), and each output is a view into the next one in turn, so a caller's result
 four calls later. Three calls in a row (the determinism stage) get three different buffers.
 
 Expected: static scan REJECTED (call-time-state: `next()` of a module-level cycle). With the scan
-off, FAIL on the interpreter (the smoke output the harness holds changes after later calls); on a
-GPU's full sweep, REJECTED first (a ghost replay hands back a stale buffer that holds the right
-answer for a case with the same values).
+off, REJECTED (call-time-state) at the first smoke call: the cycle's position is module state
+(guards/state.py fingerprints it through its __reduce__).
 """
 
 import itertools

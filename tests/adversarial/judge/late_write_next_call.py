@@ -1,7 +1,8 @@
 """CHEAT (class 5): each call zeroes every earlier call's output with a Triton launch, the
-reference hidden in a cached helper's list (out of the state checks' sight). Expected (scan
-off): FAIL: outputs kept by the judge are re-read at the end and have changed (each timed output
-reaches the judge as it was right after its call, so the timing's own sample is right)."""
+reference hidden in a cached helper's list. Expected (scan off): REJECTED (call-time-state) at
+the smoke call's ghost replay: an lru_cache's entries are module state (guards/state.py), and the
+list changed at a call whose signature was seen before. (Past that, outputs kept by the judge are
+re-read at the end: a changed one is a FAIL.)"""
 
 import functools
 
