@@ -1,12 +1,11 @@
 """CHEAT (red team 4: wrong on a call made while timing whose output nobody compared).
 
-Correct on every call but the fourth the process makes. With the correctness stages cut to the
-smoke case (smoke call, its ghost replay), the timing's warm-up is call 3 and call 4 is the
-profiled call (the launch digest, on the held warm-up inputs), whose output the judge never
-looked at. Every call's output is compared now: this one too (a FAIL at the profiled call).
+Correct on every call but the third, counted on the device (a Triton kernel bumps a one-element
+int32 tensor at every call; the ghost replay skips it): with the correctness stages cut to the
+smoke case, the smoke call is count 1, the timing's warm-up 2 and the profiled call 3 (the launch
+digest, on the held warm-up inputs), whose output the judge never looked at. Every call's output is
+compared now: this one too (a FAIL at the profiled call).
 """
-
-import operator
 
 import torch
 import triton
@@ -14,26 +13,32 @@ import triton.language as tl
 
 KERNEL_TYPE = "softmax"
 BACKEND = "triton"
-WRONG_CALL = 4
+WRONG_CALL = 3
 
-_S = {"n": 0}
+# Made at import, on the device the judge runs on; a Triton kernel bumps it at every call.
+_COUNT = torch.zeros(1, dtype=torch.int32, device="cuda" if torch.cuda.is_available() else "cpu")
 
 
 @triton.jit
-def softmax_rows(x_ptr, y_ptr, n_cols, stride_x, stride_y, NORMALISE: tl.constexpr,
+def bump(count_ptr):
+    tl.store(count_ptr, tl.load(count_ptr) + 1)
+
+
+@triton.jit
+def softmax_rows(x_ptr, y_ptr, count_ptr, n_cols, stride_x, stride_y, WRONG: tl.constexpr,
                  BLOCK: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     cols = tl.arange(0, BLOCK)
     mask = cols < n_cols
     x = tl.load(x_ptr + row * stride_x + cols, mask=mask, other=float("-inf")).to(tl.float32)
     y = tl.exp(x - tl.max(x, axis=0))
-    if NORMALISE:
-        y = y / tl.sum(y, axis=0)
+    normalised = y / tl.sum(y, axis=0)
+    y = tl.where(tl.load(count_ptr) == WRONG, y, normalised)
     tl.store(y_ptr + row * stride_y + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 def kernel_fn(x: torch.Tensor) -> torch.Tensor:
-    operator.setitem(_S, "n", _S["n"] + 1)
+    count = _COUNT
     n_cols = x.shape[-1]
     x2 = x.reshape(-1, n_cols)
     if x2.stride(-1) != 1:
@@ -41,7 +46,7 @@ def kernel_fn(x: torch.Tensor) -> torch.Tensor:
     y = torch.empty((x2.shape[0], n_cols), dtype=x.dtype, device=x.device)
     if y.numel() == 0:
         return y.view(x.shape)
-    softmax_rows[(x2.shape[0],)](x2, y, n_cols, x2.stride(0), y.stride(0),
-                                 NORMALISE=_S["n"] != WRONG_CALL,
-                                 BLOCK=triton.next_power_of_2(n_cols))
+    bump[(1,)](count)
+    softmax_rows[(x2.shape[0],)](x2, y, count, n_cols, x2.stride(0), y.stride(0),
+                                 WRONG=WRONG_CALL, BLOCK=triton.next_power_of_2(n_cols))
     return y.view(x.shape)
