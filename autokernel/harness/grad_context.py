@@ -54,16 +54,27 @@ def _inference_alias(t: torch.Tensor) -> torch.Tensor:
         return alias.set_(t.untyped_storage(), t.storage_offset(), t.size(), t.stride())
 
 
+# Same-size integer views, to put an input's exact bits back after the multiply below.
+_BIT_VIEWS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
 def _requiring_grad(t: torch.Tensor) -> torch.Tensor:
     if not (t.dtype.is_floating_point or t.dtype.is_complex):
         return t  # integer tensors (targets, indices) cannot require grad
     # A non-leaf with a grad_fn, as an activation is (not a view of a leaf, which a kernel could
-    # single out): t's memory multiplied in place by a one that requires grad, exact for every
-    # value (NaN, inf, -0.0 and subnormals keep their bits).
+    # single out): t's memory multiplied in place by a one that requires grad. x * 1 keeps every
+    # finite value, but not every NaN's bits: a GPU's multiply returns its canonical NaN, and a
+    # signalling NaN comes back quiet. The judge checks the inputs bit for bit after the call
+    # (input mutation), so the original bits are put back under the grad_fn.
+    bits = _BIT_VIEWS.get(t.element_size())
+    saved = t.detach().view(bits).clone() if bits is not None else None
     with torch.enable_grad():
         x = t.detach()
         x.mul_(torch.ones((), dtype=t.dtype, device=t.device, requires_grad=True))
-        return x
+    if saved is not None:
+        with torch.no_grad():
+            x.detach().view(bits).copy_(saved)
+    return x
 
 
 @contextlib.contextmanager
