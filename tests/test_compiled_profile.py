@@ -202,3 +202,14 @@ def test_triton_kernels_of_the_compiled_model_map_to_the_targets() -> None:
     assert kinds.get("rmsnorm", 0) > 0 and kinds.get("matmul", 0) > 0, kinds
     assert plan.compile_other_share < 0.5
     assert set(GENERIC_OPS).isdisjoint({"rsqrt", "mean", "_softmax"})
+
+
+def test_inductor_kernels_are_ops_and_other_unnamespaced_ranges_are_seen_through() -> None:
+    """A CPU profile's Inductor kernels are ranges without a namespace, like a custom
+    autograd.Function's forward; only the latter is a range its ops are seen through."""
+    from autokernel.profiling.events import is_op_name
+
+    assert is_op_name("aten::mm") and is_op_name("cpp_fused__softmax_0")
+    assert is_op_name("graph_0_cpp_fused_add_mean_1")
+    assert is_op_name("triton_per_fused_native_layer_norm_2")
+    assert not is_op_name("LigerRMSNormFunction") and not is_op_name("bias_gelu")

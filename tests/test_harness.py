@@ -26,6 +26,7 @@ from autokernel.harness.cases import (
 )
 from autokernel.harness.compare import bitwise_equal, check_output, ulp
 from autokernel.harness.guards import Poison, PoisonFiller
+from autokernel.harness.guards.poison import POISON_MODE_ENV
 from autokernel.harness.protocol import (
     ChannelError,
     TimedShape,
@@ -83,6 +84,9 @@ PROBE_INPLACE = (Status.REJECTED, "library-fallback", "smoke", "a host write to 
 KEPT_TENSORS = (Status.REJECTED, "call-time-state", "smoke", "[call-time-state]")
 # The GPU's sweep holds a 50257-column row (a vocabulary) and its edges an N == 1 shape; the
 # interpreter's small sweep meets these cheats at other stages.
+# One element left unwritten: named by the job's NaN poison; random-bytes poison leaves a wrong
+# value that is within fp16's tolerance of the small answer about a time in four (a random PASS).
+NAN_POISON_ONLY = {"drops_wide_columns.py"}
 WIDE_COLUMNS_DROPPED = (Status.FAIL, None, "edge_sizes", "N=32769") if ON_CPU \
     else (Status.FAIL, None, "shape_sweep", "")
 DEGENERATE_SHORTCUT = (Status.REJECTED, "library-fallback", "shape_sweep" if ON_CPU
@@ -351,7 +355,9 @@ def test_every_adversarial_file_has_an_expected_verdict() -> None:
 )
 def test_adversarial_and_honest_kernels(name: str, static: bool, status: Status,
                                         rule: str | None, stage: str | None, text: str,
-                                        tmp_path: Path) -> None:
+                                        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if name in NAN_POISON_ONLY:
+        monkeypatch.setenv(POISON_MODE_ENV, "nan")
     # On a GPU the quick sweep is the loop's screen (timed and model shapes only), and every
     # would-be keep gets the full sweep: a kernel that only odd or non-contiguous shapes expose is
     # judged here as a keep would be.

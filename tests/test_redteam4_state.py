@@ -314,6 +314,13 @@ HONEST = {
             other(tuple(x.shape))
             other((1,))
     """,
+    "config cache holding an inference tensor (no version counter)": """
+        import torch
+        TABLES = {}
+        def kernel_fn(x):
+            with torch.inference_mode():
+                TABLES.setdefault(tuple(x.shape), torch.zeros(2))
+    """,
     "warmed-up set": """
         WARMED = set()
         def kernel_fn(x):

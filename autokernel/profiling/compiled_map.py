@@ -27,19 +27,15 @@ Plain Python on recorded profiles, like the classifier.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from autokernel.profiling.callsites import OTHER, Attribution
-from autokernel.profiling.events import RecordedProfile, TimedRow
+from autokernel.profiling.events import FUSED_KERNEL, RecordedProfile, TimedRow, is_op_name
 from autokernel.profiling.op_rules import classify_kernel_name, op_rules
 from autokernel.profiling.plan import Plan
 
-# graph_0_cpp_fused_add_mean_1, cpp_fused__softmax_0, triton_per_fused_native_layer_norm_2,
-# triton_tem_fused_addmm_0: the ops between "fused_" and the kernel's number.
-FUSED_KERNEL = re.compile(r"^(?:graph_\d+_)?(?:cpp|triton_[a-z]+)_fused_(?P<ops>.+?)(?:_\d+)?$")
 
 # Ops every written-out op has: they say nothing of which target a fused kernel serves.
 GENERIC_OPS = frozenset({
@@ -168,7 +164,7 @@ def counted_rows(record: RecordedProfile) -> list[TimedRow]:
     cache lookup, the AOT wrapper), which the eager profile has no counterpart of."""
     if record.device != "cpu":
         return list(record.rows)
-    return [r for r in record.rows if "::" in r.name or FUSED_KERNEL.match(r.name)]
+    return [r for r in record.rows if is_op_name(r.name)]
 
 
 def compiled_times(plan: Plan, eager: RecordedProfile, attributions: Sequence[Attribution],

@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from autokernel.profiling.events import (ModuleCall, ModuleInfo, OpCall, RecordedProfile, TimedRow,
-                                         collection_paused)
+                                         collection_paused, is_op_name)
 from autokernel.profiling.graph import CALL_PREFIX
 
 SCALARS = (bool, int, float, str, type(None))
@@ -130,7 +130,7 @@ def _read(results: Any, dtype: str, iterations: int,
                 frame = _Frame(end, parent.op, parent.scopes, parent.node, None)
             stack.append(frame)
             continue
-        if (activity and activity != "cpu_op") or "::" not in name:
+        if (activity and activity != "cpu_op") or not is_op_name(name):
             # Neither an op nor an annotation: a range its children see through (a custom
             # autograd.Function's forward, named after its class, runs its ops inside one).
             stack.append(_Frame(end, parent.op, parent.scopes, parent.node, None))

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import gc
 import json
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
@@ -31,6 +32,18 @@ from pathlib import Path
 from typing import Any
 
 from autokernel.profiling.graph import Graph
+
+# Inductor's kernels: graph_0_cpp_fused_add_mean_1, cpp_fused__softmax_0 (a CPU profile's
+# ranges), triton_per_fused_native_layer_norm_2, triton_tem_fused_addmm_0; the ops between
+# "fused_" and the kernel's number.
+FUSED_KERNEL = re.compile(r"^(?:graph_\d+_)?(?:cpp|triton_[a-z]+)_fused_(?P<ops>.+?)(?:_\d+)?$")
+
+
+def is_op_name(name: str) -> bool:
+    """An op's profiler range (namespaced, `aten::mm`) or an Inductor kernel's; any other name
+    is a range around ops (a custom autograd.Function's forward, a TorchScript function)."""
+    return "::" in name or FUSED_KERNEL.match(name) is not None
+
 
 
 @contextmanager

@@ -36,6 +36,7 @@ from autokernel.profiling.events import (
     OpCall,
     RecordedProfile,
     TimedRow,
+    is_op_name,
 )
 from autokernel.profiling.model_loader import LoadedModel, call_forward
 from autokernel.versions import software_versions
@@ -144,7 +145,7 @@ def _is_op(evt: Any) -> bool:
         return False
     # A "cpu_op" without a namespace is a range around ops, not one: a custom autograd.Function's
     # forward (named after its class) or a TorchScript function.
-    return "::" in evt.name and not evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
+    return is_op_name(evt.name) and not evt.name.startswith((SCOPE_PREFIX, CALL_PREFIX))
 
 
 def _is_device_work(evt: Any, annotation_names: set[str]) -> bool:

@@ -10,6 +10,7 @@ a kernel that reads its output buffer before writing it cannot tell this from th
 
 from __future__ import annotations
 
+import os
 import secrets
 from dataclasses import dataclass, replace
 
@@ -25,6 +26,7 @@ FLOAT_LAYOUTS: dict[torch.dtype, tuple[int, int, torch.dtype]] = {
 INT_VIEWS: dict[int, torch.dtype] = {1: torch.uint8, 2: torch.int16, 4: torch.int32,
                                      8: torch.int64}
 MODES = ("nan", "bytes")
+POISON_MODE_ENV = "AUTOKERNEL_POISON_MODE"  # tests only: one of MODES instead of the draw
 
 
 def _signed(value: int, bits: int) -> int:
@@ -56,8 +58,14 @@ class Poison:
     def fresh(cls) -> Poison:
         bits = {dtype_name(d): random_nan_bits(d) for d in FLOAT_LAYOUTS}
         bits.update({f"int{8 * size}": secrets.randbits(8 * size) for size in INT_VIEWS})
-        return cls(mode=MODES[secrets.randbelow(len(MODES))], bits=bits,
-                   byte_seed=secrets.randbits(62))
+        # The mode is the judge's draw; a test that asserts one mode's verdict fixes it in the
+        # judge's environment (random bytes make a single unwritten element a wrong value,
+        # within tolerance of a small answer about a time in four in fp16: the one-column drop
+        # of tests/adversarial/drops_wide_columns.py then passes its edge case).
+        mode = os.environ.get(POISON_MODE_ENV) or MODES[secrets.randbelow(len(MODES))]
+        if mode not in MODES:
+            raise ValueError(f"{POISON_MODE_ENV}={mode!r}: expected one of {', '.join(MODES)}")
+        return cls(mode=mode, bits=bits, byte_seed=secrets.randbits(62))
 
     def recognisable(self) -> Poison:
         """This job's poison in "nan" mode, for the ghost replay's calls. The replay asks whether

@@ -137,7 +137,10 @@ class _Walker:
         if kind in (dict, list, tuple, set, frozenset):
             return self._contents(value)
         if issubclass(kind, torch.Tensor):
-            return ("tensor", id(value), value._version, self._attributes(value))
+            # An inference tensor (one made under the inference_mode context) keeps no version
+            # counter: its identity and attributes are what is seen of it.
+            version = None if torch.Tensor.is_inference(value) else value._version
+            return ("tensor", id(value), version, self._attributes(value))
         if issubclass(kind, contextvars.ContextVar):
             held = value.get(_UNSET)
             return ("contextvar", id(value), ("unset",) if held is _UNSET else self.print(held))
