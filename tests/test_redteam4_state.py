@@ -61,8 +61,11 @@ def test_module_state_counters_are_rejected(name: str, stage: str, text: str,
 def module(source: str, name: str = "rt4_state_candidate") -> types.ModuleType:
     made = types.ModuleType(name)
     made.__file__ = f"/tmp/{name}.py"
+    source = textwrap.dedent(source)
+    # Triton's compiled (not interpreted) @jit reads its function's source from the file
+    Path(made.__file__).write_text(source)
     sys.modules[name] = made
-    exec(compile(textwrap.dedent(source), made.__file__, "exec"), vars(made))
+    exec(compile(source, made.__file__, "exec"), vars(made))
     return made
 
 
