@@ -115,7 +115,6 @@ def test_the_judge_never_sends_a_caching_allocator_tensor() -> None:
 GPU_CASES = [
     ("forged_verdict_frame.py", Status.CRASH, None, "out of order"),
     ("forged_violation_pass.py", Status.CRASH, None, "only the judge decides"),
-    ("forged_device_times.py", Status.FAIL, "timing-contradiction", "the judge's clock"),
     ("zeros_while_timed.py", Status.FAIL, "replay", "produced while timing is wrong"),
     ("counter_in_default.py", Status.REJECTED, "call-time-state", "defaults changed"),
     ("counter_in_closure.py", Status.REJECTED, "call-time-state", "closure 'calls' changed"),
@@ -141,6 +140,22 @@ def test_red_team_on_the_gpu(name: str, status: Status, rule: str | None, text: 
     assert text in result.reason, result.reason
 
 
+def test_forged_device_times_leave_no_forged_figure_on_the_gpu(judge_cache: Path) -> None:
+    """forged_device_times.py burns 20 ms of host time per timed call and rewrites a list of
+    times it looks for on its caller's frame. On the CPU the judge's clock contradicts it (a FAIL,
+    tests/test_redteam_judge.py). On a GPU the candidate process's batch keeps no such list while
+    a call runs, so nothing is rewritten: the host falls behind the GPU and the events see the
+    idle device. Either verdict is sound; what must never happen is a figure below the 20 ms."""
+    _gpu()
+    result = run_bench(RED_TEAM / "forged_device_times.py", device="cuda", quick=True,
+                       static_scan=False, cache_dir=judge_cache, timeout_s=600)
+    if result.status is Status.PASS:
+        assert all(t.latency_us >= 10_000 for t in result.timings), result.timings
+    else:
+        assert result.status is Status.FAIL and result.rule == "timing-contradiction", \
+            result.reason
+
+
 @pytest.mark.parametrize("challenger,incumbent", [
     ("sabotage_incumbent.py", "honest_softmax_control.py"),
     ("honest_softmax_control.py", "incumbent_slows_challenger.py"),
@@ -154,5 +169,9 @@ def test_incumbent_and_challenger_cannot_reach_each_other_on_the_gpu(
     assert result.status is Status.PASS, result.reason
     timing = result.timings[0]
     assert timing.incumbent_us is not None, result.notes
-    # The same kernel on both sides: the paired speedup is near 1, not sabotaged to 8x or 0.1x.
-    assert timing.vs_incumbent is not None and 0.5 < timing.vs_incumbent < 2.0, timing
+    # The attacker's side scans sys.modules on every call (host time the GPU waits for: its own
+    # figure is slow, rightly). The honest side must time as it does alone, not sabotaged.
+    alone = run_bench(RED_TEAM / "honest_softmax_control.py", device="cuda", quick=True,
+                      static_scan=False, cache_dir=judge_cache, timeout_s=600).timings[0]
+    honest = timing.latency_us if challenger.startswith("honest") else timing.incumbent_us
+    assert honest < 2 * alone.latency_us, (timing, alone)
