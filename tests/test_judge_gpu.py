@@ -156,6 +156,32 @@ def test_forged_device_times_leave_no_forged_figure_on_the_gpu(judge_cache: Path
             result.reason
 
 
+# Every attack of red teams 3 and 4 on the GPU, through the full harness as the loop runs it:
+# none may PASS. The CPU tests name each one's stage and reason on the interpreter's plan (most
+# skip on a GPU); this one only asks the verdict. The scan is on only for attacks whose defence
+# is the scan (an escape, or a tell read through one); every other attack is judged with it off.
+CONTROLS = {"honest_softmax_control.py", "honest_factory_closure.py",  # PASS, tests above
+            "sabotage_incumbent.py", "incumbent_slows_challenger.py"}
+SCAN_DEFENDED = {"escape_match_globals.py", "escape_self_parameter.py", "escape_enum_builtins.py",
+                 "escape_pkgutil_resolve.py", "escape_typing_extensions_io.py",
+                 "escape_coding_utf7.py", "rt4_extra_modules_tell.py",
+                 "rt4_pathlib_landlock_tell.py", "rt4_xpu_ctypes_host_softmax.py"}
+ATTACKS = sorted(p.name for p in RED_TEAM.glob("*.py") if p.name not in CONTROLS)
+
+
+def test_the_gpu_sweep_names_real_files() -> None:
+    assert CONTROLS | SCAN_DEFENDED <= {p.name for p in RED_TEAM.glob("*.py")}
+    assert len(ATTACKS) >= 50
+
+
+@pytest.mark.parametrize("name", ATTACKS, ids=[a.removesuffix(".py") for a in ATTACKS])
+def test_no_attack_passes_the_full_harness_on_the_gpu(name: str, judge_cache: Path) -> None:
+    _gpu()
+    result = run_bench(RED_TEAM / name, device="cuda", static_scan=name in SCAN_DEFENDED,
+                       cache_dir=judge_cache, timeout_s=300)
+    assert result.status is not Status.PASS, (result.timings, result.notes)
+
+
 @pytest.mark.parametrize("challenger,incumbent", [
     ("sabotage_incumbent.py", "honest_softmax_control.py"),
     ("honest_softmax_control.py", "incumbent_slows_challenger.py"),
