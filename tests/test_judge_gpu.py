@@ -17,12 +17,14 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
 
 from autokernel.harness import channel
-from autokernel.harness.dedicated import share_like
+from autokernel.harness import runner
+from autokernel.harness.dedicated import BASE_ALIGN_BYTES, share_like
 from autokernel.harness.result import Status
 from autokernel.harness.runner import run_bench
 
@@ -174,12 +176,40 @@ def test_the_gpu_sweep_names_real_files() -> None:
     assert len(ATTACKS) >= 50
 
 
+# An attack on one kind of target is judged as that target (the CPU tests do the same).
+TARGET_OPTIONS: dict[str, dict[str, Any]] = {
+    "rt4_softmax_axis_outer_stride.py": {"shapes": [(2, 40, 5)], "params": {"axis": 1}},
+}
+
+
 @pytest.mark.parametrize("name", ATTACKS, ids=[a.removesuffix(".py") for a in ATTACKS])
-def test_no_attack_passes_the_full_harness_on_the_gpu(name: str, judge_cache: Path) -> None:
+def test_no_attack_passes_the_full_harness_on_the_gpu(name: str, judge_cache: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     _gpu()
+    if name == "write_quota.py":  # it writes a few MiB: under the default quota that is allowed
+        monkeypatch.setattr(runner, "WRITE_QUOTA_BYTES", 2 * 2**20)
     result = run_bench(RED_TEAM / name, device="cuda", static_scan=name in SCAN_DEFENDED,
-                       cache_dir=judge_cache, timeout_s=300)
+                       cache_dir=judge_cache, timeout_s=300, **TARGET_OPTIONS.get(name, {}))
+    if name == "plant_triton_cache.py":
+        # Its kernel is right; the cheat is the file it plants, which must not survive the run
+        planted = [p for p in judge_cache.rglob("*") if p.is_file()
+                   and b"planted-by-redteam" in p.read_bytes()]
+        assert planted == [], (result.status, planted)
+        return
     assert result.status is not Status.PASS, (result.timings, result.notes)
+
+
+def test_a_shared_input_begins_at_the_base_the_judge_drew() -> None:
+    device = _gpu()
+    x = torch.randn(3, 5, device=device)[:, 1:]  # a storage offset of its own
+    base = 7 * BASE_ALIGN_BYTES
+    buffer, shared = share_like(x, base)
+    assert torch.equal(shared, x) and shared.storage_offset() == x.storage_offset()
+    assert shared.untyped_storage().data_ptr() == buffer.pointer + base
+    assert channel.Shared(buffer, shared).base_bytes == base
+    del shared
+    torch.cuda.synchronize()
+    buffer.free()
 
 
 @pytest.mark.parametrize("challenger,incumbent", [

@@ -40,8 +40,9 @@ def shell_commands(text: str) -> list[str]:
 
 def test_the_readme_is_short_and_starts_with_a_copy_pasteable_quick_start() -> None:
     text = README.read_text(encoding="utf-8")
-    # Issue 29 added requirements, troubleshooting, the measured result and a Claude night's cost.
-    assert len(text.splitlines()) <= 180
+    # Issue 29 added requirements, troubleshooting, the measured result and a Claude night's cost;
+    # the measured result is a table with a row per target of the recorded run (five here).
+    assert len(text.splitlines()) <= 200
     first_block_line, first_block = fenced_blocks(text, "bash")[0]
     assert first_block_line < FIRST_SCREEN
     assert "python3 -m venv .venv" in first_block and ".venv/bin/autokernel" in first_block

@@ -40,7 +40,13 @@ def verified_gpu_run(tmp_path: Path) -> Path:
         "gradients": {"checked": True, "passed": True},
         "speedup": {"device": {"vs_eager": 1.234, "vs_compile": 1.05,
                                "patched_compile_vs_compile": 1.01, "noise": 0.01}},
-        "timing": {"meaningful": True}})
+        "timing": {"meaningful": True},
+        "delivery": {"mode": "reduce-overhead", "kernels": ["01_softmax"],
+                     "why": "the fastest in wall and device time",
+                     "vs": {"compile": {"ratio": 1.08, "paired": {
+                         "estimate": 1.081, "low": 1.07, "high": 1.09, "rounds": 200}},
+                            "eager": {"ratio": 1.6, "paired": None}},
+                     "accuracy": {"passed": True}}})
     return ws.root
 
 
@@ -64,6 +70,13 @@ def test_the_readme_section_and_the_record_come_from_the_run(tmp_path: Path) -> 
                    f"{target.keeps} |")
     assert "1.234× vs eager PyTorch, 1.050× vs torch.compile" in section
     assert "output PASS, gradients PASS" in section
+    # what optimize(model) returns is said beside the patched eager model's figures
+    delivered = section[section.index("Delivered by `autokernel.load(run).optimize(model)`"):]
+    assert delivered.startswith("Delivered by `autokernel.load(run).optimize(model)`: "
+                                "reduce-overhead with 01_softmax; wall time 1.081× (1.070–1.090) "
+                                "vs compile, 1.600× vs eager (medians of two batches): the "
+                                "fastest in wall and device time; its output PASS."), delivered
+    assert "reduce-overhead with 01_softmax" in readme
     assert "](docs/benchmarks/night-h200-abc1234/progress.png)" in section
 
     readme_text = f"# autokernel\n\nintro\n\n{SECTION_BEGIN}\nnot measured yet\n{SECTION_END}\n"

@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--benchmarks", type=Path, default=REPO / "docs" / "benchmarks")
     parser.add_argument("--allow-cpu", action="store_true",
                         help="accept a CPU run (a rehearsal: its timings mean nothing)")
+    parser.add_argument("--commit", default=None,
+                        help="the commit the run was made at (default: this checkout's), for a "
+                             "run recorded on another machine than the GPU's")
+    parser.add_argument("--driver", default=None,
+                        help="the GPU's driver version (default: this machine's nvidia-smi)")
     args = parser.parse_args(argv)
 
     from autokernel.integrate.result_record import record_result, replace_section
@@ -37,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         record, section = record_result(args.run_dir, args.benchmarks, args.name,
-                                        source_commit(REPO), allow_cpu=args.allow_cpu)
+                                        args.commit or source_commit(REPO),
+                                        driver=args.driver, allow_cpu=args.allow_cpu)
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from typing import Any
 
 import torch
 
-from autokernel.harness.dedicated import DedicatedBuffer, OpenedBuffer
+from autokernel.harness.dedicated import BASE_ALIGN_BYTES, DedicatedBuffer, OpenedBuffer
 
 # A frame past this is refused (the judge reads what the candidate sends).
 MAX_FRAME_BYTES = 1 << 36
@@ -51,6 +51,11 @@ class Shared:
 
     def __init__(self, buffer: DedicatedBuffer, tensor: torch.Tensor) -> None:
         self.buffer, self.tensor = buffer, tensor
+
+    @property
+    def base_bytes(self) -> int:
+        """Where the tensor's storage begins in the allocation (`dedicated.share_like`)."""
+        return self.tensor.untyped_storage().data_ptr() - self.buffer.pointer
 
 
 class ChannelClosed(EOFError):
@@ -139,7 +144,8 @@ def _head(t: torch.Tensor) -> dict[str, Any]:
 def _describe_shared(shared: Shared) -> dict[str, Any]:
     t = shared.tensor
     return {**_head(t), "kind": "dedicated", "device": t.device.index or 0,
-            "handle": _b64(shared.buffer.handle), "alloc_bytes": shared.buffer.nbytes}
+            "handle": _b64(shared.buffer.handle), "alloc_bytes": shared.buffer.nbytes,
+            "base_bytes": shared.base_bytes}
 
 
 def _describe(t: torch.Tensor, payloads: list[memoryview], cuda_ipc: bool) -> dict[str, Any]:
@@ -253,10 +259,13 @@ def _open_dedicated(d: dict[str, Any], dtype: torch.dtype, size: list[int], stri
     if device.type != "cuda" or d.get("device") != (device.index or 0):
         raise BadMessage(f"a CUDA tensor of device {d.get('device')!r}, expected {device}")
     alloc_bytes = _int(d.get("alloc_bytes"), "alloc_bytes")
-    _check_extent(size, stride, storage_offset, dtype, alloc_bytes)
+    base_bytes = _int(d.get("base_bytes", 0), "base_bytes")
+    if base_bytes % BASE_ALIGN_BYTES or base_bytes >= alloc_bytes:
+        raise BadMessage(f"a storage base of {base_bytes} bytes in {alloc_bytes}")
+    _check_extent(size, stride, storage_offset, dtype, alloc_bytes - base_bytes)
     opened = OpenedBuffer(_raw(d.get("handle"), "memory handle"), alloc_bytes, device)
     context.opened.append(opened)
-    return opened.tensor(dtype, size, stride, storage_offset)
+    return opened.tensor(dtype, size, stride, storage_offset, base_bytes)
 
 
 def _check_extent(size: list[int], stride: list[int], storage_offset: int, dtype: torch.dtype,

@@ -13,6 +13,13 @@ Both sides go through the CUDA driver API (libcuda) with ctypes, in the current 
 context torch uses: `DedicatedBuffer` on the judge's side, `open_dedicated` on the candidate's.
 A tensor over such memory is made through `__cuda_array_interface__` as raw bytes, then viewed
 with the dtype, size, stride and storage offset wanted.
+
+A tensor's storage may begin `base_bytes` into its allocation (a multiple of `BASE_ALIGN_BYTES`,
+drawn by the judge per hand-over): the candidate's mapping of an allocation of a given size tends
+to land at the same virtual address call after call, and a kernel that counts the distinct
+addresses it is given (to misbehave only after a production run's worth) would otherwise never
+see a new one in the judge's calls. The base moves the storage's first byte; the tensor's own
+storage offset is the judge's, unchanged.
 """
 
 from __future__ import annotations
@@ -25,6 +32,8 @@ import torch
 
 IPC_HANDLE_BYTES = 64
 PAGE_BYTES = 2 * 2**20
+BASE_ALIGN_BYTES = 512  # torch's caching allocator aligns blocks to 512 bytes: no new tell
+BASE_SLOTS = 256  # bases 0 .. 255 x 512 bytes: two hand-overs share one about 1 time in 256
 CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
 
 
@@ -82,7 +91,12 @@ class _Interface:
 
 
 def _view(pointer: int, nbytes: int, owner: Any, dtype: torch.dtype, size: list[int],
-          stride: list[int], offset: int, device: torch.device) -> torch.Tensor:
+          stride: list[int], offset: int, device: torch.device,
+          base_bytes: int = 0) -> torch.Tensor:
+    if base_bytes % BASE_ALIGN_BYTES or not 0 <= base_bytes < nbytes:
+        raise DedicatedMemoryError(f"a storage base of {base_bytes} bytes in an allocation of "
+                                   f"{nbytes}")
+    pointer, nbytes = pointer + base_bytes, nbytes - base_bytes
     raw = torch.as_tensor(_Interface(pointer, nbytes, owner), device=device)
     element = torch.empty((), dtype=dtype).element_size()
     usable = raw[: nbytes - nbytes % element].view(dtype)
@@ -109,8 +123,9 @@ class DedicatedBuffer:
         self.freed = False
 
     def tensor(self, dtype: torch.dtype, size: list[int], stride: list[int],
-               offset: int = 0) -> torch.Tensor:
-        return _view(self.pointer, self.nbytes, self, dtype, size, stride, offset, self.device)
+               offset: int = 0, base_bytes: int = 0) -> torch.Tensor:
+        return _view(self.pointer, self.nbytes, self, dtype, size, stride, offset, self.device,
+                     base_bytes)
 
     def free(self) -> None:
         """Release the allocation (after the candidate has let go of it: the caller syncs)."""
@@ -119,11 +134,13 @@ class DedicatedBuffer:
             _driver().cuMemFree_v2(ctypes.c_uint64(self.pointer))
 
 
-def share_like(t: torch.Tensor) -> tuple[DedicatedBuffer, torch.Tensor]:
-    """A dedicated buffer holding a copy of `t` with `t`'s size, stride and storage offset."""
+def share_like(t: torch.Tensor, base_bytes: int = 0) -> tuple[DedicatedBuffer, torch.Tensor]:
+    """A dedicated buffer holding a copy of `t` with `t`'s size, stride and storage offset, its
+    storage beginning `base_bytes` into the allocation."""
     storage_bytes = t.untyped_storage().nbytes()
-    buffer = DedicatedBuffer(storage_bytes, t.device)
-    shared = buffer.tensor(t.dtype, list(t.shape), list(t.stride()), t.storage_offset())
+    buffer = DedicatedBuffer(base_bytes + storage_bytes, t.device)
+    shared = buffer.tensor(t.dtype, list(t.shape), list(t.stride()), t.storage_offset(),
+                           base_bytes)
     shared.copy_(t)
     return buffer, shared
 
@@ -144,8 +161,9 @@ class OpenedBuffer:
         self.closed = False
 
     def tensor(self, dtype: torch.dtype, size: list[int], stride: list[int],
-               offset: int) -> torch.Tensor:
-        return _view(self.pointer, self.nbytes, self, dtype, size, stride, offset, self.device)
+               offset: int, base_bytes: int = 0) -> torch.Tensor:
+        return _view(self.pointer, self.nbytes, self, dtype, size, stride, offset, self.device,
+                     base_bytes)
 
     def close(self) -> None:
         if not self.closed:

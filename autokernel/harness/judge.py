@@ -38,7 +38,7 @@ from autokernel.harness import channel
 from autokernel.harness.aot_gate import take_requests
 from autokernel.harness.cases import DETERMINISM_REPEATS, NONFINITE, STAGES, Case, plan_cases
 from autokernel.harness.compare import Mismatch
-from autokernel.harness.dedicated import DedicatedBuffer, share_like
+from autokernel.harness.dedicated import BASE_ALIGN_BYTES, BASE_SLOTS, DedicatedBuffer, share_like
 from autokernel.harness.guards import Poison
 from autokernel.harness.inputs import (
     generator, inject_nonfinite, make_inputs, relayout, splice, tensors,
@@ -319,15 +319,18 @@ class Judge(JudgeTiming):
             self.shared = []
 
     def _shareable(self, inputs: Inputs) -> tuple[list[Any], list[DedicatedBuffer]]:
-        """On a GPU, each input tensor in a dedicated allocation of its own; on the CPU, as
-        they are (they cross as bytes)."""
+        """On a GPU, each input tensor in a dedicated allocation of its own, its storage at a
+        base the judge draws (so the candidate sees a new address at each call, as a night's
+        caching allocator gives it: `dedicated`); on the CPU, as they are (they cross as bytes,
+        into fresh memory)."""
         if self.device.type != "cuda":
             return list(inputs), []
         shared: list[Any] = []
         buffers: list[DedicatedBuffer] = []
         for value in inputs:
             if isinstance(value, torch.Tensor) and value.numel():
-                buffer, tensor = share_like(value)
+                base = secrets.randbelow(BASE_SLOTS) * BASE_ALIGN_BYTES
+                buffer, tensor = share_like(value, base)
                 buffers.append(buffer)
                 shared.append(channel.Shared(buffer, tensor))
             else:

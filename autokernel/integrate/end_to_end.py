@@ -529,21 +529,30 @@ def selection_lines(result: dict[str, Any]) -> list[str]:
                                               if kernels else "")
             device = _cell(row.get("device")) if row.get("device") else "–"
             lines.append(f"  {name:<28} wall {_cell(row['wall']):<26} device {device}")
-    chosen = result.get("delivery")
-    if chosen:
-        accuracy = chosen.get("accuracy") or {}
-        verdict = ("" if not accuracy else "; its output PASS" if accuracy.get("passed")
-                   else f"; its output FAIL ({accuracy.get('failure') or accuracy.get('rule')})")
-        against = []
-        for mode, entry in (chosen.get("vs") or {}).items():
-            paired = entry.get("paired")
-            against.append(f"{_paired_text(paired)} vs {mode}" if paired
-                           else f"{entry['ratio']:.3f}× vs {mode} (medians of two batches)")
-        versus = f"; wall time {', '.join(against)}" if against else ""
-        lines.append(f"delivered: {chosen['mode']} with {_kernels_text(chosen.get('kernels', []))}"
-                     f"{versus}: {chosen.get('why', '')}{verdict}; "
-                     "autokernel.load(DIR).optimize(model) gives it")
+    sentence = delivery_sentence(result)
+    if sentence:
+        lines.append(f"delivered: {sentence}; autokernel.load(DIR).optimize(model) gives it")
     return lines
+
+
+def delivery_sentence(result: dict[str, Any]) -> str | None:
+    """The delivery verify chose, its paired wall-time figures and why: 'reduce-overhead with no
+    kernel; wall time 1.115× (1.105–1.126) vs compile, ...: <why>; its output PASS'. None for a
+    verify that chose none (an older verify.json, or no GPU)."""
+    chosen = result.get("delivery")
+    if not chosen:
+        return None
+    accuracy = chosen.get("accuracy") or {}
+    verdict = ("" if not accuracy else "; its output PASS" if accuracy.get("passed")
+               else f"; its output FAIL ({accuracy.get('failure') or accuracy.get('rule')})")
+    against = []
+    for mode, entry in (chosen.get("vs") or {}).items():
+        paired = entry.get("paired")
+        against.append(f"{_paired_text(paired)} vs {mode}" if paired
+                       else f"{entry['ratio']:.3f}× vs {mode} (medians of two batches)")
+    versus = f"; wall time {', '.join(against)}" if against else ""
+    return (f"{chosen['mode']} with {_kernels_text(chosen.get('kernels', []))}{versus}: "
+            f"{chosen.get('why', '')}{verdict}")
 
 
 def selection_markdown(result: dict[str, Any]) -> list[str]:

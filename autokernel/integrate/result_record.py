@@ -50,8 +50,14 @@ def end_to_end_sentence(verify: dict[str, Any]) -> str:
     checks = f"output {accuracy}" + (
         f", gradients {'PASS' if gradients.get('passed') else 'FAIL'}"
         if gradients.get("checked") else "")
-    return (f"End to end (`autokernel verify`, device time per forward): {', '.join(parts)}; "
-            f"{checks}.")
+    sentence = (f"End to end (`autokernel verify`, device time per forward, the patched eager "
+                f"model): {', '.join(parts)}; {checks}.")
+    from autokernel.integrate.end_to_end import delivery_sentence
+
+    delivered = delivery_sentence(verify)
+    if delivered:
+        sentence += f" Delivered by `autokernel.load(run).optimize(model)`: {delivered}."
+    return sentence
 
 
 def readme_section(report: RunReport, record_dir: str, gpu: str, model: str) -> str:
