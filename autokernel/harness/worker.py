@@ -92,11 +92,15 @@ def _become_candidate(sock: socket.socket, role: str) -> None:
 
 
 def warm_up() -> None:
-    """In the worker fork server, once: every op entry imported and, under the interpreter, one
-    trusted Triton launch interpreted (Triton initialises its type specialisation on the first),
-    so that each forked judge and candidate process starts with them; then the dispatcher's
+    """In the worker fork server, once: scipy's statistics and every op entry imported and,
+    under the interpreter, one trusted Triton launch interpreted (Triton initialises its type
+    specialisation on the first), so that each forked judge and candidate process starts with
+    them; then the dispatcher's
     aten tables, which each candidate process's identity snapshot starts from. Trusted code
     only; on a GPU nothing here may touch CUDA, so no launch."""
+    import scipy.stats  # noqa: F401 - the judge's paired bootstrap (`paired`) imports it late
+    # to keep the CLI light; each forked judge would otherwise import it again (~2 s on 2 cores)
+
     from autokernel.harness.guards.ops import remember_server_tables
     from autokernel.ops import all_specs
 
