@@ -26,6 +26,13 @@ def _outside_libraries(module: types.ModuleType) -> bool:
     location = getattr(module, "__file__", None)
     if not isinstance(location, str):
         return False
+    return _outside_library_path(location)
+
+
+@functools.lru_cache(maxsize=4096)
+def _outside_library_path(location: str) -> bool:
+    # Remembered per path: the state guard asks after every call, and resolving a path is file
+    # system calls (most of a fingerprint's time). A path is classified the first time it is seen.
     resolved = str(Path(location).resolve())
     return not any(p.startswith(root + os.sep) for root in _library_roots()
                    for p in (location, resolved))
