@@ -101,7 +101,7 @@ def wait_for_in_flight(proc: subprocess.Popen, state_path: Path, *, min_experime
 def test_run_kill9_resume_ctrl_c_resume(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     log = tmp_path / "run.log"
-    per_target = 3
+    per_target = 2
     proc = start_cli(["run", str(TINY_LLAMA), "--device", "cpu", "--top", "2", "--agent",
                       "tuner", "--max-experiments-per-target", str(per_target), "--out",
                       str(run_dir), "--no-live", "--bench-timeout", "120"], log)
@@ -130,7 +130,7 @@ def test_run_kill9_resume_ctrl_c_resume(tmp_path: Path) -> None:
     output = log.read_text()
 
     assert state.finished and state.in_flight is None and state.sessions == 3
-    assert len(rows) == 2 * (per_target + 1)  # two baselines, three experiments each
+    assert len(rows) == 2 * (per_target + 1)  # two baselines, two experiments each
     assert [r["status"] for r in rows].count("baseline") == 2
     assert sum(r["description"] == rows[killed_at]["description"] for r in rows) == 1
     for target in state.targets:
