@@ -35,6 +35,7 @@ from autokernel.backends import BACKEND_NAMES
 from autokernel.cuda.defines import CU_FILE_NAME, CudaDefineError
 from autokernel.cuda.defines import cuda_define_value as _define_value
 from autokernel.ops import KERNEL_TYPES
+from autokernel.pysource import parse_source
 
 BACKENDS: tuple[str, ...] = BACKEND_NAMES  # the registered kernel languages
 ENTRY_POINT = "kernel_fn"
@@ -80,7 +81,7 @@ def _literal(node: ast.Assign | ast.AnnAssign, name: str) -> Any:
 
 def parse_kernel_source(source: str) -> KernelFileInfo:
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError as exc:
         raise KernelFileError(f"syntax error at line {exc.lineno}: {exc.msg}") from exc
     assigns = _module_assignments(tree)
@@ -178,7 +179,7 @@ def set_tunables(source: str, values: dict[str, Any]) -> str:
     unknown = set(values) - set(info.space)
     if unknown:
         raise KernelFileError(f"not tunables of this file: {', '.join(sorted(unknown))}")
-    tree = ast.parse(source)
+    tree = parse_source(source)
     assigns = _module_assignments(tree)
     lines = source.splitlines(keepends=True)
     # Byte offsets of each line start, to splice by the AST's (line, col) positions.

@@ -20,6 +20,7 @@ from typing import Any
 from autokernel.agents.base import MAX_SUGGESTED_CONFIGS
 from autokernel.agents.claude_checks import CHECK_TOOL_SCHEMAS, CHECK_TOOLS, DraftChecks
 from autokernel.kernelfile import ENTRY_POINT, KernelFileError, parse_kernel_source
+from autokernel.pysource import parse_source
 from autokernel.text import count_of
 
 KERNEL_FILE = "kernel.py"
@@ -275,7 +276,7 @@ def check_kernel_source(source: str, kernel_type: str) -> list[str]:
         problems.append(
             f"KERNEL_TYPE is {info.kernel_type!r} but this target is {kernel_type!r}"
         )
-    signature = _entry_signature_problem(ast.parse(source), kernel_type)
+    signature = _entry_signature_problem(parse_source(source), kernel_type)
     if signature:
         problems.append(signature)
     for name, values in info.space.items():

@@ -48,6 +48,7 @@ from autokernel.harness.scan_rules import (  # noqa: F401 (RULES, Violation, cod
     INNER_OBJECT_METHODS, MODULE_DUNDERS, MUTATING_METHODS, RULES, TORCH_PROTOCOLS, Violation,
     attribute_rule, check_module, coding_problem, foreign_module, module_path_rule,
 )
+from autokernel.pysource import parse_source
 
 
 @dataclass
@@ -534,7 +535,7 @@ def scan_source(source: str, sidecar_text: str | None = None) -> list[Violation]
     if problem is not None:
         return [Violation("encoding", 1, problem)]
     try:
-        tree = ast.parse(source)
+        tree = parse_source(source)
     except SyntaxError as exc:
         return [Violation("syntax", exc.lineno or 0, f"syntax error: {exc.msg}")]
     scanner = _Scanner()

@@ -36,6 +36,7 @@ from autokernel.integrate.export_cuda import (
     SHIM_REGISTRATION, CudaExportError, cuda_inlined, is_cuda_kernel, rewrite_cuda_sources,
 )
 from autokernel.integrate.integration import INTEGRATION_MARKER
+from autokernel.pysource import parse_source
 
 if TYPE_CHECKING:
     from autokernel.integrate.loader import FinishedRun
@@ -58,7 +59,7 @@ class ExportError(ValueError):
 def inlinable_source(path: Path) -> str:
     """A module's code without its docstring, `from __future__` line and autokernel imports."""
     source = path.read_text(encoding="utf-8")
-    tree = ast.parse(source)
+    tree = parse_source(source)
     drop: set[int] = set()
     body = tree.body
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
@@ -85,7 +86,7 @@ def integration_section(source: str) -> str:
         raise ValueError("no integration section (INTEGRATION_MARKER) in this op file")
     imports = []
     lines = head.splitlines(keepends=True)
-    for node in ast.parse(head).body:
+    for node in parse_source(head).body:
         if isinstance(node, ast.ImportFrom):
             root = (node.module or "").split(".")[0]
             if root in ("autokernel", "__future__"):
@@ -107,7 +108,7 @@ def _string_literal(text: str) -> str:
 
 
 def _imports_autokernel(source: str) -> bool:
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse_source(source)):
         if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "autokernel":
             return True
         if isinstance(node, ast.Import) and any(a.name.split(".")[0] == "autokernel"

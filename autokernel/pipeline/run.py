@@ -82,8 +82,14 @@ def run_pipeline(options: RunOptions, progress: Progress | None = None) -> RunOu
     config = loop_config(options, device, dtype, agent_name)
     if device == "cpu":
         check_cpu_night(plan, chosen, config, options.yes, progress)
-    workspace, state = create_workspace(root, run_tag, options.model_file, options.class_name,
-                                        plan, chosen, config, agent_options)
+    try:
+        workspace, state = create_workspace(root, run_tag, options.model_file,
+                                            options.class_name, plan, chosen, config,
+                                            agent_options)
+    except KeyboardInterrupt:  # before the loop's own Ctrl-C handling: said, not a traceback
+        made = f" ({root} may be incomplete: remove it)" if root.exists() else ""
+        raise PipelineError(f"interrupted before the first experiment{made}",
+                            code=EXIT_INTERRUPTED) from None
     return drive(workspace, plan, state, config, agent, agent_note, progress,
                  make_agent=lambda: make_run_agent(options.agent, agent_options)[0])
 
@@ -199,6 +205,9 @@ def drive(workspace: Workspace, plan: Plan, state: RunState, config: LoopConfig,
                        else Runner(workspace, plan, state, config, agent, dashboard=dashboard))
     except WorkersUnavailable as exc:
         raise PipelineError(str(exc)) from None
+    except KeyboardInterrupt:  # the loop handles Ctrl-C once it runs; before, nothing began
+        raise PipelineError(f"interrupted before the next experiment: `autokernel resume "
+                            f"{workspace.root}` continues", code=EXIT_INTERRUPTED) from None
     if new_hours is not None:
         runner.extend_hours(new_hours)
     try:
