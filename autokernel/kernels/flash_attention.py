@@ -67,6 +67,8 @@ BLOCK_DK = 64
 BLOCK_DV = 512
 NUM_WARPS = 8
 NUM_STAGES = 3
+VARIANT = "tiled"
+WARP_SPECIALIZE = False
 
 TUNABLE_SPACE = {
     "BLOCK_M": [16, 32, 64, 128],
@@ -75,6 +77,8 @@ TUNABLE_SPACE = {
     "BLOCK_DV": [64, 128, 256, 512, 1024],
     "NUM_WARPS": [4, 8],
     "NUM_STAGES": [1, 2, 3, 4],
+    "VARIANT": ["tiled", "tma"],
+    "WARP_SPECIALIZE": [False, True],
 }
 
 # The widest head dim kept whole in one program (Q resident, whole output rows accumulated).
@@ -248,6 +252,117 @@ def flash_attention_kernel(
              mask=(queries[:, None] < seq_len) & (v_cols[None, :] < HEAD_DIM))
 
 
+# ---------------------------------------------------------------------------------------------
+# VARIANT = "tma": resident head dims on Hopper and newer; Q, K, V and O move through TMA.
+
+
+@triton.jit
+def _head_descriptor(ptr, batch, head, stride_b, stride_h, stride_s, seq_len,
+                     HEAD_DIM: tl.constexpr, BLOCK_ROWS: tl.constexpr, BLOCK_D: tl.constexpr):
+    """A TMA descriptor over one head, [seq_len, HEAD_DIM] (the head dim contiguous), read and
+    written BLOCK_ROWS x BLOCK_D at a time: the TMA unit zero-fills rows past seq_len and columns
+    past HEAD_DIM on loads and drops them on stores, so neither needs a mask. Built on the device
+    (the host checked the alignment TMA needs)."""
+    return tl.make_tensor_descriptor(ptr + batch * stride_b + head * stride_h,
+                                     [seq_len, HEAD_DIM], [stride_s, 1], [BLOCK_ROWS, BLOCK_D])
+
+
+@triton.jit
+def _attend_key_blocks_tma(
+    acc, row_max, row_sum, q, k_desc, v_desc, queries, key_begin, key_end, seq_len, qk_scale,
+    MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+):
+    """Fold keys [key_begin, key_end) into the online softmax state, K and V tiles through TMA.
+    key_begin is a multiple of BLOCK_N (0 or the unmasked range's end)."""
+    for start in tl.range(key_begin, key_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        start = tl.multiple_of(start, BLOCK_N)
+        k = k_desc.load([start, 0])
+        if UPCAST:
+            k = k.to(tl.float32)
+        scores = tl.dot(q, k.T, input_precision=DOT_PRECISION)
+        if MASKED:
+            keys = start + tl.arange(0, BLOCK_N)
+            visible = keys[None, :] < seq_len
+            if CAUSAL:
+                visible = visible & (keys[None, :] <= queries[:, None])
+            scores = tl.where(visible, scores * qk_scale, float("-inf"))
+            new_max = tl.maximum(row_max, tl.max(scores, axis=1))
+            p = tl.exp2(scores - new_max[:, None])
+        else:
+            # No mask: the scale folds into one multiply-add per score (qk_scale >= 0, so the
+            # row max of the raw scores, scaled, is the max of the scaled ones).
+            new_max = tl.maximum(row_max, tl.max(scores, axis=1) * qk_scale)
+            p = tl.exp2(scores * qk_scale - new_max[:, None])
+        rescale = tl.exp2(row_max - new_max)
+        row_sum = row_sum * rescale + tl.sum(p, axis=1)
+        v = v_desc.load([start, 0])
+        p_in = p.to(v.dtype)  # the rounding a tensor-core PV product applies
+        if UPCAST:
+            p_in = p_in.to(tl.float32)
+            v = v.to(tl.float32)
+        acc = tl.dot(p_in, v, acc * rescale[:, None], input_precision=DOT_PRECISION)
+        row_max = new_max
+    return acc, row_max, row_sum
+
+
+@triton.jit
+def flash_attention_tma_kernel(
+    q_ptr, k_ptr, v_ptr, o_ptr,
+    stride_qb, stride_qh, stride_qs,
+    stride_kb, stride_kh, stride_ks,
+    stride_vb, stride_vh, stride_vs,
+    stride_ob, stride_oh, stride_os,
+    num_heads, seq_len, qk_scale,
+    CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
+    WARP_SPECIALIZE: tl.constexpr,
+):
+    qk_scale = tl.cast(qk_scale, tl.float32)  # fp32 even when Inductor passes an fp64
+    # Program order as in the tiled kernel: query blocks last (heaviest under causal) first.
+    query_blocks = tl.cdiv(seq_len, BLOCK_M)
+    pid = tl.program_id(0)
+    batch_head = pid // query_blocks
+    query_block = query_blocks - 1 - pid % query_blocks
+    batch = (batch_head // num_heads).to(tl.int64)
+    head = (batch_head % num_heads).to(tl.int64)
+    q_desc = _head_descriptor(q_ptr, batch, head, stride_qb, stride_qh, stride_qs, seq_len,
+                              HEAD_DIM, BLOCK_M, BLOCK_D)
+    k_desc = _head_descriptor(k_ptr, batch, head, stride_kb, stride_kh, stride_ks, seq_len,
+                              HEAD_DIM, BLOCK_N, BLOCK_D)
+    v_desc = _head_descriptor(v_ptr, batch, head, stride_vb, stride_vh, stride_vs, seq_len,
+                              HEAD_DIM, BLOCK_N, BLOCK_D)
+    o_desc = _head_descriptor(o_ptr, batch, head, stride_ob, stride_oh, stride_os, seq_len,
+                              HEAD_DIM, BLOCK_M, BLOCK_D)
+
+    first_query = query_block * BLOCK_M
+    queries = first_query + tl.arange(0, BLOCK_M)
+    q = q_desc.load([first_query, 0])
+    if UPCAST:
+        q = q.to(tl.float32)
+    row_max = tl.full((BLOCK_M,), float("-inf"), dtype=tl.float32)
+    row_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_D), dtype=tl.float32)
+    if CAUSAL:
+        unmasked_end = (first_query // BLOCK_N) * BLOCK_N
+        key_end = min(first_query + BLOCK_M, seq_len)
+    else:
+        unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
+        key_end = seq_len
+    # Off-diagonal blocks without masks, then the diagonal and/or ragged last block with them
+    # (two loops, so the hot one carries no mask arithmetic).
+    acc, row_max, row_sum = _attend_key_blocks_tma(
+        acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, unmasked_end, seq_len, qk_scale,
+        False, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, WARP_SPECIALIZE,
+    )
+    acc, row_max, row_sum = _attend_key_blocks_tma(
+        acc, row_max, row_sum, q, k_desc, v_desc, queries, unmasked_end, key_end, seq_len,
+        qk_scale, True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, WARP_SPECIALIZE,
+    )
+    out = acc / row_sum[:, None]
+    o_desc.store([first_query, 0], out.to(o_ptr.dtype.element_ty))  # rows past seq_len dropped
+
+
 @functools.cache
 def _shared_memory_bytes(device_index: int) -> int:
     props = torch.cuda.get_device_properties(device_index)
@@ -260,11 +375,12 @@ def _block(requested: int, dim: int) -> int:
 
 
 def _estimated_fit(block_m: int, block_n: int, block_dk: int, block_dv: int, resident: bool,
-                   num_stages: int, element_size: int, device: int) -> tuple[int, int]:
+                   num_stages: int, element_size: int, device: int, min_stages: int = 1
+                   ) -> tuple[int, int]:
     """(BLOCK_N, stages) whose buffers fit in the shared memory of CUDA device `device` (-1: CPU).
     Held once: the probabilities fed to PV, and the Q tile if resident (else the V tile, loaded
     outside the pipelined slice loop); per stage: a K and a V tile if resident, else a Q and a K
-    slice. BLOCK_N halves first if even one stage cannot fit."""
+    slice. BLOCK_N halves first if even `min_stages` stages cannot fit."""
     if device < 0:
         return block_n, num_stages  # the interpreter has no shared memory
     budget = _shared_memory_bytes(device)
@@ -275,7 +391,7 @@ def _estimated_fit(block_m: int, block_n: int, block_dk: int, block_dv: int, res
     def per_stage(bn: int) -> int:
         return (2 * bn * block_dk if resident else (block_m + bn) * block_dk) * element_size
 
-    while block_n > 16 and held(block_n) + per_stage(block_n) > budget:
+    while block_n > 16 and held(block_n) + min_stages * per_stage(block_n) > budget:
         block_n //= 2
     return block_n, max(1, min(num_stages, (budget - held(block_n)) // per_stage(block_n)))
 
@@ -290,10 +406,11 @@ class Launch(NamedTuple):
     args: tuple[Any, ...]
     options: dict[str, int]
     compiled: Any
+    tma: bool = False  # the tma kernel: its descriptors need scratch from the allocator
 
 
 def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
-             args: tuple[Any, ...], **options: int) -> Launch:
+             args: tuple[Any, ...], tma: bool = False, **options: int) -> Launch:
     """Compile `kernel` ahead for tensors of `tensor_dtypes` followed by `args`.
 
     Triton specializes a compiled kernel on its integer arguments (equal to 1, divisible by 16)
@@ -302,14 +419,27 @@ def _compile(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch
     The interpreter's warm-up compiles nothing (None), as does a kernel without one.
     """
     warmup = getattr(kernel, "warmup", None)
+    if tma:
+        triton.set_allocator(_descriptor_scratch)  # warmup only compiles, but set it as a launch
     compiled = None if warmup is None else warmup(*tensor_dtypes, *args, grid=grid, **options)
-    return Launch(kernel, grid, args, options, compiled)
+    return Launch(kernel, grid, args, options, compiled, tma)
+
+
+def _descriptor_scratch(size: int, alignment: int, stream: int | None) -> torch.Tensor:
+    """Global memory Triton asks for at launch, where the tma kernel's programs write their TMA
+    descriptors (128 bytes each, four per program)."""
+    return torch.empty(size, dtype=torch.int8, device="cuda")
 
 
 def _launch(launch: Launch, *tensors: torch.Tensor) -> None:
     """Launch on `tensors` (the kernel's leading pointer arguments). Straight through the compiled
     kernel when every pointer is 16-byte aligned, as it was compiled for and as every fresh
-    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it."""
+    allocation is; a view at an odd offset goes through Triton's JIT, which specializes on it
+    (only ever the tiled kernel: `_plan` gives such views no tma launch)."""
+    if launch.tma:
+        # Device-side descriptors need the scratch above; the allocator is a context variable
+        # (per thread), cheap to set before each launch.
+        triton.set_allocator(_descriptor_scratch)
     if launch.compiled is not None and _aligned(tensors):
         launch.compiled[launch.grid](*tensors, *launch.args)
     else:
@@ -326,13 +456,13 @@ def _aligned(tensors: tuple[torch.Tensor, ...]) -> bool:
 
 def _fitting_launch(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tuple[torch.dtype, ...],
                     args: Callable[[int], tuple[Any, ...]], block_n: int, num_stages: int,
-                    num_warps: int) -> Launch:
+                    num_warps: int, tma: bool = False) -> Launch:
     """The launch compiled with args(block_n) and num_stages, shrinking the pipeline and then
     BLOCK_N while the compiled kernel needs more shared memory than the GPU has (loading it,
     which indexing it does, raises OutOfResources then). The estimate that picked the starting
     point leaves out Triton's layout-conversion buffers, so this is rare."""
     while True:
-        launch = _compile(kernel, grid, tensor_dtypes, args(block_n), num_warps=num_warps,
+        launch = _compile(kernel, grid, tensor_dtypes, args(block_n), tma, num_warps=num_warps,
                           num_stages=num_stages)
         try:
             if launch.compiled is not None:
@@ -347,17 +477,57 @@ def _fitting_launch(kernel: Any, grid: tuple[int, int, int], tensor_dtypes: tupl
                 raise
 
 
+@functools.cache
+def _has_tma(device: int) -> bool:
+    """Whether tensor descriptors work on CUDA device `device`: sm_90 and newer. The interpreter
+    (device -1, CPU tensors) runs them with numpy, zero fill and clipped stores included."""
+    return device < 0 or torch.cuda.get_device_capability(device) >= (9, 0)
+
+
+def _tma_strides(shape: tuple[int, ...], strides: tuple[tuple[int, ...], ...], dtype: torch.dtype,
+                 scale: float | None, device: int, aligned: bool) -> tuple[int, ...] | None:
+    """The (batch, head, row) strides of q, k, v and the output that the tma kernel's per-head
+    descriptors take, or None where the call runs the tiled kernel instead:
+      - VARIANT "tiled", or a GPU older than sm_90 (no TMA unit);
+      - fp32 (the variant is for tensor-core dtypes; fp32's ieee dots gain nothing from TMA);
+      - head dims over RESIDENT_HEAD_DIM (the tiled kernel slices those);
+      - a negative scale (the unmasked loop scales the raw row max, which needs scale >= 0);
+      - a tensor TMA cannot address: its head dim strided, a batch, head or row stride (in
+        bytes) not a multiple of 16, or a base address off 16 bytes (`aligned`).
+    A dim of size 1 is only ever indexed at 0: its stride becomes a placeholder that TMA
+    accepts, whatever the tensor's own (a [1, H, S, D] view's batch stride, say)."""
+    if (VARIANT != "tma" or dtype not in (torch.float16, torch.bfloat16) or not aligned
+            or shape[3] > RESIDENT_HEAD_DIM or (scale is not None and scale < 0)
+            or not _has_tma(device)):
+        return None
+    elements = 16 // dtype.itemsize
+    placeholder = elements * triton.cdiv(shape[3], elements)
+    found: list[int] = []
+    for tensor_strides in strides:
+        if tensor_strides[3] != 1 and shape[3] != 1:
+            return None
+        for size, stride in zip(shape[:3], tensor_strides[:3]):
+            if size == 1:
+                stride = placeholder
+            elif stride % elements:
+                return None
+            found.append(stride)
+    return tuple(found)
+
+
 @functools.lru_cache(maxsize=1024)
 def _plan(
     q_shape: tuple[int, ...], k_shape: tuple[int, ...], v_shape: tuple[int, ...],
     q_strides: tuple[int, ...], k_strides: tuple[int, ...], v_strides: tuple[int, ...],
     dtypes: tuple[torch.dtype, ...], causal: bool, scale: float | None, device: int,
+    aligned: bool = True,
 ) -> Launch | None:
     """The launch the tunables give for these inputs (the output contiguous): the one place where
     tunables become a launch; raises ValueError for inputs that do not fit together. Cached by
     its arguments, which are plain values, so a call pays a dictionary lookup; `device` (the
     current CUDA device, -1 for CPU tensors) is part of the key because a compiled kernel is
-    loaded on one device, and a GPU's shared memory bounds the pipeline. None for empty inputs."""
+    loaded on one device, and a GPU's shared memory bounds the pipeline. `aligned`: q, k and v
+    start at 16-byte aligned addresses (TMA needs it). None for empty inputs."""
     if len(q_shape) != 4 or q_shape != k_shape or q_shape != v_shape:
         raise ValueError(f"flash_attention needs q, k, v of one shape [B, H, S, D]; got "
                          f"{tuple(q_shape)}, {tuple(k_shape)}, {tuple(v_shape)}")
@@ -380,11 +550,26 @@ def _plan(
     block_m = _block(BLOCK_M, seq_len)
     while block_m > 16 and block_m * block_dv > ACC_PER_THREAD * 32 * NUM_WARPS:
         block_m //= 2
+    out_strides = (heads * seq_len * head_dim, seq_len * head_dim, head_dim, 1)
+    tma_strides = _tma_strides(q_shape, (q_strides, k_strides, v_strides, out_strides), dtype,
+                               scale, device, aligned)
+    if tma_strides is not None:
+        block_n, num_stages = _estimated_fit(block_m, _block(BLOCK_N, seq_len), block_dk,
+                                             block_dv, True, NUM_STAGES, dtype.itemsize, device,
+                                             min_stages=min(2, NUM_STAGES))
+
+        def tma_args(block_n: int) -> tuple[Any, ...]:
+            return (*tma_strides, heads, seq_len, qk_scale, bool(causal), head_dim, block_m,
+                    block_n, block_dk, precision, upcast, bool(WARP_SPECIALIZE))
+
+        return _fitting_launch(flash_attention_tma_kernel,
+                               (triton.cdiv(seq_len, block_m) * batch * heads, 1, 1),
+                               (dtype,) * 4, tma_args, block_n, num_stages, NUM_WARPS, tma=True)
+
     block_n, num_stages = _estimated_fit(block_m, _block(BLOCK_N, seq_len), block_dk, block_dv,
                                          resident, NUM_STAGES, dtype.itemsize, device)
     slices = triton.cdiv(head_dim, block_dv)
     grid = (triton.cdiv(seq_len, block_m) * batch * heads * slices, 1, 1)
-    out_strides = (heads * seq_len * head_dim, seq_len * head_dim, head_dim, 1)
 
     furthest = max((seq_len - 1) * strides[2] + (head_dim - 1) * strides[3]
                    for strides in (q_strides, k_strides, v_strides, out_strides))
@@ -405,7 +590,8 @@ def flash_attention(
 ) -> torch.Tensor:
     device = torch.cuda.current_device() if q.is_cuda else -1
     launch = _plan(q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
-                   (q.dtype, k.dtype, v.dtype), bool(causal), scale, device)
+                   (q.dtype, k.dtype, v.dtype), bool(causal), scale, device,
+                   VARIANT != "tma" or _aligned((q, k, v)))
     out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
     if launch is not None:
         _launch(launch, q, k, v, out)
