@@ -268,25 +268,33 @@ def _head_descriptor(ptr, batch, head, stride_b, stride_h, stride_s, seq_len,
 
 
 @triton.jit
+def _masked_scores(scores, queries, keys, seq_len, qk_scale, CAUSAL: tl.constexpr):
+    """Scaled scores with keys past seq_len (zero-filled by TMA) and, if causal, keys after
+    the query at -inf."""
+    visible = keys[None, :] < seq_len
+    if CAUSAL:
+        visible = visible & (keys[None, :] <= queries[:, None])
+    return tl.where(visible, scores * qk_scale, float("-inf"))
+
+
+@triton.jit
 def _attend_key_blocks_tma(
     acc, row_max, row_sum, q, k_desc, v_desc, queries, key_begin, key_end, seq_len, qk_scale,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
     DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
 ):
     """Fold keys [key_begin, key_end) into the online softmax state, K and V tiles through TMA.
-    key_begin is a multiple of BLOCK_N (0 or the unmasked range's end)."""
+    MASKED applies the sequence-end and causal masks (all true in blocks that need none).
+    key_begin is a multiple of BLOCK_N."""
     for start in tl.range(key_begin, key_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start = tl.multiple_of(start, BLOCK_N)
         k = k_desc.load([start, 0])
         if UPCAST:
             k = k.to(tl.float32)
         scores = tl.dot(q, k.T, input_precision=DOT_PRECISION)
+        keys = start + tl.arange(0, BLOCK_N)
         if MASKED:
-            keys = start + tl.arange(0, BLOCK_N)
-            visible = keys[None, :] < seq_len
-            if CAUSAL:
-                visible = visible & (keys[None, :] <= queries[:, None])
-            scores = tl.where(visible, scores * qk_scale, float("-inf"))
+            scores = _masked_scores(scores, queries, keys, seq_len, qk_scale, CAUSAL)
             new_max = tl.maximum(row_max, tl.max(scores, axis=1))
             p = tl.exp2(scores - new_max[:, None])
         else:
@@ -349,16 +357,25 @@ def flash_attention_tma_kernel(
     else:
         unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
         key_end = seq_len
-    # Off-diagonal blocks without masks, then the diagonal and/or ragged last block with them
-    # (two loops, so the hot one carries no mask arithmetic).
-    acc, row_max, row_sum = _attend_key_blocks_tma(
-        acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, unmasked_end, seq_len, qk_scale,
-        False, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, WARP_SPECIALIZE,
-    )
-    acc, row_max, row_sum = _attend_key_blocks_tma(
-        acc, row_max, row_sum, q, k_desc, v_desc, queries, unmasked_end, key_end, seq_len,
-        qk_scale, True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, WARP_SPECIALIZE,
-    )
+    if WARP_SPECIALIZE:
+        # One masked loop over every block: Triton 3.6's NVGPUWarpSpecialization pass crashes
+        # on two warp-specialised loops in a row, or on a loop branching to a mask per block
+        # (sm_90 compiles). The masks are all true off the diagonal, so only ALU work is lost.
+        acc, row_max, row_sum = _attend_key_blocks_tma(
+            acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, key_end, seq_len, qk_scale,
+            True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, True,
+        )
+    else:
+        # Off-diagonal blocks without masks, then the diagonal and/or ragged last block with
+        # them (two loops, so the hot one carries no mask arithmetic, not even a branch).
+        acc, row_max, row_sum = _attend_key_blocks_tma(
+            acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, unmasked_end, seq_len,
+            qk_scale, False, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, False,
+        )
+        acc, row_max, row_sum = _attend_key_blocks_tma(
+            acc, row_max, row_sum, q, k_desc, v_desc, queries, unmasked_end, key_end, seq_len,
+            qk_scale, True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, False,
+        )
     out = acc / row_sum[:, None]
     o_desc.store([first_query, 0], out.to(o_ptr.dtype.element_ty))  # rows past seq_len dropped
 
@@ -558,9 +575,13 @@ def _plan(
                                              block_dv, True, NUM_STAGES, dtype.itemsize, device,
                                              min_stages=min(2, NUM_STAGES))
 
+        # Triton 3.6 warp-specialises a loop on Hopper only at 4 warps (at 8 the compiled loop
+        # has no partitions, checked on sm_90 compiles), so 8 warps keep the two-loop form.
+        warp_specialize = bool(WARP_SPECIALIZE) and NUM_WARPS == 4
+
         def tma_args(block_n: int) -> tuple[Any, ...]:
             return (*tma_strides, heads, seq_len, qk_scale, bool(causal), head_dim, block_m,
-                    block_n, block_dk, precision, upcast, bool(WARP_SPECIALIZE))
+                    block_n, block_dk, precision, upcast, warp_specialize)
 
         return _fitting_launch(flash_attention_tma_kernel,
                                (triton.cdiv(seq_len, block_m) * batch * heads, 1, 1),
