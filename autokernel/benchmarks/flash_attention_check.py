@@ -3,6 +3,8 @@
 
     python -m autokernel.benchmarks flash-attention-check [--quick] [--baseline-rev REV]
         [--wide-configs]
+    python -m autokernel.benchmarks flash-attention-check --variants tiled,tma
+        [--configs 'BLOCK_N=64;BLOCK_N=128,NUM_STAGES=2'] [--quick]
 
 Grid: head dim D in 64/128/256/512/1024 x S in 1024/2048/4096 x causal and not x fp16/bf16, with
 H·D = 2048 and B·S = 16384 (the FlashAttention papers' benchmark shapes), inputs from the op's own
@@ -21,6 +23,15 @@ D > 256 there ("-"). --wide-configs: after the main table, time a few tunable se
 tiled path (BLOCK_DV, BLOCK_DK, NUM_WARPS) at D = 512 and 1024, S = 2048, fp16, to choose its
 defaults (about two more minutes of compiling).
 
+--variants V1,V2: instead of the grid above, compare the starter's VARIANTs (each with the file's
+other tunables, or with each --configs setting: ';' between settings, ',' between NAME=VALUE
+pairs, values as Python literals) beside SDPA on the resident head dims the tma variant serves:
+D in 64/128/256 x S in 1024/2048/4096/8192 x causal and not x fp16/bf16, H = 32 heads and
+B = max(1, 16384 / S) (B·H >= 64), each contestant checked on batch 0 as above. Compiles are per
+(variant, config, D, dtype, causal); the S values share them. Two contestants take about 3-4
+minutes on an H200; --quick (fp16, S 2048 and 8192) about a third of that. `ran` says which
+kernel each plan launched (tma falls back to tiled where TMA cannot address the inputs).
+
 Needs a CUDA GPU. The main grid takes about a minute on an H100, most of it compiling (20 kernels:
 5 head dims x causal x dtype; the S values share each compiled kernel). Tables come last.
 """
@@ -28,6 +39,7 @@ Needs a CUDA GPU. The main grid takes about a minute on an H100, most of it comp
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 import sys
 import tempfile
@@ -58,6 +70,9 @@ DTYPES = (torch.float16, torch.bfloat16)
 HEADS_TIMES_DIM = 2048
 TOKENS = 16384  # B·S
 WARMUP_MS, REP_MS = 10, 40
+VARIANT_HEAD_DIMS = (64, 128, 256)
+VARIANT_SEQ_LENS = (1024, 2048, 4096, 8192)
+VARIANT_HEADS = 32
 WIDE_CONFIGS = [{"BLOCK_DV": dv, "BLOCK_DK": dk, "NUM_WARPS": warps}
                 for dv in (256, 512, 1024) for dk in (64, 128) for warps in (4, 8)]
 
@@ -111,12 +126,103 @@ def shape_for(head_dim: int, seq_len: int) -> tuple[int, int, int, int]:
     return (max(1, TOKENS // seq_len), max(1, HEADS_TIMES_DIM // head_dim), seq_len, head_dim)
 
 
+def parse_configs(text: str | None) -> list[dict[str, Any]]:
+    """'A=1,B=2;A=3' -> [{'A': 1, 'B': 2}, {'A': 3}]; values are Python literals (True, 'tma')."""
+    if not text:
+        return [{}]
+    configs = []
+    for setting in text.split(";"):
+        config: dict[str, Any] = {}
+        for pair in filter(None, (p.strip() for p in setting.split(","))):
+            name, _, value = pair.partition("=")
+            try:
+                config[name.strip()] = ast.literal_eval(value.strip())
+            except (ValueError, SyntaxError):
+                config[name.strip()] = value.strip()  # a bare word: a string tunable
+        configs.append(config)
+    return configs
+
+
+def planned_kind(module: ModuleType, shape: tuple[int, ...], dtype: torch.dtype, causal: bool
+                 ) -> str:
+    """Which kernel the module's plan launches for contiguous inputs of this shape."""
+    strides = torch.empty(0).new_empty(shape, device="meta").stride()
+    launch = module._plan(shape, shape, shape, strides, strides, strides, (dtype,) * 3, causal,
+                          None, torch.cuda.current_device())
+    return "tma" if getattr(launch, "tma", False) else "tiled"
+
+
+def compare_variants(variants: list[str], configs: list[dict[str, Any]], quick: bool,
+                     scratch: Path, started: float) -> int:
+    """Each variant x config beside SDPA on the resident head dims; a row per contestant and case,
+    printed as it comes, the table last."""
+    source = starter_path("flash_attention").read_text()
+    modules: dict[str, ModuleType] = {}
+    for variant in variants:
+        for i, config in enumerate(configs):
+            tunables = {"VARIANT": variant, **config}
+            label = ",".join(f"{k}={v}" for k, v in tunables.items())
+            modules[label] = module_from_source(set_tunables(source, tunables), scratch,
+                                                f"fa_variant_{variant}_{i}")
+    dtypes = (torch.float16,) if quick else DTYPES
+    seq_lens = (2048, 8192) if quick else VARIANT_SEQ_LENS
+    rows = []
+    for head_dim in VARIANT_HEAD_DIMS:
+        for dtype in dtypes:
+            for causal in (True, False):
+                for seq_len in seq_lens:
+                    shape = (max(1, TOKENS // seq_len), VARIANT_HEADS, seq_len, head_dim)
+                    row = measure_case(shape, dtype, causal,
+                                       {label: m.kernel_fn for label, m in modules.items()})
+                    for label, module in modules.items():
+                        row[f"{label}_ran"] = planned_kind(module, shape, dtype, causal)
+                        rows.append((shape, dtype, causal, label, row))
+                        mine = {k.removeprefix(label + "_"): v for k, v in row.items()
+                                if k.startswith(label + "_")}
+                        print(f"{shape} {dtype_name(dtype)} causal={causal} {label}: {mine} "
+                              f"sdpa_ms={row.get('sdpa_ms')}", flush=True)
+                    torch.cuda.empty_cache()
+
+    print(f"\nflash_attention variants vs SDPA, {torch.cuda.get_device_name()}, code "
+          f"{source_commit(REPO)}, torch {torch.__version__}, triton {triton.__version__}, "
+          f"{time.monotonic() - started:.0f} s")
+    print("err: worst error / allowance on batch 0 vs the fp32 reference (<= 1 passes); "
+          "ms: do_bench median; speedup = sdpa_ms / kernel_ms")
+    for i, label in enumerate(modules):
+        print(f"  [{i}] {label}")
+    header = (f"{'B':>3s} {'H':>3s} {'S':>5s} {'D':>4s} {'dtype':5s} {'causal':6s} {'cfg':>3s} "
+              f"{'ran':5s} {'ok':3s} {'err':>6s} {'kernel_ms':>9s} {'sdpa_ms':>8s} "
+              f"{'kernel_TF':>9s} {'sdpa_TF':>8s} {'speedup':>7s}")
+    print(header)
+    print("-" * len(header))
+    index = {label: i for i, label in enumerate(modules)}
+    for shape, dtype, causal, label, row in rows:
+        b, h, s, d = shape
+        lead = (f"{b:3d} {h:3d} {s:5d} {d:4d} {dtype_name(dtype):5s} {causal!s:6s} "
+                f"{index[label]:3d} {row[label + '_ran']:5s} ")
+        error = row.get(f"{label}_error") or row.get("sdpa_error")
+        if error:
+            print(lead + f"ERR {error}")
+            continue
+        ms = row[f"{label}_ms"]
+        ok = "yes" if row[f"{label}_err"] <= 1 else "NO"
+        print(lead + f"{ok:3s} {row[label + '_err']:6.2f} {ms:9.3f} {row['sdpa_ms']:8.3f} "
+              f"{tflops(shape, causal, ms):9.1f} {tflops(shape, causal, row['sdpa_ms']):8.1f} "
+              f"{row['sdpa_ms'] / ms:7.2f}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="S = 2048 only")
     parser.add_argument("--baseline-rev", help="also time the starter as committed at this rev")
     parser.add_argument("--wide-configs", action="store_true",
                         help="time tunable settings of the tiled path (D = 512, 1024)")
+    parser.add_argument("--variants",
+                        help="compare these VARIANTs (e.g. tiled,tma) beside SDPA at D <= 256")
+    parser.add_argument("--configs",
+                        help="with --variants: tunable settings tried for each variant, "
+                             "e.g. 'BLOCK_N=64;BLOCK_N=128,NUM_WARPS=4,WARP_SPECIALIZE=True'")
     args = parser.parse_args(argv)
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -124,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 reference stays fp32
     started = time.monotonic()
     scratch = Path(tempfile.mkdtemp(prefix="gpu_flash_attention_check_"))
+    if args.variants:
+        return compare_variants([v.strip() for v in args.variants.split(",") if v.strip()],
+                                parse_configs(args.configs), args.quick, scratch, started)
     starter = load_file_as_module(starter_path("flash_attention"), "flash_attention_starter")
     contestants: dict[str, Callable[..., torch.Tensor]] = {"kernel": starter.kernel_fn}
     if args.baseline_rev:
