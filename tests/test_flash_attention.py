@@ -44,6 +44,17 @@ SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
 # Small blocks for heads past the resident limit: several query and key blocks, head-dim slices
 # of QKᵀ and output slices that D = 320 leaves ragged (320 = 2.5 x 128).
 SMALL_WIDE_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_DK": 128, "BLOCK_DV": 128}
+# The tma variant at blocks small enough for several query and key blocks on CPU shapes, in its
+# two-loop form and in its warp-specialised one-loop form (masks on every block).
+TMA_SETTINGS = {
+    "tma": {"VARIANT": "tma", "BLOCK_M": 16, "BLOCK_N": 16},
+    "tma_ws": {"VARIANT": "tma", "BLOCK_M": 32, "BLOCK_N": 16, "NUM_WARPS": 4,
+               "WARP_SPECIALIZE": True},
+}
+# Several key blocks, ragged against 16; one query; D = 80 (padded, TMA zero-fills the columns);
+# the widest resident head; a 3-head batch.
+TMA_DTYPE_TOLERANCES = [p for p in DTYPE_TOLERANCES if p.values[0] != torch.float32]
+TMA_SHAPES = ((1, 2, 45, 64), (2, 1, 1, 32), (1, 1, 40, 80), (1, 1, 37, 256), (2, 3, 33, 16))
 
 
 # The fp64 oracle materialises B·H·S² scores about three times over; GPU-sized checks compare head
@@ -217,11 +228,25 @@ def test_head_dims_around_the_resident_limit(head_dim, dtype, atol, rtol, causal
                              f"D={head_dim} {dtype} causal={causal}")
 
 
+@pytest.mark.parametrize("variant", ["tiled", "tma"])
 @pytest.mark.parametrize("head_dim", [64, 320])
-def test_allocates_nothing_but_the_output(head_dim, device, monkeypatch) -> None:
-    """No S x S score matrix and no other scratch: the op must fit wherever its inputs fit twice."""
+def test_allocates_nothing_but_the_output(head_dim, variant, device, monkeypatch,
+                                          tma_kernels) -> None:
+    """No S x S score matrix and no other scratch: the op must fit wherever its inputs fit twice.
+    The one exception is the tma variant's descriptor scratch, which Triton asks the registered
+    allocator for at launch on a GPU (128 bytes per descriptor, four per program; the
+    interpreter needs none)."""
+    module = KERNEL if variant == "tiled" else tma_kernels["tma"]
     args = _inputs((1, 2, 40, head_dim), torch.float16, device)
-    KERNEL.kernel_fn(*args)  # plan first: only the call itself is measured
+    module.kernel_fn(*args)  # plan first: only the call itself is measured
+    scratch: list[int] = []
+    original_scratch = module._descriptor_scratch
+
+    def recording_scratch(size, alignment, stream):
+        scratch.append(size)
+        return original_scratch(size, alignment, stream)
+
+    monkeypatch.setattr(module, "_descriptor_scratch", recording_scratch)
     allocated: list[int] = []
     for name in ("empty", "empty_like", "empty_strided", "zeros", "zeros_like", "full", "ones"):
         original = getattr(torch, name)
@@ -232,9 +257,14 @@ def test_allocates_nothing_but_the_output(head_dim, device, monkeypatch) -> None
             return t
 
         monkeypatch.setattr(torch, name, recording)
-    out = KERNEL.kernel_fn(*args)
+    out = module.kernel_fn(*args)
     monkeypatch.undo()
-    assert allocated == [out.numel()]
+    assert allocated == [out.numel(), *scratch]
+    launch = _planned(module, *args[:4], device=device)
+    assert launch.tma == (variant == "tma" and head_dim <= 256)
+    if not launch.tma or device != "cuda":
+        assert not scratch
+    assert sum(scratch) <= launch.grid[0] * 4 * 128
 
 
 @pytest.mark.parametrize("head_dim", [64, 320])
@@ -350,6 +380,133 @@ def test_rejects_mismatched_inputs(device) -> None:
         KERNEL.kernel_fn(q, k[:, :1], v)
     with pytest.raises(ValueError):
         KERNEL.kernel_fn(q, k.float(), v)
+
+
+# ---------------------------------------------------------------------------------------------
+# VARIANT = "tma": per-head TMA descriptors, where TMA can address the inputs.
+
+
+@pytest.fixture(scope="module")
+def tma_kernels(tmp_path_factory: pytest.TempPathFactory):
+    directory = tmp_path_factory.mktemp("tma")
+    return {name: load_starter_with("flash_attention", tunables, directory)
+            for name, tunables in TMA_SETTINGS.items()}
+
+
+def _planned(module, q, k, v, causal=True, scale=None, device: str = "cpu"):
+    """The launch module's kernel_fn plans for these tensors."""
+    return module._plan(q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+                        (q.dtype, k.dtype, v.dtype), causal, scale,
+                        torch.cuda.current_device() if device == "cuda" else -1,
+                        all(t.data_ptr() % 16 == 0 for t in (q, k, v)))
+
+
+@pytest.mark.parametrize("setting", list(TMA_SETTINGS))
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("dtype, atol, rtol", TMA_DTYPE_TOLERANCES)
+@pytest.mark.parametrize("shape", TMA_SHAPES, ids=str)
+def test_tma_variant_matches_reference(shape, dtype, atol, rtol, causal, setting, device,
+                                       tma_kernels) -> None:
+    """The tma kernel itself (the interpreter runs tensor descriptors, zero fill and clipped
+    stores included), bf16 through the UPCAST path like the tiled kernel."""
+    module = tma_kernels[setting]
+    args = _inputs(shape, dtype, device, "normal", causal=causal)
+    assert _planned(module, *args[:4], device=device).tma
+    assert_matches_reference(SPEC, module.kernel_fn, args,
+                             f"{setting} {shape} {dtype} causal={causal}")
+
+
+@pytest.mark.parametrize("setting", list(TMA_SETTINGS))
+@pytest.mark.parametrize("case", SPEC.adversarial, ids=lambda c: c.name)
+def test_tma_variant_adversarial(case, setting, device, tma_kernels) -> None:
+    """rising_logits, ragged ends, one query, D = 80, explicit scale, [B, S, H, D] views (row
+    stride H·D: TMA addresses them)."""
+    for dtype in (torch.float16, torch.bfloat16):
+        assert_adversarial_case_passes(SPEC, tma_kernels[setting].kernel_fn, case,
+                                       (1, 2, 40, 64), dtype, device,
+                                       f"{case.name} {setting} {dtype}")
+
+
+def test_tma_variant_writes_every_output_element_and_is_deterministic(device,
+                                                                      tma_kernels) -> None:
+    for setting, module in tma_kernels.items():
+        for causal in (True, False):
+            args = _inputs((2, 2, 37, 80), torch.float16, device, causal=causal)
+            with nan_filled_allocations():
+                assert_matches_reference(SPEC, module.kernel_fn, args,
+                                         f"{setting} over NaN garbage causal={causal}")
+        assert_deterministic(module.kernel_fn, _inputs((1, 2, 50, 64), torch.bfloat16, device))
+
+
+def test_tma_variant_falls_back_to_tiled_where_tma_cannot_run(device, tma_kernels,
+                                                              monkeypatch) -> None:
+    """The plan takes the tiled kernel for what TMA cannot address or the variant does not
+    serve, and stays correct there."""
+    module = tma_kernels["tma"]
+    q, k, v, causal, scale = _inputs((2, 3, 40, 64), torch.float16, device)
+    assert _planned(module, q, k, v, device=device).tma  # contiguous fp16: TMA (on CPU too)
+    bshd = _inputs((2, 40, 3, 64), torch.float16, device)
+    assert _planned(module, *(t.transpose(1, 2) for t in bshd[:3]), device=device).tma
+    column_major = tuple(t.transpose(-1, -2).contiguous().transpose(-1, -2) for t in (q, k, v))
+    odd_rows = _inputs((1, 2, 40, 100), torch.float16, device)  # 200-byte rows
+    wide_q = torch.cat([q, q], dim=-1)[..., ::2]  # head dim strided
+    offset_q = torch.empty(q.numel() + 1, dtype=q.dtype, device=q.device)[1:].view(q.shape)
+    offset_q.copy_(q)  # 2 bytes off a 16-byte boundary
+    fallbacks = {
+        "column-major": (*column_major, causal, scale),
+        "strided head dim": (wide_q, k, v, causal, scale),
+        "fp32": _inputs((1, 2, 40, 64), torch.float32, device),
+        "D=512": _inputs((1, 2, 40, 512), torch.float16, device),
+        "D=100 rows not 16-byte aligned": odd_rows,
+        "negative scale": (q, k, v, causal, -0.1),
+        "base off 16 bytes": (offset_q, k, v, causal, scale),
+    }
+    for label, args in fallbacks.items():
+        assert not _planned(module, *args[:5], device=device).tma, label
+        assert_matches_reference(SPEC, module.kernel_fn, args, f"fallback: {label}")
+    # A GPU without TMA (before sm_90): what _tma_strides decides for it.
+    monkeypatch.setattr(module, "_has_tma", lambda device: False)
+    strides = (q.stride(), k.stride(), v.stride(), q.stride())
+    assert module._tma_strides(q.shape, strides, q.dtype, None, 0, True) is None
+    monkeypatch.undo()
+    assert module._tma_strides(q.shape, strides, q.dtype, None, -1, True) is not None
+    tiled = KERNEL._tma_strides(q.shape, strides, q.dtype, None, -1, True)
+    assert tiled is None  # the default VARIANT
+
+
+def test_tma_strides_take_placeholders_for_single_dims() -> None:
+    """A dim of size 1 is only indexed at 0: TMA gets an aligned placeholder stride for it."""
+    module = KERNEL
+    original = module.VARIANT
+    module.VARIANT = "tma"
+    try:
+        shape = (1, 2, 1, 40)
+        odd = (7, 40, 3, 1)  # batch and row strides that no 16-byte rule allows
+        found = module._tma_strides(shape, (odd,) * 4, torch.float16, None, -1, True)
+    finally:
+        module.VARIANT = original
+    assert found == (40, 40, 40) * 4
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("setting", [{"VARIANT": "tma"}, {"VARIANT": "tma", "BLOCK_N": 128},
+                                     {"VARIANT": "tma", "NUM_WARPS": 4,
+                                      "WARP_SPECIALIZE": True}], ids=lambda t: "-".join(
+                                          map(str, t.values())))
+@pytest.mark.parametrize("causal", CAUSAL)
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_name)
+@pytest.mark.parametrize("head_dim", [64, 128, 256])
+@pytest.mark.parametrize("seq_len", [1024, 3000, 8192])
+def test_tma_variant_gpu(seq_len, head_dim, dtype, causal, setting, tmp_path) -> None:
+    """The tma kernel compiled for real on sm_90+, S 1024-8192 (3000: ragged), resident heads."""
+    if torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("TMA needs sm_90 or newer")
+    module = load_starter_with("flash_attention", setting, tmp_path)
+    args = _inputs((1, 4, seq_len, head_dim), dtype, "cuda", causal=causal)
+    assert _planned(module, *args[:4], device="cuda").tma
+    _assert_matches_reference_by_heads(module.kernel_fn, args,
+                                       f"{setting} S={seq_len} D={head_dim} {dtype} "
+                                       f"causal={causal}")
 
 
 # A module whose `gpu_launch` plans and launches what the starter would on CUDA device 0 of an
