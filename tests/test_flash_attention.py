@@ -24,7 +24,7 @@ from starter_checks import (
     sweep_cases,
 )
 
-from autokernel.aot import check_file, format_result, triton_interprets
+from autokernel.aot import HOPPER_MAX_SHARED_BYTES, check_file, format_result, triton_interprets
 from autokernel.kernels import starter_path
 from autokernel.ops import get_spec
 from autokernel.ops.spec import DISTRIBUTIONS, dtype_name
@@ -526,8 +526,12 @@ GPU_LAUNCH_MODULE = textwrap.dedent('''
     sys.modules[{name!r}] = starter  # Triton reads the kernels' source through it
     _spec.loader.exec_module(starter)
     starter._shared_memory_bytes = lambda device: HOPPER_MAX_SHARED_BYTES
+    starter._has_tma = lambda device: True  # device 0 is an H100
     starter.WIDE_OFFSET = {wide_offset}
+    for _name, _value in {tunables!r}.items():
+        setattr(starter, _name, _value)
     flash_attention_kernel = starter.flash_attention_kernel  # what the compile phase looks up
+    flash_attention_tma_kernel = starter.flash_attention_tma_kernel
 
 
     def gpu_launch(q, k, v, causal, scale):
@@ -550,12 +554,20 @@ HOPPER_CALLS = (
 )
 
 
-def _gpu_launch_module(directory: Path, wide_offset: int) -> Path:
-    path = directory / f"flash_attention_gpu_launch_{wide_offset}.py"
-    path.write_text(GPU_LAUNCH_MODULE.format(name=f"flash_attention_gpu_copy_{wide_offset}",
+def _gpu_launch_module(directory: Path, wide_offset: int, tunables: dict | None = None,
+                       tag: str = "") -> Path:
+    path = directory / f"flash_attention_gpu_launch_{wide_offset}{tag}.py"
+    path.write_text(GPU_LAUNCH_MODULE.format(name=f"flash_attention_gpu_copy_{wide_offset}{tag}",
                                              path=str(starter_path("flash_attention")),
-                                             wide_offset=wide_offset))
+                                             wide_offset=wide_offset, tunables=tunables or {}))
     return path
+
+
+def _hopper_calls(selected) -> list:
+    return [(f"{'x'.join(map(str, shape))} {dtype_name(dtype)} causal={causal}",
+             (torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype),
+              torch.empty(shape, dtype=dtype), causal, None))
+            for shape, dtype, causal in selected]
 
 
 @pytest.mark.skipif(not triton_interprets(), reason="launches are recorded under the interpreter")
@@ -563,12 +575,7 @@ def test_gpu_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
     """The starter's GPU launches (not the interpreter's upcast variant) at realistic shapes, head
     dims 128 to 1024, build for sm_90a within Hopper's limits and without register spills; one
     also with 64-bit offsets. Checked without a GPU, through Triton's compiler (autokernel.aot)."""
-    def calls(selected):
-        return [(f"{'x'.join(map(str, shape))} {dtype_name(dtype)} causal={causal}",
-                 (torch.empty(shape, dtype=dtype), torch.empty(shape, dtype=dtype),
-                  torch.empty(shape, dtype=dtype), causal, None))
-                for shape, dtype, causal in selected]
-
+    calls = _hopper_calls
     results = check_file(_gpu_launch_module(tmp_path, 2**31), "gpu_launch", calls(HOPPER_CALLS),
                          execute=False)
     results += check_file(_gpu_launch_module(tmp_path, 1), "gpu_launch",
@@ -581,3 +588,32 @@ def test_gpu_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
         head_dim, block_dk = r.constexprs["HEAD_DIM"], r.constexprs["BLOCK_DK"]
         assert (block_dk < head_dim) == (head_dim > 256), r.context  # tiled past 256
     assert sum(r.constexprs["WIDE_OFFSETS"] for r in results) == 1
+
+
+# The tma variant's launches: resident head dims (80 padded) in both tensor-core dtypes and both
+# causal modes, in the tunable settings the variant is meant for: the defaults (8 warps, two key
+# loops), BLOCK_N 128, and the warp-specialised one-loop form (4 warps, 12 after partitioning).
+TMA_HOPPER_CALLS = tuple(((1, 8, 2048, head_dim), dtype, causal)
+                         for head_dim in (64, 80, 128, 256)
+                         for dtype in (torch.float16, torch.bfloat16) for causal in (True, False))
+TMA_HOPPER_SETTINGS = ({"VARIANT": "tma"}, {"VARIANT": "tma", "BLOCK_N": 128},
+                       {"VARIANT": "tma", "NUM_WARPS": 4, "WARP_SPECIALIZE": True})
+
+
+@pytest.mark.skipif(not triton_interprets(), reason="launches are recorded under the interpreter")
+def test_tma_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
+    """The tma kernel as the plan launches it on an H100 builds for sm_90a within Hopper's shared
+    memory and registers, without spills, in every setting above (the warp-specialised one-loop
+    form included: Triton 3.6 crashed on it in two loops)."""
+    results = []
+    for i, tunables in enumerate(TMA_HOPPER_SETTINGS):
+        results += check_file(_gpu_launch_module(tmp_path, 2**31, tunables, f"_tma{i}"),
+                              "gpu_launch", _hopper_calls(TMA_HOPPER_CALLS), execute=False)
+    problems = [format_result(r) for r in results if not r.ok or r.local_bytes != 0]
+    assert not problems, "\n".join(problems)
+    assert len(results) == len(TMA_HOPPER_SETTINGS) * len(TMA_HOPPER_CALLS)
+    for r in results:
+        assert r.kernel == "flash_attention_tma_kernel", r.context
+        assert r.constexprs["UPCAST"] is False, r.context
+        assert r.shared_bytes <= HOPPER_MAX_SHARED_BYTES, r.context
+    assert sum(r.constexprs["WARP_SPECIALIZE"] for r in results) == len(TMA_HOPPER_CALLS)
