@@ -7,8 +7,8 @@ Algorithm (FlashAttention-2 forward): each program owns BLOCK_M queries of one (
 streams K/V in BLOCK_N-key blocks, keeping an online softmax in float32: a running row max m, a
 running row sum l and an unnormalised output accumulator, rescaled by exp(m_old - m_new) whenever
 the max grows; the output is divided by l once at the end. The S x S score matrix never touches
-memory, and nothing is allocated but the output. Scores are taken in the log2 domain
-(scale·log2(e) folded into one multiply, exp2).
+memory, and nothing is allocated but the output (and the tma variant's descriptor scratch, below).
+Scores are taken in the log2 domain (scale·log2(e) folded into one multiply, exp2).
 
 The key range splits in two loops: blocks that need no mask (every key visible to every query
 of the block, all in range) and the rest (the causal diagonal and/or the ragged last block),
@@ -28,6 +28,30 @@ With n = cdiv(D, BLOCK_DV) slices QKᵀ is computed n times, (n + 1) / 2 x the F
 Offsets within a head are 32-bit, or 64-bit where a head spans 2^31 elements or more (the
 launcher decides); batch and head offsets are always 64-bit.
 
+TMA (VARIANT = "tma", Hopper and newer): a second kernel for resident heads that moves Q, K, V
+and O through the TMA unit. Each program builds four descriptors over its own (batch, head),
+[S, D] with the head dim contiguous (`tl.make_tensor_descriptor`, on the device): TMA zero-fills
+rows past S and columns past D on loads and drops them on stores, so the kernel has no load or
+store masks; the sequence-end and causal masks stay on the scores of the diagonal and/or ragged
+last block. The key loop is `tl.range(..., warp_specialize=WARP_SPECIALIZE)` in the same two
+parts as above; the unmasked part folds the scale into one multiply-add per score (the row max
+is taken on raw scores and scaled, which needs scale >= 0). With WARP_SPECIALIZE Triton splits
+the loop into producer (TMA) and consumer (MMA, softmax) warps: Triton 3.6 does that on Hopper
+only at NUM_WARPS = 4, and its pass crashes on two such loops in a row or on a per-block mask
+branch (sm_90 compiles), so that form is one loop that masks every block (the masks are all true
+off the diagonal: ALU work only); at 8 warps the flag is dropped and the two loops stay. It
+applies where TMA can address the call, and the launch plan falls back to the tiled kernel
+otherwise (still correct): fp32 (ieee dots gain nothing from TMA), D over RESIDENT_HEAD_DIM, a
+negative scale, a GPU before sm_90, or a tensor whose head dim is strided, whose batch, head or
+row stride is not a multiple of 16 bytes (D = 100 in fp16, say; a dim of size 1 does not count)
+or whose base address is off 16 bytes (a view at an odd offset). Any D <= 256 whose rows align
+runs padded to a power of two (80 -> 128). Device-side descriptors live in global scratch
+(128 bytes each, four per program), which Triton asks the allocator registered with
+`triton.set_allocator` for at launch: the one allocation besides the output, GPU only. Triton
+3.6's interpreter runs tensor descriptors (zero fill and clipped stores included), so on CPU the
+tma variant runs its own kernel, bf16 dots upcast as below; its warp specialisation is a no-op
+there.
+
 Precision: QKᵀ and PV on tensor cores for fp16/bf16 with fp32 accumulation; the probabilities
 are rounded to the input dtype before PV, as every FlashAttention does. fp32 inputs use ieee dots
 (exact fp32; tf32 would miss fp32's tolerance). On CPU (the Triton interpreter, where bf16
@@ -42,11 +66,17 @@ Tunables (the launcher clamps each, so every combination runs at every shape):
   BLOCK_DV    output columns per program for heads over RESIDENT_HEAD_DIM.
   NUM_WARPS   warps per program.
   NUM_STAGES  pipeline depth of the K/V loads. The plan lowers it, then BLOCK_N, until the kernel
-              fits the GPU's shared memory.
+              fits the GPU's shared memory (the tma variant keeps two stages while BLOCK_N can
+              halve: one TMA buffer would serialise loads and MMAs).
+  VARIANT     "tiled" (pointer loads; any GPU, any head dim) or "tma" (above; falls back to
+              "tiled" where it does not apply).
+  WARP_SPECIALIZE  tma only: warp-specialised key loop (above; needs NUM_WARPS = 4).
 
 Host side: `_plan` turns shapes, strides, dtype, causal, scale and the tunables into a launch once
 per key (lru_cache) and compiles it ahead (`warmup`); a call then only allocates the output and
 launches the compiled kernel through `CompiledKernel[grid]`, Triton's cheapest public launch path.
+Whether q, k and v start 16-byte aligned is part of the key under the tma variant (a data_ptr
+check per tensor), and a tma launch first sets the descriptor allocator (a context variable).
 """
 
 import functools
