@@ -44,12 +44,11 @@ SMALL_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16}
 # Small blocks for heads past the resident limit: several query and key blocks, head-dim slices
 # of QKᵀ and output slices that D = 320 leaves ragged (320 = 2.5 x 128).
 SMALL_WIDE_BLOCKS = {"BLOCK_M": 16, "BLOCK_N": 16, "BLOCK_DK": 128, "BLOCK_DV": 128}
-# The tma variant at blocks small enough for several query and key blocks on CPU shapes, in its
-# two-loop form and in its warp-specialised one-loop form (masks on every block).
+# The tma variant at blocks small enough for several query and key blocks on CPU shapes, at 8
+# and at 4 warps.
 TMA_SETTINGS = {
     "tma": {"VARIANT": "tma", "BLOCK_M": 16, "BLOCK_N": 16},
-    "tma_ws": {"VARIANT": "tma", "BLOCK_M": 32, "BLOCK_N": 16, "NUM_WARPS": 4,
-               "WARP_SPECIALIZE": True},
+    "tma_4_warps": {"VARIANT": "tma", "BLOCK_M": 32, "BLOCK_N": 16, "NUM_WARPS": 4},
 }
 # Several key blocks, ragged against 16; one query; D = 80 (padded, TMA zero-fills the columns);
 # the widest resident head; a 3-head batch.
@@ -490,8 +489,7 @@ def test_tma_strides_take_placeholders_for_single_dims() -> None:
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("setting", [{"VARIANT": "tma"}, {"VARIANT": "tma", "BLOCK_N": 128},
-                                     {"VARIANT": "tma", "NUM_WARPS": 4,
-                                      "WARP_SPECIALIZE": True}], ids=lambda t: "-".join(
+                                     {"VARIANT": "tma", "NUM_WARPS": 4}], ids=lambda t: "-".join(
                                           map(str, t.values())))
 @pytest.mark.parametrize("causal", CAUSAL)
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16], ids=dtype_name)
@@ -591,24 +589,22 @@ def test_gpu_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
 
 
 # The tma variant's launches: resident head dims in both tensor-core dtypes and both causal modes
-# at the default tunables (8 warps, two key loops); BLOCK_N 128 and the warp-specialised one-loop
-# form (4 warps, 12 after partitioning) at four of those calls each, every head dim among them
-# (20 compiles in all, about 40 s on two cores without Triton's cache).
+# at the default tunables (8 warps); BLOCK_N 128 and 4 warps at four of those calls each, every
+# head dim among them (20 compiles in all, about 40 s on two cores without Triton's cache).
 TMA_HOPPER_CALLS = tuple(((1, 8, 2048, head_dim), dtype, causal)
                          for head_dim in (64, 128, 256)
                          for dtype in (torch.float16, torch.bfloat16) for causal in (True, False))
 TMA_HOPPER_SETTINGS = (
     ({"VARIANT": "tma"}, TMA_HOPPER_CALLS),
     ({"VARIANT": "tma", "BLOCK_N": 128}, TMA_HOPPER_CALLS[::3]),
-    ({"VARIANT": "tma", "NUM_WARPS": 4, "WARP_SPECIALIZE": True}, TMA_HOPPER_CALLS[1::3]),
+    ({"VARIANT": "tma", "NUM_WARPS": 4}, TMA_HOPPER_CALLS[1::3]),
 )
 
 
 @pytest.mark.skipif(not triton_interprets(), reason="launches are recorded under the interpreter")
 def test_tma_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
     """The tma kernel as the plan launches it on an H100 builds for sm_90a within Hopper's shared
-    memory and registers, without spills, in every setting above (the warp-specialised one-loop
-    form included: Triton 3.6 crashed on it in two loops)."""
+    memory and registers, without spills, in every setting above."""
     results = []
     for i, (tunables, selected) in enumerate(TMA_HOPPER_SETTINGS):
         results += check_file(_gpu_launch_module(tmp_path, 2**31, tunables, f"_tma{i}"),
@@ -620,5 +616,4 @@ def test_tma_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
         assert r.kernel == "flash_attention_tma_kernel", r.context
         assert r.constexprs["UPCAST"] is False, r.context
         assert r.shared_bytes <= HOPPER_MAX_SHARED_BYTES, r.context
-    assert sum(r.constexprs["WARP_SPECIALIZE"] for r in results) == len(TMA_HOPPER_SETTINGS[2][1])
     assert {r.constexprs["HEAD_DIM"] for r in results} == {64, 128, 256}

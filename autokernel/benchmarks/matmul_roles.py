@@ -2,8 +2,10 @@
 
     python -m autokernel.benchmarks matmul-roles [--dtype fp16] [--out DIR]
     python -m autokernel.benchmarks matmul-roles --smoke   # CPU interpreter, tiny shapes, no timing
+    python -m autokernel.benchmarks matmul-roles --tunables VARIANT=persistent_tma,WARP_SPECIALIZE=1
 
-Rows: linear layers (KernelBench 44's 65536x3072x768 and its down projection, a decode GEMM),
+Rows: a 4096³ square product, the mistral_decoder example's projections (2048 tokens), linear
+layers (KernelBench 44's 65536x3072x768 and its down projection, a decode GEMM),
 batched products (minGPT's q @ kᵀ and P @ V on views of one fused qkv projection, 128 x 8 heads
 of 512 x 96; GPT-2-sized scores; a contiguous torch.bmm) and a tiny problem where host launch
 cost decides. For each: the starter's and torch.matmul's device time (`triton.testing.do_bench`,
@@ -62,6 +64,14 @@ def cases(dtype: torch.dtype, device: str, scale: int) -> list[Case]:
         return q, k.transpose(-2, -1)
 
     return [
+        ("square", "[4096, 4096] @ [4096, 4096]",
+         lambda: (r(s(4096), s(4096)), r(s(4096), s(4096)) / s(4096) ** 0.5)),
+        ("linear", "x[2048, 2048] @ Wᵀ, N 2048 (mistral_decoder q/o projection)",
+         lambda: (r(s(2048), s(2048)), weight_t(s(2048), s(2048)))),
+        ("linear", "x[2048, 2048] @ Wᵀ, N 5632 (mistral_decoder gate/up)",
+         lambda: (r(s(2048), s(2048)), weight_t(s(5632), s(2048)))),
+        ("linear", "x[2048, 5632] @ Wᵀ, N 2048 (mistral_decoder down)",
+         lambda: (r(s(2048), s(5632)), weight_t(s(2048), s(5632)))),
         ("linear", "x[65536, 768] @ Wᵀ, N 3072 (minGPT c_fc)",
          lambda: (r(s(65536), s(768)), weight_t(s(3072), s(768)))),
         ("linear", "x[65536, 3072] @ Wᵀ, N 768 (minGPT c_proj)",
@@ -94,11 +104,25 @@ def relative_error(out: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> float
     return float((out.double() - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
 
 
+def parse_tunables(text: str) -> dict[str, object]:
+    """'A=1,B=x' -> {'A': 1, 'B': 'x'}: integers as ints, 0/1 and true/false as they read."""
+    out: dict[str, object] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        name, _, value = item.partition("=")
+        lowered = value.strip().lower()
+        out[name.strip()] = (True if lowered == "true" else False if lowered == "false"
+                             else int(value) if value.strip().lstrip("-").isdigit() else value.strip())
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--dtype", default="fp16", choices=["fp16", "bf16", "fp32"])
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--smoke", action="store_true", help="CPU interpreter, tiny shapes")
+    parser.add_argument("--tunables", default="",
+                        help="NAME=VALUE,... set on the starter before its first call "
+                             "(e.g. VARIANT=persistent_tma); one setting per process")
     args = parser.parse_args(argv)
     if args.smoke:
         os.environ["TRITON_INTERPRET"] = "1"
@@ -110,6 +134,9 @@ def main(argv: list[str] | None = None) -> int:
     from autokernel.ops.spec import parse_dtype
     from autokernel.versions import source_commit
 
+    tunables = parse_tunables(args.tunables)
+    for name, value in tunables.items():
+        setattr(starter, name, value)
     dtype = parse_dtype(args.dtype)
     device, scale = ("cpu", 16) if args.smoke else ("cuda", 1)
     rows = []
@@ -132,8 +159,9 @@ def main(argv: list[str] | None = None) -> int:
 
     commit = source_commit(Path(__file__).resolve().parents[2])
     where = "CPU interpreter (smoke: no timing)" if args.smoke else torch.cuda.get_device_name()
+    setting = ", ".join(f"{k}={v}" for k, v in tunables.items()) or "the starter's defaults"
     lines = [f"matmul starter by role, {args.dtype} on {where}, commit {commit}, "
-             f"torch {torch.__version__}", "",
+             f"torch {torch.__version__}; {setting}", "",
              "| role | case | starter ms | torch ms | vs torch | host µs starter / torch | "
              "rel. error |", "|---|---|---|---|---|---|---|"]
     for row in rows:

@@ -33,13 +33,13 @@ and O through the TMA unit. Each program builds four descriptors over its own (b
 [S, D] with the head dim contiguous (`tl.make_tensor_descriptor`, on the device): TMA zero-fills
 rows past S and columns past D on loads and drops them on stores, so the kernel has no load or
 store masks; the sequence-end and causal masks stay on the scores of the diagonal and/or ragged
-last block. The key loop is `tl.range(..., warp_specialize=WARP_SPECIALIZE)` in the same two
-parts as above; the unmasked part folds the scale into one multiply-add per score (the row max
-is taken on raw scores and scaled, which needs scale >= 0). With WARP_SPECIALIZE Triton splits
-the loop into producer (TMA) and consumer (MMA, softmax) warps: Triton 3.6 does that on Hopper
-only at NUM_WARPS = 4, and its pass crashes on two such loops in a row or on a per-block mask
-branch (sm_90 compiles), so that form is one loop that masks every block (the masks are all true
-off the diagonal: ALU work only); at 8 warps the flag is dropped and the two loops stay. It
+last block. The key loop runs in the same two parts as above; the unmasked part folds the scale
+into one multiply-add per score (the row max is taken on raw scores and scaled, which needs
+scale >= 0). No warp specialisation: Triton 3.6 splits such a loop on Hopper only at 4 warps,
+crashes on two in a row, and the one-loop form it compiles returned NaN on an H200 at D = 64
+and 128 (docs/benchmarks/flash-attention-h200-tma.md). Without it the variant ran at 0.85-1.04x
+the tiled kernel's speed there (faster at S = 8192 and at D = 256, slower at S = 2048 and
+D <= 128), so the default stays tiled. It
 applies where TMA can address the call, and the launch plan falls back to the tiled kernel
 otherwise (still correct): fp32 (ieee dots gain nothing from TMA), D over RESIDENT_HEAD_DIM, a
 negative scale, a GPU before sm_90, or a tensor whose head dim is strided, whose batch, head or
@@ -70,7 +70,6 @@ Tunables (the launcher clamps each, so every combination runs at every shape):
               halve: one TMA buffer would serialise loads and MMAs).
   VARIANT     "tiled" (pointer loads; any GPU, any head dim) or "tma" (above; falls back to
               "tiled" where it does not apply).
-  WARP_SPECIALIZE  tma only: warp-specialised key loop (above; needs NUM_WARPS = 4).
 
 Host side: `_plan` turns shapes, strides, dtype, causal, scale and the tunables into a launch once
 per key (lru_cache) and compiles it ahead (`warmup`); a call then only allocates the output and
@@ -98,7 +97,6 @@ BLOCK_DV = 512
 NUM_WARPS = 8
 NUM_STAGES = 3
 VARIANT = "tiled"
-WARP_SPECIALIZE = False
 
 TUNABLE_SPACE = {
     "BLOCK_M": [16, 32, 64, 128],
@@ -108,7 +106,6 @@ TUNABLE_SPACE = {
     "NUM_WARPS": [4, 8],
     "NUM_STAGES": [1, 2, 3, 4],
     "VARIANT": ["tiled", "tma"],
-    "WARP_SPECIALIZE": [False, True],
 }
 
 # The widest head dim kept whole in one program (Q resident, whole output rows accumulated).
@@ -311,12 +308,12 @@ def _masked_scores(scores, queries, keys, seq_len, qk_scale, CAUSAL: tl.constexp
 def _attend_key_blocks_tma(
     acc, row_max, row_sum, q, k_desc, v_desc, queries, key_begin, key_end, seq_len, qk_scale,
     MASKED: tl.constexpr, CAUSAL: tl.constexpr, BLOCK_N: tl.constexpr,
-    DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+    DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
 ):
     """Fold keys [key_begin, key_end) into the online softmax state, K and V tiles through TMA.
     MASKED applies the sequence-end and causal masks (all true in blocks that need none).
     key_begin is a multiple of BLOCK_N."""
-    for start in tl.range(key_begin, key_end, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+    for start in tl.range(key_begin, key_end, BLOCK_N):
         start = tl.multiple_of(start, BLOCK_N)
         k = k_desc.load([start, 0])
         if UPCAST:
@@ -354,7 +351,6 @@ def flash_attention_tma_kernel(
     num_heads, seq_len, qk_scale,
     CAUSAL: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
     BLOCK_D: tl.constexpr, DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr,
-    WARP_SPECIALIZE: tl.constexpr,
 ):
     qk_scale = tl.cast(qk_scale, tl.float32)  # fp32 even when Inductor passes an fp64
     # Program order as in the tiled kernel: query blocks last (heaviest under causal) first.
@@ -387,25 +383,16 @@ def flash_attention_tma_kernel(
     else:
         unmasked_end = (seq_len // BLOCK_N) * BLOCK_N
         key_end = seq_len
-    if WARP_SPECIALIZE:
-        # One masked loop over every block: Triton 3.6's NVGPUWarpSpecialization pass crashes
-        # on two warp-specialised loops in a row, or on a loop branching to a mask per block
-        # (sm_90 compiles). The masks are all true off the diagonal, so only ALU work is lost.
-        acc, row_max, row_sum = _attend_key_blocks_tma(
-            acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, key_end, seq_len, qk_scale,
-            True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, True,
-        )
-    else:
-        # Off-diagonal blocks without masks, then the diagonal and/or ragged last block with
-        # them (two loops, so the hot one carries no mask arithmetic, not even a branch).
-        acc, row_max, row_sum = _attend_key_blocks_tma(
-            acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, unmasked_end, seq_len,
-            qk_scale, False, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, False,
-        )
-        acc, row_max, row_sum = _attend_key_blocks_tma(
-            acc, row_max, row_sum, q, k_desc, v_desc, queries, unmasked_end, key_end, seq_len,
-            qk_scale, True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST, False,
-        )
+    # Off-diagonal blocks without masks, then the diagonal and/or ragged last block with them
+    # (two loops, so the hot one carries no mask arithmetic, not even a branch).
+    acc, row_max, row_sum = _attend_key_blocks_tma(
+        acc, row_max, row_sum, q, k_desc, v_desc, queries, 0, unmasked_end, seq_len, qk_scale,
+        False, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST,
+    )
+    acc, row_max, row_sum = _attend_key_blocks_tma(
+        acc, row_max, row_sum, q, k_desc, v_desc, queries, unmasked_end, key_end, seq_len,
+        qk_scale, True, CAUSAL, BLOCK_N, DOT_PRECISION, UPCAST,
+    )
     out = acc / row_sum[:, None]
     o_desc.store([first_query, 0], out.to(o_ptr.dtype.element_ty))  # rows past seq_len dropped
 
@@ -605,13 +592,9 @@ def _plan(
                                              block_dv, True, NUM_STAGES, dtype.itemsize, device,
                                              min_stages=min(2, NUM_STAGES))
 
-        # Triton 3.6 warp-specialises a loop on Hopper only at 4 warps (at 8 the compiled loop
-        # has no partitions, checked on sm_90 compiles), so 8 warps keep the two-loop form.
-        warp_specialize = bool(WARP_SPECIALIZE) and NUM_WARPS == 4
-
         def tma_args(block_n: int) -> tuple[Any, ...]:
             return (*tma_strides, heads, seq_len, qk_scale, bool(causal), head_dim, block_m,
-                    block_n, block_dk, precision, upcast, warp_specialize)
+                    block_n, block_dk, precision, upcast)
 
         return _fitting_launch(flash_attention_tma_kernel,
                                (triton.cdiv(seq_len, block_m) * batch * heads, 1, 1),
