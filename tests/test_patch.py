@@ -778,6 +778,83 @@ def test_attention_the_kernel_does_not_compute_runs_as_written(
     assert stats.calls == 0 and stats.fallbacks == {reason: 1}
 
 
+class ComparedMask(nn.Module):
+    """KernelBench L3 43 (minGPT): the mask is `bias[:, :, :T, :T] == 0`, a new tensor each
+    forward, so its values are read on every call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("bias", torch.tril(torch.ones(2 * SEQ, 2 * SEQ))[None, None])
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        seq = q.shape[-2]
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+        scores = scores.masked_fill(self.bias[:, :, :seq, :seq] == 0, float("-inf"))
+        return F.softmax(scores, dim=-1) @ v
+
+
+def test_a_mask_not_seen_before_is_not_read_while_a_cuda_graph_is_captured(
+        device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reading a mask's values synchronizes, which a CUDA graph capture cannot survive (on an
+    H200 the capture failed and the next model built on the device raised from its random
+    init). While capturing, a mask not judged before leaves the chain to PyTorch; outside a
+    capture the same model is routed, mask read on every call."""
+    from autokernel.integrate import attention_chain
+
+    (flash,) = build(entry("flash_attention", params={"causal": True, "scale": None},
+                           sites=("",)))
+    model = ComparedMask().to(device).eval()
+    inputs = attention_inputs(device)
+    with torch.no_grad():
+        expected = model(*inputs)
+        patch = patch_model(model, [flash])
+        torch.testing.assert_close(model(*inputs), expected, atol=1e-5, rtol=1e-5)
+        stats = patch.report.kernels["01_flash_attention"]
+        assert stats.calls == 1 and not stats.fallbacks
+        monkeypatch.setattr(attention_chain, "_capturing", lambda tensor: True)
+        assert torch.equal(model(*inputs), expected)  # the calls as written
+    assert stats.calls == 1
+    assert stats.fallbacks == {"attention chain: scores used by masked_fill": 1}
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_chain_with_a_compared_mask_captures_in_a_cuda_graph() -> None:
+    """The delivered cuda-graph mode on KernelBench L3 43's attention: the capture succeeds
+    (the chain left to PyTorch inside it), the replay matches, and the device's random
+    generator still works after it (a model can be built there)."""
+    from autokernel.integrate.delivery import GraphedForward
+
+    (flash,) = build(entry("flash_attention", params={"causal": True, "scale": None},
+                           sites=("",)))
+    model = ComparedMask().cuda().eval()
+    inputs = [t.half() for t in attention_inputs("cuda")]
+    model.half()
+    with torch.no_grad():
+        expected = model(*inputs)
+        patch_model(model, [flash])
+        graphed = GraphedForward(model)
+        first, second = graphed(*inputs), graphed(*inputs)
+    assert graphed._graphs and all(g is not None for g in graphed._graphs.values())
+    torch.testing.assert_close(first, expected, atol=2e-3, rtol=2e-3)
+    torch.testing.assert_close(second, expected, atol=2e-3, rtol=2e-3)
+    torch.manual_seed(0)
+    nn.Linear(8, 8, device="cuda")  # raised after a failed capture before settle_failed_capture
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_a_failed_capture_leaves_the_random_generator_usable() -> None:
+    from autokernel.integrate.delivery import settle_failed_capture
+
+    x = torch.ones(4, device="cuda")
+    with pytest.raises(Exception):
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            (x * 2).sum().item()  # a host read: the capture fails
+    settle_failed_capture()
+    torch.manual_seed(0)
+    layer = nn.Linear(8, 8, device="cuda")
+    assert torch.isfinite(layer.weight).all()
+
+
 # ---------------------------------------------------------------------------------------------
 # A model's own RoPE function → rotary_embedding
 

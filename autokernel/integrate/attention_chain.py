@@ -9,7 +9,7 @@ scores that records what the code does with them next, without computing them:
 - a product with, or division by, a positive number (or a 0-dim tensor holding one);
 - a causal mask: `masked_fill(mask, v)` of the strict upper triangle, or `torch.where(keep, s, v)`
   keeping the lower one, with v = -inf or the dtype's lowest value (the mask's values are
-  checked, once per mask tensor and version);
+  checked, once per mask tensor and version, and never while a CUDA graph is captured);
 - softmax over the last dim, casts (`.float()`, `.to(dtype)`, `.type_as(t)`), dropout that does
   nothing (eval mode or p = 0).
 
@@ -319,10 +319,18 @@ def follow_chain(func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) ->
     return func(*args, **kwargs)
 
 
+def _capturing(tensor: torch.Tensor) -> bool:
+    """Is `tensor` on a CUDA stream being captured into a graph? Its values cannot be read then:
+    a read synchronizes, which invalidates the capture (and, in torch 2.11, left the CUDA
+    generator believing it was still capturing, so the next random draw raised)."""
+    return tensor.is_cuda and torch.cuda.is_current_stream_capturing()
+
+
 def _scalar(value: Any) -> float | None:
-    """A positive number, or a 0-dim tensor holding one (read on the host)."""
+    """A positive number, or a 0-dim tensor holding one (read on the host; not while a CUDA
+    graph is captured)."""
     if isinstance(value, torch.Tensor):
-        if value.ndim != 0 or value.is_complex():
+        if value.ndim != 0 or value.is_complex() or _capturing(value):
             return None
         value = value.item()
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -333,7 +341,7 @@ def _scalar(value: Any) -> float | None:
 def _lowest(value: Any, dtype: torch.dtype) -> bool:
     """Is `value` what a mask writes: -inf, or at most the dtype's lowest finite value?"""
     if isinstance(value, torch.Tensor):
-        if value.ndim != 0:
+        if value.ndim != 0 or _capturing(value):
             return False
         value = value.item()
     if not isinstance(value, (int, float)) or isinstance(value, bool):
@@ -348,7 +356,9 @@ _TRIANGLES: dict[int, tuple[Any, tuple[Any, ...], bool]] = {}  # id(base) -> (re
 def _triangle(mask: Any, seq: int, upper: bool) -> bool:
     """Is `mask` (bool, [.., S, S], leading dims 1) the strict upper triangle (`upper`) or the
     lower one with the diagonal? Judged once per mask tensor and version: a registered buffer,
-    or a view of one, is checked on its first use only."""
+    or a view of one, is checked on its first use only. A mask not judged before is no triangle
+    while a CUDA graph is captured (its values cannot be read then): the chain stays PyTorch's,
+    and the graph captures it as the code wrote it."""
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.ndim < 2 or \
             tuple(mask.shape[-2:]) != (seq, seq) or any(d != 1 for d in mask.shape[:-2]):
         return False
@@ -357,6 +367,8 @@ def _triangle(mask: Any, seq: int, upper: bool) -> bool:
     known = _TRIANGLES.get(id(base))
     if known is not None and known[0]() is base and known[1] == key:
         return known[2]
+    if _capturing(mask):
+        return False
     ones = torch.ones(seq, seq, dtype=torch.bool, device=mask.device)
     expected = ones.triu(1) if upper else ones.tril()
     verdict = bool(torch.equal(mask.reshape(seq, seq), expected))

@@ -103,6 +103,26 @@ def _cloned(value: Any) -> Any:
     return value
 
 
+def settle_failed_capture(device: Any = None) -> None:
+    """After a CUDA graph capture that raised (a forward that synchronizes or reads a value on
+    the host): wait for the device, then capture an empty graph.
+
+    A failed capture can leave the device's CUDA generator in capture mode: on an H200 (torch
+    2.11) the next random draw there, a model built on the device (nn.Linear's init), raised
+    "Offset increment outside graph capture encountered unexpectedly" and verify stopped. A
+    capture that begins and ends cleanly takes the generator through its prologue and epilogue
+    again. Best effort: whatever fails here fails quietly (the caller already has its reason)."""
+    try:
+        torch.cuda.synchronize(device)
+    except Exception:
+        pass
+    try:
+        with torch.cuda.device(device), torch.cuda.graph(torch.cuda.CUDAGraph()):
+            pass
+    except Exception:
+        pass
+
+
 class _Graph:
     """One captured forward: static inputs to copy into, the graph, its static outputs."""
 
@@ -164,7 +184,7 @@ class GraphedForward(nn.Module):
                 with torch.no_grad():
                     self._graphs[key] = _Graph(self.model, args, kwargs, self._pool)
             except Exception:  # a forward that synchronizes or copies to the host
-                torch.cuda.synchronize()
+                settle_failed_capture()
                 self._graphs[key] = None
         graph = self._graphs[key]
         if graph is None:

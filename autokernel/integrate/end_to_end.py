@@ -173,17 +173,14 @@ def capture_forward(forward: Callable[[], Any], device: torch.device) -> Callabl
 def capture_all(contestants: Contestants, device: torch.device
                 ) -> tuple[Contestants | None, str | None]:
     """Every contestant's graph replay, or (None, why one could not be captured)."""
-    import torch
+    from autokernel.integrate.delivery import settle_failed_capture
 
     replays: Contestants = {}
     for name, forward in contestants.items():
         try:
             replays[name] = capture_forward(forward, device)
         except Exception as exc:  # a forward that synchronizes or copies to the host
-            try:
-                torch.cuda.synchronize(device)
-            except Exception:
-                pass
+            settle_failed_capture(device)
             return None, f"{LABELS.get(name, name)}: {error_summary(exc, limit=200)}"
     return replays, None
 
