@@ -61,3 +61,13 @@ def test_the_suite_lists_its_benchmarks_and_refuses_an_unknown_one() -> None:
     unknown = subprocess.run([sys.executable, "-m", "autokernel.benchmarks", "no-such"],
                              capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert unknown.returncode == 2 and "--list" in unknown.stderr
+
+
+def test_matmul_roles_reads_tunables_as_the_starter_spells_them() -> None:
+    from autokernel.benchmarks.matmul_roles import parse_tunables
+
+    assert parse_tunables("") == {}
+    assert parse_tunables("VARIANT=persistent_tma, WARP_SPECIALIZE=true,BLOCK_M=64") == {
+        "VARIANT": "persistent_tma", "WARP_SPECIALIZE": True, "BLOCK_M": 64}
+    assert parse_tunables("WARP_SPECIALIZE=False,SPLIT_K=-1") == {"WARP_SPECIALIZE": False,
+                                                                  "SPLIT_K": -1}

@@ -66,14 +66,15 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("calibrate-check", "`autokernel doctor --calibrate`: the GPU recognised, ceilings "
               "plausible", module="calibrate_check", records=("README.md",)),
     Benchmark("flash-attention-check", "the flash_attention starter against SDPA, head dims "
-              "64-1024", module="flash_attention_check"),
+              "64-1024", module="flash_attention_check",
+              records=("flash-attention-h200-*.md",)),
     Benchmark("matmul-roles", "the matmul starter at each matmul role's shapes against "
-              "torch.matmul", module="matmul_roles"),
+              "torch.matmul", module="matmul_roles", records=("matmul-roles-h200/",)),
     Benchmark("claude-night-cost", "what a --agent claude night can cost with the default caps "
               "(the README's figure)", module="claude_night_cost", gpu=False),
     Benchmark("parallel-aa", "one GPU: --gpus 1 (the multi-GPU loop, one worker) against "
               "today's loop, and today's twice: shared keep decisions, experiments an hour",
-              module="parallel_aa"),
+              module="parallel_aa", records=("parallel-aa-h200/",)),
     Benchmark("parallel-scaling", "experiments an hour of `run --gpus N` and problems an hour of "
               "`kernelbench --gpus N`, N = 1, 2, 4 by default, in one call",
               module="parallel_scaling"),
