@@ -43,6 +43,9 @@ BENCHMARKS: tuple[Benchmark, ...] = (
     Benchmark("in-context", "a short run, verify's in-context selection and deliveries, the "
               "report and the exported module's optimize(model)", script="in_context.sh",
               records=("in-context-h200/",)),
+    Benchmark("in-context-models", "`in-context` on several models in one call, and one table of "
+              "each delivery against eager and the faster compile mode (issue 25's checks)",
+              module="in_context_models"),
     Benchmark("tuner-run", "a 20-minute tuner run on a LLaMA-style model, in resumable chunks",
               script="tuner_run.sh",
               records=("tuner-run-*/", "timing-h100.md")),
