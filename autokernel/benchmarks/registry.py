@@ -83,7 +83,7 @@ BENCHMARKS: tuple[Benchmark, ...] = (
               module="parallel_scaling"),
     Benchmark("record-result", "record a verified run as the README's measured result "
               "(docs/benchmarks/NAME/)", module="record_result", gpu=False,
-              records=("mistral-h200-*/",)),
+              records=("mistral-h200-*/", "vit-h200-*/")),
 )
 
 
