@@ -1,6 +1,7 @@
 """sentence-transformers' mean pooling: input_mask_expanded = attention_mask.unsqueeze(-1)
 .expand(token_embeddings.size()).float(); torch.sum(token_embeddings * mask, 1) /
-torch.clamp(mask.sum(1), min=1e-9). Two sums over the token dim (dim 1 of [B, S, D])."""
+torch.clamp(mask.sum(1), min=1e-9). Two sums over the token dim (dim 1 of [B, S, D]; a reduce target needs
+2^16 elements and rows of 32: 8 x 64 tokens x 128)."""
 
 import torch
 from torch import nn
@@ -20,6 +21,6 @@ class Model(nn.Module):
 
 
 def get_inputs():
-    mask = torch.ones(2, 8, dtype=torch.long)
-    mask[1, 5:] = 0
-    return [torch.randn(2, 8, 32), mask]
+    mask = torch.ones(8, 64, dtype=torch.long)
+    mask[1, 40:] = 0
+    return [torch.randn(8, 64, 128), mask]
