@@ -22,7 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from autokernel.profiling.graph import GraphNode, argument, tensor_inputs, value_id
-from autokernel.profiling.graph_match import CASTS, GraphContext, dim_list, first_input
+from autokernel.profiling.graph_match import (
+    CASTS, TRANSPARENT, GraphContext, dim_list, first_input,
+)
 
 GELU_TANH_COEFFICIENT = math.sqrt(2.0 / math.pi)  # 0.7978845608...
 REGION_LIMIT = 200  # calls: a region larger than this is not one op
@@ -210,6 +212,29 @@ def same_dim(shape: list[int], before: list[int], dim: int) -> int:
     return len(before) - 1
 
 
+def row_source(gctx: GraphContext, square: int | None, x: int, dim: int) -> tuple[int, int]:
+    """(x, dim) of a row reduction over `dim` of `square` (x², read through views of x):
+    x's base and the dim there, or, where a view between them re-splits the reduced dim (a
+    [B, S, H·D] projection viewed [B, S, H, D] and normalized per head), the latest view of x
+    whose trailing dim is still the reduced row."""
+    shape, before = gctx.shape(square), gctx.shape(x)
+    mapped = same_dim(shape, before, dim)
+    if not shape or dim >= len(shape) or (mapped < len(before)
+                                          and before[mapped] == shape[dim]):
+        return x, mapped
+    node = gctx.made_by(square, "pow", "mul", "square")
+    value = value_id(node.args[0]) if node is not None and node.args else None
+    if value is None or gctx.shape(value)[-1:] != shape[-1:] or dim != len(shape) - 1:
+        return x, mapped
+    while True:  # back through casts and copies that keep the row
+        producer = gctx.producer(value)
+        source = value_id(producer.args[0]) if producer is not None and producer.args else None
+        if producer is None or producer.op not in TRANSPARENT or source is None or \
+                gctx.shape(source) != gctx.shape(value):
+            return value, len(gctx.shape(value)) - 1
+        value = source
+
+
 def amax_of(gctx: GraphContext, value: int | None) -> Reduction | None:
     node = gctx.made_by(value, "amax", "max")
     if node is None:
@@ -292,7 +317,7 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
         x = square_of(gctx, first_input(found.node)) if found else None
         if x is None:
             return None
-        dim = same_dim(gctx.shape(first_input(found.node)), gctx.shape(x), found.dim)
+        x, dim = row_source(gctx, first_input(found.node), x, found.dim)
         return Rms(x, dim, eps, root == "rsqrt")
     if node.op in ("rsqrt", "sqrt"):
         mean_square, eps = plus_eps(gctx, first_input(node))
@@ -300,7 +325,7 @@ def rms_of(gctx: GraphContext, value: int | None) -> Rms | None:
         x = square_of(gctx, first_input(found.node)) if found else None
         if x is None:
             return None
-        dim = same_dim(gctx.shape(first_input(found.node)), gctx.shape(x), found.dim)
+        x, dim = row_source(gctx, first_input(found.node), x, found.dim)
         return Rms(x, dim, eps, node.op == "rsqrt")
     if node.op == "reciprocal" or (node.op == "div" and close(gctx.scalar(node.args[0]), 1.0)):
         inner = rms_of(gctx, first_input(node) if node.op == "reciprocal"

@@ -20,15 +20,31 @@ SPLITS = ("chunk", "split", "getitem", "unbind", "tensor_split")
 GELU_ACTIVATIONS = {"none": "gelu", "tanh": "gelu_tanh"}
 
 
+def _weight_product(gctx: GraphContext, node: GraphNode | None) -> bool:
+    """`x @ W`, `x.matmul(W)`, `torch.mm(x, W)` of a 2-D weight: a constant matrix (a
+    parameter, a view or slice of one, `w.t()`), the activation x not constant. A linear layer
+    written as a product, as raw-weight expert code (DBRX's `x.matmul(w1.t())`) does."""
+    if node is None or node.op not in ("matmul", "mm") or len(node.args) < 2:
+        return False
+    x, weight = (gctx.value(value_id(v)) for v in operands(node)[:2])
+    return x is not None and weight is not None and weight.constant and \
+        not x.constant and len(weight.shape) == 2
+
+
+def _is_projection(gctx: GraphContext, node: GraphNode | None) -> bool:
+    if node is not None and node.op == "linear":
+        return len(gctx.shape(value_id(argument(node, 1, "weight")))) == 2
+    return _weight_product(gctx, node)
+
+
 def _projection(gctx: GraphContext, value: int | None) -> tuple[GraphNode, bool] | None:
     """(the linear call that made `value`, whether `value` is one part of its output)."""
     node = gctx.producer(gctx.base(value))
     fused = False
     if node is not None and node.op in SPLITS:
-        node = gctx.made_by(first_input(node), "linear")
+        node = gctx.made_by(first_input(node), "linear", "matmul", "mm")
         fused = True
-    if node is None or node.op != "linear" or len(gctx.shape(value_id(argument(
-            node, 1, "weight")))) != 2:
+    if not _is_projection(gctx, node):
         return None
     return node, fused
 
@@ -59,7 +75,8 @@ def find_gated_mlp(gctx: GraphContext) -> None:
             x = gctx.base(first_input(gate[0]))
             if x != gctx.base(first_input(up[0])):
                 continue
-            downs = [u for u in gctx.users(node.outputs[0]) if u.op == "linear"]
+            downs = [u for u in gctx.users(node.outputs[0]) if _is_projection(gctx, u)
+                     and gctx.base(first_input(u)) == gctx.base(node.outputs[0])]
             if len(downs) != 1:
                 continue
             down = downs[0]
@@ -71,8 +88,11 @@ def find_gated_mlp(gctx: GraphContext) -> None:
             named = {"M": max(1, _rows(x_shape)), "D": x_shape[-1], "H": hidden}
             if gate[0] is up[0] or gate[1]:
                 params["fused"] = "gate_up"
-            if any(value_id(argument(n, 2, "bias")) is not None for n in (gate[0], up[0], down)):
+            if any(n.op == "linear" and value_id(argument(n, 2, "bias")) is not None
+                   for n in (gate[0], up[0], down)):
                 params["bias"] = True
+            if any(n.op != "linear" for n in (gate[0], up[0], down)):
+                params["projection"] = "matmul"
             kind = "swiglu" if "activation" not in params else "geglu"
             site = gctx.site(KERNEL_TYPE, nodes, f"{kind}(written out)", named, params,
                              gctx.dtype(x))
@@ -93,4 +113,6 @@ def gated_mlp_notes_route(notes: dict[str, Any]) -> str | None:
         return "no: gate and up are one fused Linear (the route takes three)"
     if notes.get("bias"):
         return "no: a projection has a bias"
+    if notes.get("projection"):
+        return "no: a projection is a matmul by a weight, not a Linear (the route takes three)"
     return None

@@ -187,7 +187,7 @@ def _rms_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
     if found is None:
         return None
     x, rms, weight = found
-    if rms.x != gctx.base(x):
+    if gctx.base(rms.x) != gctx.base(x):
         return None
     centered = gctx.made_by(rms.x, "sub")
     if centered is not None and mean_of(gctx, value_id(operands(centered)[1])):
