@@ -105,15 +105,15 @@ def test_the_problem_is_recognized_and_spliceable(problem: Problem) -> None:
     assert spliceable(target.route), target.route
 
 
-def test_the_block_ranks_its_hot_ops_above_its_norms() -> None:
-    """KernelBench 44: attention and the MLP's GELU (a 4x-wide activation) each outweigh either
-    layer norm; the ranking is sane, not a norm's reduction on top."""
+def test_the_blocks_attention_is_one_causal_target_in_its_module() -> None:
+    """KernelBench 44: the masked attention is one causal flash_attention target at the `attn`
+    module (not its matmuls, softmax or mask as pieces). Which of the block's targets ranks
+    first is not checked here: at a CPU test's sizes the shares are per-op overheads, and an
+    earlier share comparison failed one run in three on an idle machine."""
     plan = kernelbench_plan("l3_44_minigpt_block")
-    share = {t.kernel_type: t.share for t in plan.targets}
-    assert min(share["flash_attention"], share["gelu"]) > max(share["layernorm"],
-                                                               share["add_layernorm"])
     causal = expected_target(plan, problem_named("l3_44_minigpt_block"))
-    assert causal.call_sites[0].module == "attn"
+    assert causal.params.get("causal") is True
+    assert [site.module for site in causal.call_sites] == ["attn"]
 
 
 @pytest.mark.parametrize("fixture", IDS)

@@ -29,10 +29,7 @@ FILES = sorted(STYLES.glob("*.py"))
 
 
 def expected_of(path: Path) -> dict[str, Any]:
-    spec = importlib.util.spec_from_file_location(f"op_style_{path.stem}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.EXPECTED
+    return _module(path).EXPECTED
 
 
 def _same(found: Any, wanted: Any) -> bool:
@@ -80,9 +77,35 @@ def style_plan(path: Path) -> Plan:
                         compiled=False)[1]
 
 
-@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def known_miss(path: Path) -> str | None:
+    """A style file's `KNOWN_MISS`: why the profiler does not recognize it yet (None: it does)."""
+    return getattr(_module(path), "KNOWN_MISS", None)
+
+
+def _module(path: Path) -> Any:
+    spec = importlib.util.spec_from_file_location(f"op_style_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MISSED = [p for p in FILES if known_miss(p)]
+
+
+@pytest.mark.parametrize("path", [
+    pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=known_miss(p))) if known_miss(p)
+    else p for p in FILES], ids=[p.stem for p in FILES])
 def test_op_style_is_recognized(path: Path) -> None:
     assert problems(style_plan(path), expected_of(path)) == []
+
+
+@pytest.mark.parametrize("path", MISSED, ids=[p.stem for p in MISSED])
+def test_a_known_miss_leaves_no_fragment_as_a_target(path: Path) -> None:
+    """An op the profiler does not recognize yet: no piece of it (its max, its sum, its exp)
+    may become a target; only what the file allows (`also`) may."""
+    allowed = set(expected_of(path).get("also", ()))
+    assert [t.kernel_type for t in style_plan(path).targets
+            if t.kernel_type not in allowed] == []
 
 
 def test_the_style_set_covers_every_family() -> None:

@@ -8,6 +8,11 @@ import torch
 from torch import nn
 
 EXPECTED = {'kernel_type': 'cross_entropy', 'params': {}, 'calls': 1}
+# Measured held out (68a99d4): not recognized. It needs a written-out logsumexp,
+# log(sum(exp(x - max))), matched with the target's logit picked from the shifted logits, and
+# the pick seen through `predicted[target_mask] = 0.0` (a partition mask that does nothing on
+# one rank).
+KNOWN_MISS = "Megatron's written-out vocab-parallel cross entropy is not recognized yet"
 
 
 def vocab_parallel_cross_entropy(vocab_parallel_logits, target):
