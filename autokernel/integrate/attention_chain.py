@@ -9,7 +9,9 @@ scores that records what the code does with them next, without computing them:
 - a product with, or division by, a positive number (or a 0-dim tensor holding one);
 - a causal mask: `masked_fill(mask, v)` of the strict upper triangle, or `torch.where(keep, s, v)`
   keeping the lower one, with v = -inf or the dtype's lowest value (the mask's values are
-  checked, once per mask tensor and version, and never while a CUDA graph is captured);
+  checked, once per mask tensor and version, and never while a CUDA graph is captured; a mask
+  made in the scope from a 0/1 table, `bias[..] == 0` or `~tril`, takes the table's verdict,
+  read once per table, so a mask made anew each forward is never read);
 - softmax over the last dim, casts (`.float()`, `.to(dtype)`, `.type_as(t)`), dropout that does
   nothing (eval mode or p = 0).
 
@@ -68,6 +70,18 @@ CASTS: dict[Any, torch.dtype | None] = {  # None: the dtype comes from the argum
 }
 DROPOUTS = (F.dropout, torch.dropout)
 TRIANGLES_KEPT = 64  # mask verdicts remembered (registered masks are few)
+# Calls that turn a 0/1 table into a boolean mask, and whether the mask is the table's ones
+# (True) or its zeros (False), given the number the table is compared with (None: no number).
+MASK_MAKERS: dict[Any, Callable[[Any], bool | None]] = {
+    **{f: (lambda n: {0: False, 1: True}.get(n) if type(n) in (int, float) else None)
+       for f in (torch.eq, torch.Tensor.eq, torch.Tensor.__eq__)},
+    **{f: (lambda n: {0: True, 1: False}.get(n) if type(n) in (int, float) else None)
+       for f in (torch.ne, torch.Tensor.ne, torch.Tensor.__ne__)},
+    **{f: (lambda n: False if n is None else None)
+       for f in (torch.logical_not, torch.Tensor.logical_not, torch.Tensor.__invert__)},
+    torch.Tensor.bool: lambda n: True if n is None else None,
+}
+DERIVED_KEPT = 64  # masks made this forward whose making was seen (one or two per layer)
 
 PREVIOUS = object()  # in a recorded call's arguments: the value of the call before it
 
@@ -362,6 +376,9 @@ def _triangle(mask: Any, seq: int, upper: bool) -> bool:
     if not isinstance(mask, torch.Tensor) or mask.dtype != torch.bool or mask.ndim < 2 or \
             tuple(mask.shape[-2:]) != (seq, seq) or any(d != 1 for d in mask.shape[:-2]):
         return False
+    derived = _DERIVED.get(id(mask))
+    if derived is not None and derived[0]() is mask and derived[1] == mask._version:
+        return derived[2] == ("upper" if upper else "lower")
     base = mask._base if mask._base is not None else mask
     key = (mask.storage_offset(), tuple(mask.shape), tuple(mask.stride()), base._version, upper)
     known = _TRIANGLES.get(id(base))
@@ -376,6 +393,65 @@ def _triangle(mask: Any, seq: int, upper: bool) -> bool:
         _TRIANGLES.clear()
     _TRIANGLES[id(base)] = (weakref.ref(base), key, verdict)
     return verdict
+
+
+_TABLES: dict[int, tuple[Any, tuple[Any, ...], str | None]] = {}  # id(base) -> (ref, key, kind)
+# id(mask) -> (ref, version, "upper" / "lower" / None)
+_DERIVED: dict[int, tuple[Any, int, str | None]] = {}
+
+
+def _table_kind(table: torch.Tensor) -> str | None:
+    """Is `table` ([.., S, S], leading dims 1, values 0 and 1 or bool) the lower triangle with
+    the diagonal ("lower"), the strict upper one ("upper"), or neither (None)? Read once per
+    table tensor and version, like `_triangle`, and never while a CUDA graph is captured."""
+    if table.ndim < 2 or table.shape[-1] != table.shape[-2] or \
+            any(d != 1 for d in table.shape[:-2]) or table.is_complex():
+        return None
+    base = table._base if table._base is not None else table
+    key = (table.storage_offset(), tuple(table.shape), tuple(table.stride()), base._version,
+           table.dtype)
+    known = _TABLES.get(id(base))
+    if known is not None and known[0]() is base and known[1] == key:
+        return known[2]
+    if _capturing(table):
+        return None
+    seq = table.shape[-1]
+    square = table.reshape(seq, seq)
+    ones = torch.ones(seq, seq, dtype=torch.bool, device=table.device)
+    kind = None
+    if bool(((square == 0) | (square == 1)).all()):
+        present = square != 0
+        kind = ("lower" if torch.equal(present, ones.tril()) else
+                "upper" if torch.equal(present, ones.triu(1)) else None)
+    if len(_TABLES) >= TRIANGLES_KEPT:
+        _TABLES.clear()
+    _TABLES[id(base)] = (weakref.ref(base), key, kind)
+    return kind
+
+
+def note_mask(kernel: RoutedKernel, func: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any],
+              stats: RouteStats) -> Outcome:
+    """A Router route for the calls that make a causal mask from a 0/1 table (minGPT's and
+    nanoGPT's `bias[:, :, :T, :T] == 0`): computed as written, and the mask's kind remembered
+    from the table's, so that a mask made anew each forward is known without reading it (no
+    synchronization per forward, and none while a CUDA graph is captured)."""
+    if torch.compiler.is_compiling():
+        return None, NOT_MINE  # the chain is left to the compiler there
+    out = func(*args, **kwargs)
+    if kwargs or not args or len(args) > 2 or type(out) is not torch.Tensor or \
+            out.dtype != torch.bool or not isinstance(args[0], torch.Tensor):
+        return out, DEFERRED
+    number = args[1] if len(args) == 2 else None
+    keeps_ones = MASK_MAKERS[func](number)
+    if keeps_ones is None:
+        return out, DEFERRED
+    kind = _table_kind(args[0])
+    if kind is not None and not keeps_ones:
+        kind = "upper" if kind == "lower" else "lower"
+    if len(_DERIVED) >= DERIVED_KEPT:
+        _DERIVED.clear()
+    _DERIVED[id(out)] = (weakref.ref(out), out._version, kind)
+    return out, DEFERRED
 
 
 def _bound(names: tuple[str, ...], args: tuple[Any, ...],

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 
 from autokernel import reference
-from autokernel.integrate.attention_chain import CHAIN_STARTS, start_chain
+from autokernel.integrate.attention_chain import CHAIN_STARTS, MASK_MAKERS, note_mask, start_chain
 from autokernel.integrate.custom_ops import fake_like_first
 from autokernel.integrate.integration import CallRoute, Integration, Plan
 from autokernel.integrate.routing import RoutedKernel, RouteStats
@@ -475,8 +475,10 @@ INTEGRATION = Integration(
     backward="recompute",
     recompute=_sdpa,
     # F.scaled_dot_product_attention, and softmax(q @ kᵀ · scale [mask]) @ v written out
-    # (attention_chain.py defers the scores until the chain is known).
+    # (attention_chain.py defers the scores until the chain is known; the comparisons that make
+    # a mask from a 0/1 table are watched, so that the mask's kind is known without reading it).
     call_routes={"": (CallRoute((F.scaled_dot_product_attention,), plan=_plan_sdpa),
-                      CallRoute(CHAIN_STARTS, start_chain))},
+                      CallRoute(CHAIN_STARTS, start_chain),
+                      CallRoute(tuple(MASK_MAKERS), note_mask))},
     example=lambda dtype: (*(torch.empty(1, 2, 128, 64, dtype=dtype) for _ in "qkv"), True, None),
 )
