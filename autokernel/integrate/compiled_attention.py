@@ -271,7 +271,8 @@ def _transposed_key_node(node: Any) -> torch.fx.Node | None:
     k = node.args[0]
     if not isinstance(k, torch.fx.Node):
         return None
-    if _node_calls(node, (torch.transpose, "transpose")) and len(node.args) == 3 and not node.kwargs:
+    if _node_calls(node, (torch.transpose, "transpose")) and len(node.args) == 3 \
+            and not node.kwargs:
         dims = {d % 4 if isinstance(d, int) else d for d in node.args[1:]}
         return k if dims == {2, 3} else None
     if _node_calls(node, ("permute",)) and not node.kwargs:
@@ -297,7 +298,8 @@ def _match_attention(output: torch.fx.Node) -> _MatchedAttention | None:
         return None
     node = _back_over_casts(scores_input, nodes, dropouts=False)
     scale = 1.0
-    while _node_calls(node, GRAPH_MULTIPLIES + GRAPH_DIVIDES) and len(node.args) == 2 and not node.kwargs:
+    while _node_calls(node, GRAPH_MULTIPLIES + GRAPH_DIVIDES) and len(node.args) == 2 \
+            and not node.kwargs:
         left, right = node.args
         if _node_calls(node, GRAPH_MULTIPLIES):
             source, factor = (left, right) if isinstance(left, torch.fx.Node) else (right, left)

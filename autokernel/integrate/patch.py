@@ -388,9 +388,7 @@ class Patch:
                  kernels: Iterable[RoutedKernel] = ()) -> None:
         self.model = model
         self.report = report
-        # The kernels as routed here: `in_compiled_graphs` says which go into compiled graphs
-        # (`delivery.compile_with_kernels` reads it for the chains only a graph pass can route).
-        self.kernels = list(kernels)
+        self.kernels = list(kernels)  # as routed here: `in_compiled_graphs` set for this patch
         self.router = Router()
         self._installed: list[tuple[nn.Module, Any]] = []  # (module, what forward was before)
         self._rebound: list[tuple[Slot, FunctionRoute, RouteUser]] = []  # rope functions
