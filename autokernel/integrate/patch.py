@@ -384,11 +384,10 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 class Patch:
     """A patched model: its report, and `unpatch()` to give every module its forward back."""
 
-    def __init__(self, model: nn.Module, report: PatchReport,
-                 kernels: Iterable[RoutedKernel] = ()) -> None:
+    def __init__(self, model: nn.Module, report: PatchReport, kernels: list[RoutedKernel]) -> None:
         self.model = model
         self.report = report
-        self.kernels = list(kernels)  # as routed here: `in_compiled_graphs` set for this patch
+        self.kernels = kernels  # as routed here: `in_compiled_graphs` set for this patch
         self.router = Router()
         self._installed: list[tuple[nn.Module, Any]] = []  # (module, what forward was before)
         self._rebound: list[tuple[Slot, FunctionRoute, RouteUser]] = []  # rope functions
