@@ -86,8 +86,11 @@ def qkv_inputs(device: str) -> list[torch.Tensor]:
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo() -> Iterator[None]:
+    """Dynamo reset, and Inductor's caches off: a cached graph skips the pass, whose counters
+    the tests read."""
     torch._dynamo.reset()
-    yield
+    with torch._inductor.config.patch(force_disable_caches=True):
+        yield
     torch._dynamo.reset()
 
 

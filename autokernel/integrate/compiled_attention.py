@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -72,9 +71,11 @@ except ImportError:  # an older torch: any callable is a pass
 
 ATTENTION_PASS_VERSION = "1"  # part of the pass's uuid: bump when what is matched changes
 
-GRAPH_MATMULS = (operator.matmul, torch.matmul, "matmul")
-GRAPH_MULTIPLIES = (operator.mul, torch.mul, "mul")
-GRAPH_DIVIDES = (operator.truediv, torch.div, torch.true_divide, "div", "true_divide")
+# Python's operators (`a @ b`, `a * s`, `a / s`) are Dynamo nodes calling operator.matmul & co.:
+# named by (module, name), since the exported module imports nothing but torch and a few others.
+GRAPH_MATMULS = (("_operator", "matmul"), torch.matmul, "matmul")
+GRAPH_MULTIPLIES = (("_operator", "mul"), torch.mul, "mul")
+GRAPH_DIVIDES = (("_operator", "truediv"), torch.div, torch.true_divide, "div", "true_divide")
 GRAPH_SOFTMAXES = (torch.softmax, F.softmax, "softmax")
 GRAPH_FIXED_CASTS = {"float": torch.float32, "half": torch.float16, "bfloat16": torch.bfloat16,
                "double": torch.float64}
@@ -82,12 +83,13 @@ GRAPH_DROPOUTS = (F.dropout, torch.dropout)
 
 
 def _node_calls(node: Any, spellings: tuple[Any, ...]) -> bool:
-    """Is `node` a call of one of these torch functions or operators (callables) or tensor
-    methods (names)?"""
+    """Is `node` a call of one of these torch functions (callables), Python operators ((module,
+    name) pairs) or tensor methods (names)?"""
     if not isinstance(node, torch.fx.Node):
         return False
     if node.op == "call_function":
-        return any(node.target is s for s in spellings if not isinstance(s, str))
+        named = (getattr(node.target, "__module__", None), getattr(node.target, "__name__", None))
+        return any(node.target is s or named == s for s in spellings if not isinstance(s, str))
     return node.op == "call_method" and node.target in spellings
 
 
@@ -129,8 +131,9 @@ class AttentionChainPass(_GraphPassBase):  # type: ignore[misc, valid-type]
     """An Inductor pre-grad pass: explicit attention → the flash_attention kernel's op.
 
     `kernels`: the flash_attention kernels routed into compiled graphs for this compile (others
-    are ignored). `replaced` counts the chains replaced so far, over every graph compiled with
-    this pass; `left` the chains found and left to Inductor, with the reason."""
+    are ignored). `replaced` counts the chains replaced so far, over every graph this pass ran
+    on; `left` the chains found and left to Inductor, with the reason. A graph Inductor finds
+    in its cache (keyed with `uuid()`) is not passed again, and not counted."""
 
     def __init__(self, kernels: Iterable[RoutedKernel]) -> None:
         self.kernels = [k for k in kernels if k.kernel_type == "flash_attention"]
