@@ -22,9 +22,12 @@ is those values: the model computes what it always did, only without the kernel,
 counts one call left to PyTorch with the reason.
 
 Limits: q, k and v must have one shape [B, H, S, D] (no broadcast of k/v heads, no cross-
-attention to another length); under torch.compile the chain is left to the compiler; code that
-checks `isinstance(scores, torch.Tensor)` between q @ kᵀ and @ v sees the stand-in; q or k changed
-in place between q @ kᵀ and the softmax would be seen changed.
+attention to another length); code that checks `isinstance(scores, torch.Tensor)` between q @ kᵀ
+and @ v sees the stand-in; q or k changed in place between q @ kᵀ and the softmax would be seen
+changed. Under torch.compile the stand-in steps aside (Dynamo cannot trace it) and the chain is
+captured as written: compiled through `delivery.compile_with_kernels` (the delivered compile
+modes and verify's compile ablation), an Inductor pass then replaces unmasked chains with the
+kernel's op (`compiled_attention.py`); masked chains, and a plain torch.compile, stay Inductor's.
 
 This file imports only torch (and routing), because `autokernel export` inlines it.
 """

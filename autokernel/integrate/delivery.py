@@ -9,7 +9,8 @@ modes judged by device time, since a replay has no host cost per forward):
 - `cuda-graph`: the same forward captured once per input signature in a CUDA graph and replayed
   (`GraphedForward`): no host cost per forward at all, for static-shape inference;
 - `compile`: `torch.compile(model)` with the kernels in the compiled graph as custom ops or
-  triton_ops (the others left to Inductor);
+  triton_ops (the others left to Inductor), explicit attention chains included
+  (`compile_with_kernels`, `compiled_attention.py`);
 - `reduce-overhead`: the same under `torch.compile(mode="reduce-overhead")`, Inductor's CUDA
   graphs.
 
@@ -27,6 +28,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from autokernel.integrate.compiled_attention import AttentionChainPass
 from autokernel.integrate.patch import Patch, patch_model
 from autokernel.integrate.routing import RoutedKernel
 
@@ -192,6 +194,31 @@ class GraphedForward(nn.Module):
         return graph(args, kwargs)
 
 
+def compile_with_kernels(model: nn.Module, patch: Patch | None, mode: str = COMPILE,
+                         backend: str = "inductor") -> Callable[..., Any]:
+    """`torch.compile` of a model patched with `under_compile="kernels"`, with its kernels in the
+    graph: the one place deliveries and verify's compile-mode ablation compile models (`patch`
+    None: a model without kernels, plain torch.compile).
+
+    The routes put their kernels into the graph as Dynamo traces them; an explicit attention
+    chain has no route under the compiler (`attention_chain.py`), so when a flash_attention
+    kernel goes into compiled graphs, Inductor's pre-grad pass `AttentionChainPass` replaces
+    the chains with its op. `mode` is COMPILE or REDUCE_OVERHEAD (Inductor, whatever `backend`
+    says, as before). Another backend than Inductor runs no Inductor pass: the chains then
+    compile as written."""
+    inductor = mode == REDUCE_OVERHEAD or backend == "inductor"
+    attention = [k for k in (patch.kernels if patch is not None else ())
+                 if k.in_compiled_graphs and k.kernel_type == "flash_attention"]
+    if not (inductor and attention):
+        if mode == REDUCE_OVERHEAD:
+            return torch.compile(model, mode="reduce-overhead")
+        return torch.compile(model, backend=backend)
+    options: dict[str, Any] = {"pre_grad_custom_pass": AttentionChainPass(attention)}
+    if mode == REDUCE_OVERHEAD:  # torch.compile takes a mode or options, not both
+        options.update(torch._inductor.list_mode_options("reduce-overhead"))
+    return torch.compile(model, options=options)
+
+
 @dataclasses.dataclass
 class Delivered:
     """A model made ready for one delivery: call `model`; `patch.unpatch()` undoes the routing
@@ -217,8 +244,6 @@ def deliver(model: nn.Module, kernels: Iterable[RoutedKernel], delivery: Deliver
     runnable: Callable[..., Any] = model
     if delivery.mode == CUDA_GRAPH:
         runnable = GraphedForward(model)
-    elif delivery.mode == COMPILE:
-        runnable = torch.compile(model, backend=compile_backend)
-    elif delivery.mode == REDUCE_OVERHEAD:
-        runnable = torch.compile(model, mode="reduce-overhead")
+    elif delivery.mode in (COMPILE, REDUCE_OVERHEAD):
+        runnable = compile_with_kernels(model, patch, delivery.mode, compile_backend)
     return Delivered(runnable, patch, delivery)

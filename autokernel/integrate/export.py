@@ -49,7 +49,8 @@ INLINED_MODULES = ("text.py", "interpreter_compat.py", "integrate/integration.py
                    "integrate/attention_chain.py",
                    "integrate/logits_chain.py",
                    "integrate/residual_norm.py", "integrate/function_routes.py",
-                   "integrate/patch.py", "integrate/delivery.py")  # in dependency order
+                   "integrate/patch.py", "integrate/compiled_attention.py",
+                   "integrate/delivery.py")  # in dependency order
 
 
 class ExportError(ValueError):

@@ -52,6 +52,7 @@ from autokernel.integrate.delivery import (
     REDUCE_OVERHEAD,
     Delivery,
     GraphedForward,
+    compile_with_kernels,
 )
 from autokernel.integrate.end_to_end import Timing, time_device, time_host, time_wall
 from autokernel.text import error_summary
@@ -98,11 +99,15 @@ class Models:
 
     def copy(self, config: Config) -> nn.Module:
         """A new copy of the model with `config`'s kernels routed in (compile modes included)."""
+        return self._patched_copy(config)[0]
+
+    def _patched_copy(self, config: Config) -> tuple[nn.Module, Any]:
         model = self.setup.copy_model()
+        patch = None
         if config:
-            self.patches.append(self.setup.kernels.patch(model, under_compile="kernels",
-                                                         only=config))
-        return model
+            patch = self.setup.kernels.patch(model, under_compile="kernels", only=config)
+            self.patches.append(patch)
+        return model, patch
 
     def eager_model(self, config: Config) -> nn.Module:
         if not config:
@@ -112,17 +117,14 @@ class Models:
         return self.eager[config]
 
     def compiled_model(self, mode: str, config: Config) -> Callable[..., Any]:
-        import torch
-
         key = (mode, config)
         if key not in self.compiled:
-            model = self.copy(config)
-            if mode == REDUCE_OVERHEAD:
-                self.compiled[key] = torch.compile(model, mode="reduce-overhead")
-            elif mode == CUDA_GRAPH:
+            if mode == CUDA_GRAPH:
                 self.compiled[key] = GraphedForward(self.eager_model(config))
-            else:
-                self.compiled[key] = torch.compile(model, backend=self.setup.compile_backend)
+            else:  # as `deliver` compiles: one helper, so the ablation measures what is delivered
+                model, patch = self._patched_copy(config)
+                self.compiled[key] = compile_with_kernels(model, patch, mode,
+                                                          self.setup.compile_backend)
         return self.compiled[key]
 
     def close(self) -> None:

@@ -384,9 +384,10 @@ def _inside(path: str, roots: Iterable[str]) -> bool:
 class Patch:
     """A patched model: its report, and `unpatch()` to give every module its forward back."""
 
-    def __init__(self, model: nn.Module, report: PatchReport) -> None:
+    def __init__(self, model: nn.Module, report: PatchReport, kernels: list[RoutedKernel]) -> None:
         self.model = model
         self.report = report
+        self.kernels = kernels  # as routed here: `in_compiled_graphs` set for this patch
         self.router = Router()
         self._installed: list[tuple[nn.Module, Any]] = []  # (module, what forward was before)
         self._rebound: list[tuple[Slot, FunctionRoute, RouteUser]] = []  # rope functions
@@ -503,7 +504,7 @@ def patch_model(model: nn.Module, kernels: Iterable[RoutedKernel],
                                             compile_path=k.op.compile_label,
                                             in_compiled_graphs=k.in_compiled_graphs)
                           for k in kernels})
-    patch = Patch(model, report)
+    patch = Patch(model, report, kernels)
     module_kernels: dict[str, RoutedKernel] = {}
     for kernel in kernels:
         if routes_modules(kernel):
