@@ -104,13 +104,19 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
         if node.op in ("reshape", "view", "flatten") and node.args:
             expand = gctx.producer(first_input(node))
             if expand is not None and expand.op == "expand":  # HF's, Meta's repeat_kv
-                source = gctx.base(first_input(expand))
+                source = first_input(expand)
                 inserted = gctx.producer(source)  # x[:, :, None] or x.unsqueeze(2)
+                if inserted is None or inserted.op not in ("getitem", "unsqueeze"):
+                    inserted = gctx.producer(gctx.base(source))
                 if inserted is not None and inserted.op in ("getitem", "unsqueeze"):
-                    source = gctx.base(first_input(inserted))
-                heads = _heads_before(gctx.shape(source), gctx.shape(value))
-                if heads is not None:
-                    return source, heads
+                    source = first_input(inserted)
+                # The value the repeat reads ([B, KV, S, D]), or the one before its views where
+                # only that has the heads' layout; a key made by views of a projection in the
+                # model (k_proj(x).view(..).transpose(1, 2)) is read where it has the heads.
+                for candidate in (source, gctx.base(source)):
+                    heads = _heads_before(gctx.shape(candidate), gctx.shape(value))
+                    if heads is not None:
+                        return candidate, heads
         if node.op not in ("contiguous", "clone", "to", "float", "type_as", "transpose", "mT"):
             return value, None
         value = first_input(node)
