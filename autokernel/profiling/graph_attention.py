@@ -323,6 +323,9 @@ def find_explicit_attention(gctx: GraphContext) -> None:
             params["rank"] = len(q_shape)
         if heads_in_rows is not None:
             kv_heads = params["kv_heads"] = 1
+        q_len, k_shape = (heads_in_rows or q_shape)[-2], gctx.shape(k)
+        if len(k_shape) >= 2 and k_shape[-2] != q_len:  # cross-attention (Whisper's, Perceiver's)
+            params["kv_len"] = k_shape[-2]
         params["form"] = ("heads in rows" if heads_in_rows is not None else
                           "einsum" if "einsum" in (source["product"].op, pv.op) else
                           "bmm" if "bmm" in (source["product"].op, pv.op) else
@@ -390,6 +393,8 @@ def attention_route(site_notes: dict[str, Any], site_params: dict[str, Any]) -> 
         return None
     if site_notes.get("mask"):
         return "no: a mask that is not causal"
+    if "kv_len" in site_notes:
+        return "no: k/v length differs from q's"
     if "rank" in site_notes:
         return f"no: {site_notes['rank']}-D q (verify's chain takes [B, H, S, D])"
     if form != "chain":

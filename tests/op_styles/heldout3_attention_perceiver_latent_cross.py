@@ -9,8 +9,10 @@ import math
 import torch
 from torch import nn
 
-EXPECTED = {'kernel_type': 'flash_attention', 'params': {'causal': False, 'scale': 0.25},
-            'calls': 1, 'also': ['matmul', 'layernorm']}
+EXPECTED = {'kernel_type': 'flash_attention', 'params': {'causal': False, 'scale': 0.25, 'kv_len': 24},
+            'calls': 1, 'route': 'no', 'also': ['matmul', 'layernorm']}
+# kv_len and the route were added after the held-out run (phase 2): the chain notes a key length
+# other than the query's, which the [B, H, S, D] kernels do not take.
 
 
 class PerceiverSelfAttention(nn.Module):

@@ -7,8 +7,10 @@ key length differs from its query length."""
 import torch
 from torch import nn
 
-EXPECTED = {'kernel_type': 'flash_attention', 'params': {'causal': False, 'scale': 0.25},
-            'calls': 1, 'also': ['matmul']}
+EXPECTED = {'kernel_type': 'flash_attention', 'params': {'causal': False, 'scale': 0.25, 'kv_len': 12},
+            'calls': 1, 'route': 'no', 'also': ['matmul']}
+# kv_len and the route were added after the held-out run (phase 2): the chain notes a key length
+# other than the query's, which the [B, H, S, D] kernels do not take.
 
 
 class WhisperAttention(nn.Module):
