@@ -28,6 +28,7 @@ from autokernel.profiling.canonical import amax_of, operands, region
 from autokernel.profiling.graph import GraphNode, argument, value_id
 from autokernel.profiling.graph_losses import log_softmax_over
 from autokernel.profiling.graph_match import GraphContext, dim_list, first_input
+from autokernel.profiling.recorder import OVER_HEADS
 
 KERNEL_TYPE = "flash_attention"
 PRODUCTS = ("matmul", "bmm", "einsum", "baddbmm")
@@ -104,13 +105,19 @@ def _ungrouped(gctx: GraphContext, value: int | None) -> tuple[int | None, int |
         if node.op in ("reshape", "view", "flatten") and node.args:
             expand = gctx.producer(first_input(node))
             if expand is not None and expand.op == "expand":  # HF's, Meta's repeat_kv
-                source = gctx.base(first_input(expand))
+                source = first_input(expand)
                 inserted = gctx.producer(source)  # x[:, :, None] or x.unsqueeze(2)
+                if inserted is None or inserted.op not in ("getitem", "unsqueeze"):
+                    inserted = gctx.producer(gctx.base(source))
                 if inserted is not None and inserted.op in ("getitem", "unsqueeze"):
-                    source = gctx.base(first_input(inserted))
-                heads = _heads_before(gctx.shape(source), gctx.shape(value))
-                if heads is not None:
-                    return source, heads
+                    source = first_input(inserted)
+                # The value the repeat reads ([B, KV, S, D]), or the one before its views where
+                # only that has the heads' layout; a key made by views of a projection in the
+                # model (k_proj(x).view(..).transpose(1, 2)) is read where it has the heads.
+                for candidate in (source, gctx.base(source)):
+                    heads = _heads_before(gctx.shape(candidate), gctx.shape(value))
+                    if heads is not None:
+                        return candidate, heads
         if node.op not in ("contiguous", "clone", "to", "float", "type_as", "transpose", "mT"):
             return value, None
         value = first_input(node)
@@ -143,6 +150,11 @@ def _masking(gctx: GraphContext, node: GraphNode) -> tuple[int | None, int | Non
     filled = gctx.scalar(fill)
     if found is None or filled is None or filled > MASKED:
         return scores, mask, "mask"
+    if found.pattern == CAUSAL_BOOL[node.op] + OVER_HEADS:
+        shape, mask_shape = gctx.shape(scores), gctx.shape(mask)
+        heads_between = len(shape) >= 3 and shape[-2] > 1 and \
+            list(shape[-3:]) == [mask_shape[-3], shape[-2], mask_shape[-1]]
+        return scores, mask, "causal over heads" if heads_between else "mask"
     return scores, mask, "causal" if found.pattern == CAUSAL_BOOL[node.op] else "mask"
 
 
@@ -179,6 +191,8 @@ def _scores_source(gctx: GraphContext, value: int | None) -> dict[str, Any] | No
         if masking is None:
             return None
         value, mask, kind = masking
+        if kind == "causal over heads":
+            found["heads_view"] = list(gctx.shape(value))
         if kind != "zeros":
             found["mask"] = kind if not found["mask"] else "mask"
         if kind == "mask" or not gctx.value(mask).constant:
@@ -227,6 +241,23 @@ def _operands_of_product(gctx: GraphContext, node: GraphNode) -> tuple[int | Non
     return q, first_input(transpose)
 
 
+def _heads_in_rows(gctx: GraphContext, source: dict[str, Any], q_shape: list[int],
+                   k: int | None) -> list[int] | None:
+    """[B, H, S, D] of a multi-query attention whose heads are folded into q's rows
+    (GPT-BigCode: q [B, S·H, D] against the one key [B, K, D], the scores viewed [B, S, H, K]
+    where its causal mask [.., S, 1, K] applies), else None."""
+    view = source.get("heads_view")
+    k_shape = gctx.shape(k)
+    if source["mask"] != "causal over heads" or not view or len(view) != 4 or \
+            len(q_shape) != 3 or len(k_shape) != 3:
+        return None
+    b, s, h, kv_len = view
+    if q_shape[0] != b or q_shape[1] != s * h or k_shape[0] != b or k_shape[1] != kv_len or \
+            k_shape[2] != q_shape[2]:
+        return None
+    return [b, h, s, q_shape[2]]
+
+
 def _prescale(gctx: GraphContext, q: int | None) -> tuple[int | None, float]:
     """q (or k) before a `q * scale` applied ahead of the product (timm), and that scale."""
     node = gctx.made_by(q, "mul", "div")
@@ -266,6 +297,9 @@ def find_explicit_attention(gctx: GraphContext) -> None:
             continue
         if source["mask"] == "mask":
             continue  # a mask no kernel reproduces: its softmax and products stay targets
+        heads_in_rows = _heads_in_rows(gctx, source, q_shape, k)
+        if source["mask"] == "causal over heads" and heads_in_rows is None:
+            continue
         q_unscaled, prescale = _prescale(gctx, q)
         k, k_prescale = _prescale(gctx, k)  # q and k each scaled by D^-¼ (Whisper)
         prescale *= k_prescale
@@ -278,20 +312,28 @@ def find_explicit_attention(gctx: GraphContext) -> None:
             continue
         scale = source["scale"] * prescale
         # The scale as written (1.0 when nothing scales the scores: T5), never the default.
-        params: dict[str, Any] = {"causal": source["mask"] in ("causal", "causal additive"),
-                                  "scale": scale}
+        params: dict[str, Any] = {
+            "causal": source["mask"] in ("causal", "causal additive", "causal over heads"),
+            "scale": scale}
         if source["mask"] == "mask":
             params["mask"] = True
         if kv_heads is not None:
             params["kv_heads"] = kv_heads
         if len(q_shape) != 4:
             params["rank"] = len(q_shape)
-        params["form"] = ("einsum" if "einsum" in (source["product"].op, pv.op) else
+        if heads_in_rows is not None:
+            kv_heads = params["kv_heads"] = 1
+        q_len, k_shape = (heads_in_rows or q_shape)[-2], gctx.shape(k)
+        if len(k_shape) >= 2 and k_shape[-2] != q_len:  # cross-attention (Whisper's, Perceiver's)
+            params["kv_len"] = k_shape[-2]
+        params["form"] = ("heads in rows" if heads_in_rows is not None else
+                          "einsum" if "einsum" in (source["product"].op, pv.op) else
                           "bmm" if "bmm" in (source["product"].op, pv.op) else
                           "additive mask" if source["mask"] == "causal additive" else
                           "q scaled before q @ kᵀ" if prescale != 1.0 else "chain")
         label = "softmax(QK^T)V(" + ", ".join([source["product"].op, "softmax", pv.op]) + ")"
-        site = gctx.site(KERNEL_TYPE, nodes, label, four_dims(q_shape), params, gctx.dtype(q))
+        site = gctx.site(KERNEL_TYPE, nodes, label, four_dims(heads_in_rows or q_shape), params,
+                         gctx.dtype(q))
         gctx.claim(nodes, KERNEL_TYPE, site)
 
 
@@ -351,6 +393,8 @@ def attention_route(site_notes: dict[str, Any], site_params: dict[str, Any]) -> 
         return None
     if site_notes.get("mask"):
         return "no: a mask that is not causal"
+    if "kv_len" in site_notes:
+        return "no: k/v length differs from q's"
     if "rank" in site_notes:
         return f"no: {site_notes['rank']}-D q (verify's chain takes [B, H, S, D])"
     if form != "chain":

@@ -258,6 +258,19 @@ def _layernorm_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
                     "layernorm(written out)")
 
 
+def _same_rows_base(gctx: GraphContext, x: int | None) -> int | None:
+    """x before its views and casts where that value has x's last dim (`X.view(-1, d)` is a norm
+    over X's rows); else x itself: an expanded parameter (Perceiver's latents [N, d] expanded over
+    the batch) is normalized as the [B, N, d] rows the norm reads, a view that splits the last dim
+    (heads) over the split-off dim."""
+    base, shape = gctx.base(x), gctx.shape(x)
+    base_shape = gctx.shape(base)
+    if not base_shape or not shape or base_shape[-1] != shape[-1] \
+            or shape_numel(base_shape) != shape_numel(shape):
+        return x
+    return base
+
+
 def _own_op_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
     """F.rms_norm / F.layer_norm (nn.RMSNorm and nn.LayerNorm call them) over the last dims."""
     kind = NORM_OPS.get(node.op)
@@ -276,8 +289,9 @@ def _own_op_call(gctx: GraphContext, node: GraphNode) -> NormCall | None:
     params: dict[str, Any] = {"eps": eps}
     if value_id(weight) is None:
         params["elementwise_affine"] = False
-    inputs = {gctx.base(x), value_id(weight), value_id(bias)} - {None}
-    return NormCall(kind, gctx.base(x), len(shape) - 1, node.outputs[0], inputs, params,
+    base = _same_rows_base(gctx, x)
+    inputs = {base, value_id(weight), value_id(bias)} - {None}
+    return NormCall(kind, base, len(gctx.shape(base)) - 1, node.outputs[0], inputs, params,
                     f"aten::{node.op}", own_op=node)
 
 

@@ -109,11 +109,25 @@ def canonical_name(func: Callable[..., Any]) -> tuple[str | None, bool]:
     return ALIASES.get(name, name), False
 
 
+OVER_HEADS = ":heads"  # a mask's pattern suffix: [.., S, 1, S], the scores laid out [B, S, H, S]
+
+
+def _over_heads(mask: torch.Tensor) -> bool:
+    """A [.., S, 1, S] mask: one broadcast over a heads dim between the query and key dims (the
+    scores [B, S, H, S] of GPT-BigCode's multi-query attention, heads folded into the rows)."""
+    return mask.dim() >= 3 and mask.shape[-2] == 1 and mask.shape[-1] == mask.shape[-3] >= 2
+
+
 def mask_pattern(mask: torch.Tensor) -> str:
     """What a constant [.., S, S] mask holds, the same over every leading index:
     "keep_lower" (true/1 on and below the diagonal: torch.tril(ones)), "drop_upper" (true/1
     strictly above it: the complement, masked_fill's causal mask), "causal_additive" (0 on and
-    below, very negative above: an additive causal mask), "zeros", or "" for anything else."""
+    below, very negative above: an additive causal mask), "zeros", or "" for anything else; a
+    [.., S, 1, S] mask's causal pattern over its query and key dims is suffixed OVER_HEADS."""
+    if _over_heads(mask):
+        found = mask_pattern(mask.squeeze(-2))
+        return f"{found}{OVER_HEADS}" if found in ("keep_lower", "drop_upper", "causal_additive") \
+            else ""
     if mask.dim() < 2 or mask.shape[-1] != mask.shape[-2] or mask.shape[-1] < 2 or \
             mask.numel() > MASK_PATTERN_MAX_ELEMENTS or mask.is_complex():
         return ""
@@ -317,7 +331,7 @@ class GraphRecorder(TorchFunctionMode):
             return
         value = self.graph.values[entry[1]]
         if value.constant and not value.pattern and value.origin != PARAMETER and \
-                tensor.dim() >= 2 and tensor.shape[-1] == tensor.shape[-2]:
+                tensor.dim() >= 2 and (tensor.shape[-1] == tensor.shape[-2] or _over_heads(tensor)):
             value.pattern = PENDING
             self._deferred.append((value, tensor))
 
