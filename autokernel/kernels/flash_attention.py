@@ -141,6 +141,18 @@ def _load_tile(base, rows, stride_row, num_rows, cols, stride_col, num_cols,
 
 
 @triton.jit
+def _rescaled_plus_pv(acc, rescale, p, v, DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr):
+    """acc · rescale + P V for one key block, both kernels' online-softmax step. P is rounded to
+    V's dtype first, the rounding a tensor-core PV product applies (UPCAST: then both go to fp32,
+    for the interpreter's dots)."""
+    p_in = p.to(v.dtype)
+    if UPCAST:
+        p_in = p_in.to(tl.float32)
+        v = v.to(tl.float32)
+    return tl.dot(p_in, v, acc * rescale[:, None], input_precision=DOT_PRECISION)
+
+
+@triton.jit
 def _scores(q, q_base, queries, stride_qs, stride_qd, k_base, keys, stride_ks, stride_kd,
             seq_len, CHECK_KEYS: tl.constexpr, HEAD_DIM: tl.constexpr, BLOCK_DK: tl.constexpr,
             DOT_PRECISION: tl.constexpr, UPCAST: tl.constexpr, WIDE_OFFSETS: tl.constexpr):
@@ -196,11 +208,7 @@ def _attend_key_blocks(
         row_sum = row_sum * rescale + tl.sum(p, axis=1)
         v = _load_tile(v_base, keys, stride_vs, seq_len, v_cols, stride_vd, HEAD_DIM, MASKED,
                        HEAD_DIM % BLOCK_DV != 0, WIDE_OFFSETS)
-        p_in = p.to(v.dtype)  # the rounding a tensor-core PV product applies
-        if UPCAST:
-            p_in = p_in.to(tl.float32)
-            v = v.to(tl.float32)
-        acc = tl.dot(p_in, v, acc * rescale[:, None], input_precision=DOT_PRECISION)
+        acc = _rescaled_plus_pv(acc, rescale, p, v, DOT_PRECISION, UPCAST)
         row_max = new_max
     return acc, row_max, row_sum
 
@@ -332,11 +340,7 @@ def _attend_key_blocks_tma(
         rescale = tl.exp2(row_max - new_max)
         row_sum = row_sum * rescale + tl.sum(p, axis=1)
         v = v_desc.load([start, 0])
-        p_in = p.to(v.dtype)  # the rounding a tensor-core PV product applies
-        if UPCAST:
-            p_in = p_in.to(tl.float32)
-            v = v.to(tl.float32)
-        acc = tl.dot(p_in, v, acc * rescale[:, None], input_precision=DOT_PRECISION)
+        acc = _rescaled_plus_pv(acc, rescale, p, v, DOT_PRECISION, UPCAST)
         row_max = new_max
     return acc, row_max, row_sum
 
