@@ -542,11 +542,12 @@ GPU_LAUNCH_MODULE = textwrap.dedent('''
 
 # (shape, dtype, causal): the resident path at its common and widest head dims, the tiled path at
 # a ragged S, at one and two output slices, and in fp32 (ieee dots, the largest tiles).
+# D = 128 at the bench shape is also compiled by tests/test_aot.py, and the resident heads 64-256
+# by the tma variant's check below: these are the tiled kernel's paths (resident 256, head-dim
+# tiling ragged at 320 and wide at 1024, fp32 at 768).
 HOPPER_CALLS = (
-    ((1, 8, 1024, 128), torch.float16, False),
     ((1, 4, 2048, 256), torch.bfloat16, True),
     ((2, 4, 1000, 320), torch.float16, True),
-    ((1, 4, 2048, 512), torch.bfloat16, False),
     ((1, 2, 2048, 1024), torch.float16, True),
     ((1, 2, 1024, 768), torch.float32, True),
 )
@@ -577,7 +578,7 @@ def test_gpu_launches_compile_for_hopper_without_spills(tmp_path: Path) -> None:
     results = check_file(_gpu_launch_module(tmp_path, 2**31), "gpu_launch", calls(HOPPER_CALLS),
                          execute=False)
     results += check_file(_gpu_launch_module(tmp_path, 1), "gpu_launch",
-                          calls(HOPPER_CALLS[3:4]), execute=False)
+                          calls(HOPPER_CALLS[1:2]), execute=False)
     problems = [format_result(r) for r in results if not r.ok or r.local_bytes != 0]
     assert not problems, "\n".join(problems)
     assert len(results) == len(HOPPER_CALLS) + 1

@@ -120,16 +120,19 @@ class LostWorker(RuntimeError):
 
 class InProcessPool:
     """Workers in this process: each job is judged when it is submitted. `lose`: job number ->
-    how many times its worker dies while judging it."""
+    how many times its worker dies while judging it; `lose_idle`: job numbers whose worker is
+    found dead when the job is submitted (it died while idle), once each."""
 
     kind = "test"
 
     def __init__(self, root: Path, labels: list[str], lose: dict[int, int] | None = None,
-                 names: list[str] | None = None, bench: Any = scripted_bench) -> None:
+                 names: list[str] | None = None, bench: Any = scripted_bench,
+                 lose_idle: set[int] | None = None) -> None:
         # Their compile caches shared, as the workers of a machine share them.
         self.workers = [JudgeWorker(label, root / label, "cpu", bench=bench,
                                     harness_cache=root / "harness") for label in labels]
         self.lose = dict(lose or {})
+        self.lose_idle = set(lose_idle or ())
         self.names = names
         self.restarts: list[int] = []
         self.judged: list[str] = []  # the label of the worker of each job, in order
@@ -142,6 +145,9 @@ class InProcessPool:
         return identities
 
     def submit(self, index: int, job: JudgeJob) -> Future[JudgeOutcome]:
+        if job.number in self.lose_idle:
+            self.lose_idle.discard(job.number)
+            raise LostWorker(f"worker {index} died while idle")
         future: Future[JudgeOutcome] = Future()
         if self.lose.get(job.number, 0) > 0:
             self.lose[job.number] -= 1
@@ -267,6 +273,24 @@ def test_a_lost_workers_experiment_is_judged_again_and_twice_lost_is_a_crash(
     assert "lost 2 times" in crash["reason"]
     assert len(pool.restarts) == 3  # a restart per loss, of whichever worker judged it
     assert sum(w.lost for w in read_board(ws.cache_dir / "gpus.json").values()) == 3
+
+
+def test_a_worker_found_dead_when_a_job_is_handed_to_it_restarts_and_the_job_waits(
+        tmp_path: Path) -> None:
+    """A worker that died while idle fails the submit itself (concurrent.futures raises
+    BrokenProcessPool there): the run goes on, the worker restarts, and the job (which never
+    ran) is judged once, as if nothing happened."""
+    ws, plan, state, config = make_run(tmp_path / "a", ["rmsnorm", "softmax"], 1)
+    pool = InProcessPool(tmp_path / "workers", ["cpu0", "cpu1"], lose_idle={3})
+    dashboard = Capture()
+    runner = ParallelRunner(ws, plan, state, config, TargetAgents(TunerAgent(seed=0)), pool,
+                            dashboard=dashboard)
+    assert runner.run() == "every target is done"
+    rows = read_rows(ws.results_path)
+    assert [int(r["experiment"]) for r in rows] == [0, 1, 2, 3]
+    assert not [r for r in rows if r["status"] == "crash"]
+    assert len(pool.restarts) == 1 and len(pool.judged) == 4
+    assert any("was lost while idle" in line for line in dashboard.lines)
 
 
 def test_gpus_of_different_models_are_refused(tmp_path: Path) -> None:

@@ -398,7 +398,22 @@ class ParallelRunner:
 
     def _submit(self, dispatch: Dispatch, slot: int) -> None:
         dispatch.slot = slot
-        self.running[self.pool.submit(slot, dispatch.job)] = dispatch
+        try:
+            future = self.pool.submit(slot, dispatch.job)
+        except Exception as exc:
+            if not self.pool.is_lost(exc):
+                raise
+            # The worker died while idle, between its last verdict and this job (a full CPU
+            # suite saw it): nothing of the job ran, so it waits for a worker again, its
+            # attempts unchanged, and this one starts afresh.
+            label = self.labels[slot]
+            self.board.lost(label)
+            self.dashboard.message(f"{describe_worker(label)} was lost while idle "
+                                   f"({type(exc).__name__}); it starts again")
+            self._restart(slot)
+            self.requeued.append(dispatch)
+            return
+        self.running[future] = dispatch
         self.board.busy(self.labels[slot], dispatch.target.tag)
 
     # -- verdicts -------------------------------------------------------------------------------
