@@ -78,19 +78,13 @@ def _paired(vs: dict[str, Any], mode: str) -> dict[str, float] | None:
     return None
 
 
-def _device_us(deliveries: list[dict[str, Any]], mode: str, kernels: list[str]) -> float | None:
+def _median_us(deliveries: list[dict[str, Any]], mode: str, kernels: list[str],
+               clock: str) -> float | None:
+    """The median per forward (`clock`: "device" or "wall") of the delivery `mode` + `kernels`."""
     for row in deliveries:
         delivery = row.get("delivery", {})
         if delivery.get("mode") == mode and list(delivery.get("kernels", [])) == list(kernels):
-            return (row.get("device") or {}).get("median_us")
-    return None
-
-
-def _wall_us(deliveries: list[dict[str, Any]], mode: str, kernels: list[str]) -> float | None:
-    for row in deliveries:
-        delivery = row.get("delivery", {})
-        if delivery.get("mode") == mode and list(delivery.get("kernels", [])) == list(kernels):
-            return (row.get("wall") or {}).get("median_us")
+            return (row.get(clock) or {}).get("median_us")
     return None
 
 
@@ -116,16 +110,17 @@ def summarize(verify: dict[str, Any], name: str) -> dict[str, Any]:
     row["vs_eager_wall"] = (vs.get("eager") or {}).get("ratio")
     row["faster_compile_mode"] = faster
     row["vs_compile_wall"] = compiled.get(faster) if faster else None
-    delivered_device = _device_us(deliveries, delivery["mode"], row["kernels"])
-    compile_device = [_device_us(deliveries, m, []) for m in COMPILE_MODES]
+    delivered_device = _median_us(deliveries, delivery["mode"], row["kernels"], "device")
+    compile_device = [_median_us(deliveries, m, [], "device") for m in COMPILE_MODES]
     compile_device = [d for d in compile_device if d]
     row["device_us"] = {"delivered": delivered_device,
                         "faster_compile": min(compile_device) if compile_device else None}
     row["vs_compile_device"] = (min(compile_device) / delivered_device
                                 if compile_device and delivered_device else None)
     eager_kernels = list(selection.get("eager", []))
-    eager_none = _wall_us(deliveries, "eager", [])
-    eager_patched = _wall_us(deliveries, "eager", eager_kernels) if eager_kernels else eager_none
+    eager_none = _median_us(deliveries, "eager", [], "wall")
+    eager_patched = (_median_us(deliveries, "eager", eager_kernels, "wall") if eager_kernels
+                     else eager_none)
     row["patched_eager_vs_eager_wall"] = (eager_none / eager_patched
                                           if eager_none and eager_patched else None)
     device_noise = (noise.get("device") or {}).get("noise") or 0.0
